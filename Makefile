@@ -1,0 +1,44 @@
+# tinyprof: everything runs inside .venv, created on first use from PyPI.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+STAMP  := $(VENV)/.installed
+
+# Rank counts for the MPI test suite (odd ones on purpose).
+MPI_SIZES ?= 1 2 3 5 8
+
+.PHONY: install demo test test-serial test-mpi test-native bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): $(PY) setup.cfg setup.py pyproject.toml
+	$(PY) -m pip install -q -e '.[mpi,hatchet,callflow,test]'
+	touch $@
+
+install: $(STAMP)
+
+demo: install
+	$(PY) -m tinyprof.demo --run
+
+test: install test-serial test-mpi test-native
+
+test-serial: install
+	$(PY) -m pytest -q tests
+
+test-mpi: install
+	@for n in $(MPI_SIZES); do \
+		echo "== MPI tests on $$n ranks"; \
+		timeout 600 $(BIN)/mpiexec -n $$n $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi || exit 1; \
+	done
+
+test-native: install
+	$(PY) -m pytest -q tests/native
+
+bench: install
+	$(PY) benchmarks/annotation.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info tinyprof/*.so

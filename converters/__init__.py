@@ -1,0 +1,1 @@
+"""Converters from tinyprof profiles to other tools' formats, one module per target."""

@@ -1,0 +1,22 @@
+"""tinyprof: always-on, annotation-based profiling for MPI applications.
+
+Annotate regions, flush, read back::
+
+    import tinyprof
+    tinyprof.Profiler("heat", frequency=5, selfkeys="tag:0,mem:1")
+    with tinyprof.Event("main"):
+        with tinyprof.Event("compute", loop=1):
+            ...
+    tinyprof.flush()
+    profile = tinyprof.read("heat.tinyprof")
+
+The file format is specified in docs/format.md.
+"""
+from ._annotate import Event, event
+from ._flush import flush
+from ._format import FormatError
+from ._profile import Profile, read
+from ._profiler import Profiler
+from ._version import __version__
+
+__all__ = ["Event", "event", "Profiler", "flush", "read", "Profile", "FormatError", "__version__"]

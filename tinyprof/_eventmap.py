@@ -1,0 +1,126 @@
+"""The event map: metric bookkeeping on record, and the snapshot the flush reads.
+
+The hot path (``_core.c`` or ``_pyevent.py``) keeps one node per callpath with
+its times in an int64 buffer. Custom metrics are rarer, so they are handled
+here, in Python: consistent ones once per callpath, inconsistent ones in a
+float64 array aligned with the times (NaN where an occurrence gave none).
+"""
+from __future__ import annotations
+
+import warnings
+from array import array
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+_NAN = float("nan")
+_keys: Dict[str, bool] = {}        # declared metric key -> consistent?
+_warned: set = set()
+
+
+def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
+    """``"tag:0,mem:1"`` -> ``[("tag", True), ("mem", False)]``.
+
+    As in the paper's Fig. 2, flag 0 marks a consistent metric (one value per
+    callpath) and 1 an inconsistent one (a value per occurrence).
+    """
+    keys: List[Tuple[str, bool]] = []
+    for item in filter(None, (s.strip() for s in selfkeys.split(","))):
+        name, sep, flag = item.rpartition(":")
+        if not sep or flag not in ("0", "1") or not name:
+            raise ValueError(f"tinyprof: bad selfkeys item {item!r}: expected name:0 "
+                             "(consistent) or name:1 (inconsistent)")
+        if name == "time" or name in dict(keys):
+            raise ValueError(f"tinyprof: metric {name!r} declared twice (or reserved)")
+        keys.append((name, flag == "0"))
+    return keys
+
+
+def configure(keys: Sequence[Tuple[str, bool]]) -> None:
+    _keys.clear()
+    _keys.update(keys)
+
+
+def record_metrics(node, values: Dict[str, float]) -> None:
+    """Store the metric values of the occurrence just recorded on ``node``."""
+    index = node.count - 1
+    for key, value in values.items():
+        consistent = _keys.get(key)
+        if consistent is None:
+            if key not in _warned:
+                _warned.add(key)
+                warnings.warn(f"tinyprof: metric {key!r} (event {node.name!r}) is not declared "
+                              "in Profiler(selfkeys=...); its values are not recorded",
+                              RuntimeWarning, stacklevel=3)
+        elif consistent:
+            if node.consistent is None:
+                node.consistent = {}
+            node.consistent.setdefault(key, value)
+        else:
+            if node.metrics is None:
+                node.metrics = {}
+            column = node.metrics.get(key)
+            if column is None:
+                column = node.metrics[key] = array("d")
+            if len(column) <= index:
+                column.extend([_NAN] * (index + 1 - len(column)))
+                column[index] = value
+            elif node.loop == 2 and column[index] == column[index]:
+                column[index] += value      # loop 2 sums per execution
+            else:
+                column[index] = value
+
+
+@dataclass
+class LocalEvent:
+    """One callpath of this process, copied out of the hot path's node."""
+
+    path: Tuple[str, ...]
+    loop: int
+    common: bool
+    times: np.ndarray                  # int64
+    execs: np.ndarray                  # int64 (execution, first index) pairs
+    consistent: Dict[str, float]
+    metrics: Dict[str, np.ndarray]     # inconsistent key -> float64, aligned with times
+
+    def metric_columns(self, keys: Sequence[str]) -> List[Optional[np.ndarray]]:
+        return [self.metrics.get(k) for k in keys]
+
+
+def collect(root) -> List[LocalEvent]:
+    """Copy the call tree under ``root`` into a list, in pre-order.
+
+    Nodes of events still open appear too (with no values), so every prefix of
+    a callpath is present.
+    """
+    out: List[LocalEvent] = []
+    stack = [((), child) for child in reversed(list(root.children.values()))]
+    while stack:
+        prefix, node = stack.pop()
+        path = prefix + (node.name,)
+        raw_times, raw_execs = node.data()
+        times = np.frombuffer(raw_times, dtype=np.int64)
+        execs = _clean_execs(np.frombuffer(raw_execs, dtype=np.int64), len(times))
+        metrics = {}
+        for key, column in (node.metrics or {}).items():
+            col = np.full(len(times), _NAN)
+            vals = np.frombuffer(column.tobytes(), dtype=np.float64)[:len(times)]
+            col[:len(vals)] = vals
+            metrics[key] = col
+        out.append(LocalEvent(path, node.loop, node.common, times, execs,
+                              dict(node.consistent or {}), metrics))
+        stack.extend((path, child) for child in reversed(list(node.children.values())))
+    return out
+
+
+def _clean_execs(execs: np.ndarray, ntimes: int) -> np.ndarray:
+    # Another thread may record between the copies of times and boundaries, and
+    # two threads racing on a node's first record of an execution (pure-Python
+    # path only) can append the same boundary twice: keep what the times cover.
+    pairs = execs.reshape(-1, 2)
+    pairs = pairs[pairs[:, 1] < ntimes]
+    if len(pairs) > 1 and (pairs[1:, 0] <= pairs[:-1, 0]).any():
+        keep = np.concatenate([[True], pairs[1:, 0] > np.maximum.accumulate(pairs[:-1, 0])])
+        pairs = pairs[keep]
+    return pairs.reshape(-1)

@@ -1,0 +1,172 @@
+"""A profile read back from disk: :func:`read` and :class:`Profile`."""
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ._format import SUFFIX, FormatError, ParsedFile, file_name, parse_file
+
+Callpath = Tuple[str, ...]
+_SET_RE = re.compile(r"^(?P<name>.*)\.(?P<index>\d+)-of-(?P<count>\d+)" + re.escape(SUFFIX) + "$")
+
+
+class Profile:
+    """All ranks of one profile, merged from its files.
+
+    ``callpaths`` lists every callpath (tuples of names) in file order;
+    :meth:`series` gives the values of one callpath on one rank.
+    """
+
+    def __init__(self, files: Sequence[ParsedFile]) -> None:
+        files = sorted(files, key=lambda f: f.header.first_rank)
+        head = files[0].header
+        self.name: str = head.name
+        self.nranks: int = head.nranks
+        self.metrics: List[Tuple[str, bool]] = list(head.metrics)
+        self.unit: str = head.unit
+        self.created: str = head.created
+        self.version: str = head.version
+        self.files: List[str] = [f.path for f in files]
+        self._files = files
+        self._firsts = [f.header.first_rank for f in files]
+        order: Dict[Callpath, None] = {}
+        for f in files:
+            order.update(dict.fromkeys(f.events))
+        self.callpaths: List[Callpath] = list(order)
+
+    def __repr__(self) -> str:
+        return (f"<tinyprof.Profile {self.name!r}: {self.nranks} ranks, "
+                f"{len(self.callpaths)} callpaths, {len(self._files)} file(s)>")
+
+    def _locate(self, rank: int) -> Tuple[ParsedFile, int]:
+        if not 0 <= rank < self.nranks:
+            raise IndexError(f"rank {rank} out of range: the profile has {self.nranks} ranks")
+        f = self._files[bisect.bisect_right(self._firsts, rank) - 1]
+        return f, rank - f.header.first_rank
+
+    def executions(self, rank: int) -> int:
+        """Number of executions recorded on ``rank``."""
+        f, r = self._locate(rank)
+        return f.header.executions[r]
+
+    def _event(self, callpath: Sequence[str]):
+        callpath = tuple(callpath)
+        for f in self._files:
+            ev = f.events.get(callpath)
+            if ev is not None:
+                return ev
+        if callpath not in self.callpaths:
+            raise KeyError(f"no callpath {'<'.join(callpath)!r} in profile {self.name!r}")
+        return None
+
+    def loop(self, callpath: Sequence[str]) -> int:
+        """Loop mode of ``callpath``: 0 plain, 1 per iteration, 2 summed per execution."""
+        return self._event(callpath).loop
+
+    def value(self, callpath: Sequence[str], metric: str) -> Optional[float]:
+        """The value of a consistent metric on ``callpath`` (None if never given)."""
+        self._check_metric(metric, consistent=True)
+        for f in self._files:
+            ev = f.events.get(tuple(callpath))
+            if ev is not None and metric in ev.consistent:
+                return ev.consistent[metric]
+        self._event(callpath)
+        return None
+
+    def series(self, callpath: Sequence[str], rank: int, metric: str = "time") -> List[List[float]]:
+        """Values of ``callpath`` on ``rank``: one list per execution of that rank,
+        each holding the value of every occurrence (iteration) in order.
+
+        ``time`` is in seconds; an inconsistent custom metric is as recorded,
+        NaN where an occurrence gave none. A rank that never ran the event
+        gets one empty list per execution.
+        """
+        if metric != "time":
+            self._check_metric(metric, consistent=False)
+        f, r = self._locate(rank)
+        nexec = f.header.executions[r]
+        ev = f.events.get(tuple(callpath))
+        if ev is None:
+            self._event(callpath)
+            return [[] for _ in range(nexec)]
+        base = int(f.exec_base[r])
+        bounds = ev.offsets[base:base + nexec + 1]
+        if metric == "time":
+            values = ev.times / _PER_SECOND[self.unit]
+        else:
+            values = ev.metrics[metric]
+        return [values[bounds[e]:bounds[e + 1]].tolist() for e in range(nexec)]
+
+    def _check_metric(self, metric: str, consistent: bool) -> None:
+        kinds = dict(self.metrics)
+        if metric not in kinds:
+            raise KeyError(f"no metric {metric!r} in profile {self.name!r} "
+                           f"(metrics: time{''.join(', ' + k for k in kinds)})")
+        if kinds[metric] != consistent:
+            use = "value(callpath, metric)" if kinds[metric] else "series(callpath, rank, metric)"
+            raise ValueError(f"metric {metric!r} is {'' if kinds[metric] else 'in'}consistent: "
+                             f"use Profile.{use}")
+
+
+_PER_SECOND = {"ns": 1e9}
+
+
+def read(path: Union[str, "os.PathLike[str]"]) -> Profile:
+    """Read a profile: its output directory, or any one file of it.
+
+    Raises :class:`FormatError` naming the file (and line) when a file is
+    missing, truncated, corrupted, of another format or of a newer version.
+    """
+    paths = _profile_files(os.fspath(path))
+    files = [parse_file(p) for p in paths]
+    _check_set(files)
+    return Profile(files)
+
+
+def _profile_files(path: str) -> List[str]:
+    if os.path.isdir(path):
+        sets = {}
+        for entry in sorted(os.listdir(path)):
+            m = _SET_RE.match(entry)
+            if m:
+                sets.setdefault((m["name"], int(m["count"])), []).append(entry)
+        if not sets:
+            raise FormatError(path, None, f"no tinyprof profile (*{SUFFIX}) in this directory")
+        if len(sets) > 1:
+            names = ", ".join(sorted(f"{n} ({c} files)" for n, c in sets))
+            raise FormatError(path, None, f"several profiles in this directory: {names}; "
+                                          "pass one file of the one you want")
+        (name, count), = sets
+        directory = path
+    else:
+        if not os.path.exists(path):
+            raise FormatError(path, None, "no such file or directory")
+        m = _SET_RE.match(os.path.basename(path))
+        if not m:
+            return [path]           # a lone file under another name: read it alone
+        name, count, directory = m["name"], int(m["count"]), os.path.dirname(path) or "."
+    expected = [os.path.join(directory, file_name(name, i, count)) for i in range(count)]
+    missing = [p for p in expected if not os.path.exists(p)]
+    if missing:
+        raise FormatError(missing[0], None, f"missing: profile has {count} files, "
+                                            f"{len(missing)} not found")
+    return expected
+
+
+def _check_set(files: List[ParsedFile]) -> None:
+    head = files[0].header
+    covered = 0
+    for f in sorted(files, key=lambda f: f.header.first_rank):
+        h = f.header
+        if (h.name, h.nranks, h.file_count, h.metrics) != (head.name, head.nranks,
+                                                           head.file_count, head.metrics):
+            raise FormatError(f.path, None, f"does not belong with {files[0].path}")
+        if h.first_rank != covered:
+            raise FormatError(f.path, None, f"holds ranks from {h.first_rank}, expected {covered}")
+        covered += h.rank_count
+    if len(files) == head.file_count and covered != head.nranks:
+        raise FormatError(files[-1].path, None, f"files cover {covered} of {head.nranks} ranks")

@@ -1,0 +1,50 @@
+"""``Profiler``: the one-time, global settings of a run (paper Fig. 1 (3))."""
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional, Tuple
+
+from . import _eventmap
+
+
+class Profiler:
+    """Global profile settings; create it once, at start, on every rank.
+
+    ``name`` names the profile and its files, ``frequency`` is the snapshot
+    interval in seconds (0: none), ``selfkeys`` declares custom metrics as
+    ``"tag:0,mem:1"`` (0 consistent: one value per callpath; 1 inconsistent: a
+    value per occurrence). ``outdir`` defaults to ``<name>.tinyprof``;
+    ``aggregators`` (or ``TINYPROF_AGGREGATORS``) sets the file count, by
+    default ``max(1, P // 16)``; ``comm`` is the mpi4py communicator to flush
+    over, by default ``COMM_WORLD`` when MPI is in use.
+    """
+
+    def __init__(self, name: str = "profile", frequency: float = 0, selfkeys: str = "", *,
+                 outdir: Optional[str] = None, aggregators: Optional[int] = None,
+                 comm: Any = None) -> None:
+        if frequency < 0:
+            raise ValueError(f"tinyprof.Profiler: frequency must be >= 0 seconds, not {frequency!r}")
+        if aggregators is not None and aggregators < 1:
+            raise ValueError(f"tinyprof.Profiler: aggregators must be >= 1, not {aggregators!r}")
+        self.name = name
+        self.frequency = float(frequency)
+        self.metrics: List[Tuple[str, bool]] = _eventmap.parse_selfkeys(selfkeys)
+        self.outdir = os.fspath(outdir) if outdir is not None else f"{name}.tinyprof"
+        self.aggregators = aggregators
+        self.comm = comm
+        _eventmap.configure(self.metrics)
+        global _active
+        _active = self
+
+    def __repr__(self) -> str:
+        keys = ",".join(f"{k}:{0 if c else 1}" for k, c in self.metrics)
+        return (f"tinyprof.Profiler({self.name!r}, frequency={self.frequency:g}, "
+                f"selfkeys={keys!r}, outdir={self.outdir!r})")
+
+
+_active: Optional[Profiler] = None
+
+
+def active() -> Profiler:
+    """The profiler of this process, created with defaults on first need."""
+    return _active if _active is not None else Profiler()

@@ -1,0 +1,175 @@
+"""Pure-Python annotation hot path: the reference semantics, and the fallback
+used when the C core (``_core.c``) is not built or ``TINYPROF_PURE=1``.
+
+Both implementations expose the same names: ``Event``, ``Node``, ``root()``,
+``current()``, ``executions()``, ``reset()``, ``set_clock()`` and
+``set_metric_hook()``. The call tree *is* the event map: one ``Node`` per
+callpath, children in first-entry order, values appended in typed arrays.
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+import time
+from array import array
+from typing import Any, Callable, Dict, Optional
+
+_clock: Callable[[], int] = time.perf_counter_ns
+
+
+class Node:
+    """One callpath of the event map: its values and its children."""
+
+    __slots__ = ("name", "parent", "children", "loop", "common", "times",
+                 "execs", "last_exec", "consistent", "metrics")
+
+    def __init__(self, name: str, parent: Optional["Node"], loop: int = 0,
+                 common: bool = True) -> None:
+        self.name = name
+        self.parent = parent
+        self.children: Dict[str, Node] = {}
+        self.loop = loop
+        self.common = common
+        self.times = array("q")        # one int64 per occurrence (loop 2: per execution)
+        self.execs = array("q")        # (execution, first index) pairs, on change only
+        self.last_exec = -1
+        self.consistent: Optional[Dict[str, float]] = None
+        self.metrics: Optional[Dict[str, array]] = None
+
+    @property
+    def count(self) -> int:
+        """Number of stored time values."""
+        return len(self.times)
+
+    def data(self):
+        """``(times, execs)`` as bytes of native int64, for the flush."""
+        return self.times.tobytes(), self.execs.tobytes()
+
+
+_root = Node("", None)
+_current: contextvars.ContextVar[Node] = contextvars.ContextVar("tinyprof_node", default=_root)
+_first_root: Optional[str] = None
+_exec = -1
+_metric_hook: Optional[Callable[[Node, dict], None]] = None
+
+
+def root() -> Node:
+    return _root
+
+
+def current() -> Node:
+    return _current.get()
+
+
+def executions() -> int:
+    return _exec + 1
+
+
+def reset() -> None:
+    """Forget every recorded value (tests, and a fresh profile)."""
+    global _root, _first_root, _exec
+    _root = Node("", None)
+    _current.set(_root)
+    _first_root = None
+    _exec = -1
+
+
+def set_clock(clock: Optional[Callable[[], int]]) -> None:
+    """Replace the nanosecond clock (tests inject deterministic timings)."""
+    global _clock
+    _clock = clock or time.perf_counter_ns
+
+
+def set_metric_hook(hook: Callable[[Node, dict], None]) -> None:
+    global _metric_hook
+    _metric_hook = hook
+
+
+def _enter_root(name: str) -> None:
+    global _first_root, _exec
+    if _first_root is None:
+        _first_root = name
+        _exec = 0
+    elif name == _first_root:
+        _exec += 1
+
+
+class Event:
+    """A profiled region: ``with Event("solve"):`` or ``@Event("solve")``."""
+
+    __slots__ = ("name", "is_common", "loop", "values", "_node", "_token", "_start")
+
+    def __init__(self, name: str, is_common: bool = True, loop: int = 0,
+                 **values: Any) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"tinyprof.Event name must be a str, not {type(name).__name__}")
+        if loop not in (0, 1, 2):
+            raise ValueError(f"tinyprof.Event {name!r}: loop must be 0, 1 or 2, not {loop!r}")
+        self.name = name
+        self.is_common = bool(is_common)
+        self.loop = loop
+        self.values = _check_values(name, values)
+        self._token = None
+
+    def __enter__(self) -> "Event":
+        if self._token is not None:
+            raise RuntimeError(f"tinyprof: event {self.name!r} entered again before it was exited")
+        parent = _current.get()
+        node = parent.children.get(self.name)
+        if node is None:
+            node = parent.children[self.name] = Node(self.name, parent, self.loop, self.is_common)
+        if parent is _root:
+            _enter_root(self.name)
+        self._node = node
+        self._token = _current.set(node)
+        self._start = _clock()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        end = _clock()
+        token = self._token
+        if token is None:
+            raise RuntimeError(f"tinyprof: event {self.name!r} exited without being entered "
+                               "(or exited twice)")
+        node = self._node
+        if _current.get() is not node:
+            raise RuntimeError(f"tinyprof: event {self.name!r} exited out of order "
+                               f"(innermost open event is {_current.get().name!r})")
+        _current.reset(token)
+        self._token = None
+        _record(node, end - self._start, self.values)
+
+    def __call__(self, func: Callable) -> Callable:
+        name, is_common, loop, values = self.name, self.is_common, self.loop, self.values
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with Event(name, is_common, loop, **values):
+                return func(*args, **kwargs)
+        return wrapper
+
+
+def _record(node: Node, elapsed: int, values: Optional[dict]) -> None:
+    times = node.times
+    if node.last_exec != _exec:
+        node.last_exec = _exec
+        node.execs.append(_exec)
+        node.execs.append(len(times))
+        times.append(elapsed)
+    elif node.loop == 2:
+        times[-1] += elapsed
+    else:
+        times.append(elapsed)
+    if values:
+        _metric_hook(node, values)
+
+
+def _check_values(name: str, values: dict) -> Optional[dict]:
+    """Metric values become floats once, at construction, not on every exit."""
+    if not values:
+        return None
+    try:
+        return {k: float(v) for k, v in values.items()}
+    except (TypeError, ValueError):
+        bad = {k: v for k, v in values.items() if not isinstance(v, (int, float))}
+        raise TypeError(f"tinyprof.Event {name!r}: metric values must be numbers, got {bad!r}") from None
