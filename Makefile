@@ -6,7 +6,7 @@ PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 
 # Rank counts for the MPI test suite (odd ones on purpose).
-MPI_SIZES ?= 1 2 3 5 8
+MPI_SIZES ?= 1 2 3 5 7 8
 
 .PHONY: install demo test test-serial test-mpi test-native bench clean
 
@@ -43,6 +43,8 @@ test-native: install
 
 bench: install
 	$(PY) benchmarks/annotation.py
+	$(PY) benchmarks/formats.py
+	$(PY) benchmarks/flush.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info tinyprof/*.so

@@ -1,1 +1,35 @@
-"""Converters from tinyprof profiles to other tools' formats, one module per target."""
+"""Converters from tinyprof profiles to other tools' formats, one module per target.
+
+- :mod:`.hatchet`: ``to_hatchet`` (a GraphFrame) and a json-split file for
+  hatchet's ``GraphFrame.from_caliper``;
+- :mod:`.callflow`: CallFlow's ``caliper_json`` input, and CallFlow run with
+  the compatibility fix it needs today;
+- :mod:`.dataframe`: ``to_dataframe``, every value as a long-form pandas DataFrame;
+- :mod:`.csv`: the paper's "standard CSV", one row per value.
+
+pandas, hatchet and CallFlow are imported inside the functions that need
+them, so that importing tinyprof never does.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+from tinyprof._profile import Profile
+
+TARGETS = ("hatchet", "callflow", "csv")
+
+
+class ConvertError(ValueError):
+    """A profile that the chosen target cannot hold as it is."""
+
+
+def convert(profile: Profile, target: str, out: "str | os.PathLike[str]",
+            statistic: str = "sum") -> str:
+    """Write ``profile`` as ``target`` (one of :data:`TARGETS`) to ``out``; returns the
+    path written (a file, or for CallFlow the file inside the directory ``out``)."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}: use one of {', '.join(TARGETS)}")
+    module = importlib.import_module(f"{__name__}.{target}")
+    options = {} if target == "csv" else {"statistic": statistic}   # CSV keeps every value
+    return module.write(profile, out, **options)

@@ -9,6 +9,7 @@ Annotate regions, flush, read back::
             ...
     tinyprof.flush()
     profile = tinyprof.read("heat.tinyprof")
+    frame = tinyprof.to_hatchet(profile)   # a hatchet GraphFrame (tinyprof[hatchet])
 
 The file format is specified in docs/format.md.
 """
@@ -19,4 +20,16 @@ from ._profile import Profile, read
 from ._profiler import Profiler
 from ._version import __version__
 
-__all__ = ["Event", "event", "Profiler", "flush", "read", "Profile", "FormatError", "__version__"]
+__all__ = ["Event", "event", "Profiler", "flush", "read", "Profile", "FormatError",
+           "to_hatchet", "to_dataframe", "__version__"]
+
+# The converters need pandas (and hatchet): load them only when first used.
+_CONVERTERS = {"to_hatchet": "hatchet", "to_dataframe": "dataframe"}
+
+
+def __getattr__(name: str):
+    if name in _CONVERTERS:
+        import importlib
+
+        return getattr(importlib.import_module(f".converters.{_CONVERTERS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

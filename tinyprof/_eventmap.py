@@ -7,6 +7,8 @@ float64 array aligned with the times (NaN where an occurrence gave none).
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from array import array
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ import numpy as np
 _NAN = float("nan")
 _keys: Dict[str, bool] = {}        # declared metric key -> consistent?
 _warned: set = set()
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
@@ -40,6 +43,7 @@ def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
 def configure(keys: Sequence[Tuple[str, bool]]) -> None:
     _keys.clear()
     _keys.update(keys)
+    _warned.clear()             # a new Profiler warns afresh about undeclared keys
 
 
 def record_metrics(node, values: Dict[str, float]) -> None:
@@ -52,12 +56,12 @@ def record_metrics(node, values: Dict[str, float]) -> None:
                 _warned.add(key)
                 warnings.warn(f"tinyprof: metric {key!r} (event {node.name!r}) is not declared "
                               "in Profiler(selfkeys=...); its values are not recorded",
-                              RuntimeWarning, stacklevel=3)
+                              RuntimeWarning, stacklevel=_user_stacklevel())
         elif consistent:
             if node.consistent is None:
                 node.consistent = {}
             node.consistent.setdefault(key, value)
-        else:
+        elif value == value:        # NaN means "not given": it must not wipe a loop-2 sum
             if node.metrics is None:
                 node.metrics = {}
             column = node.metrics.get(key)
@@ -70,6 +74,15 @@ def record_metrics(node, values: Dict[str, float]) -> None:
                 column[index] += value      # loop 2 sums per execution
             else:
                 column[index] = value
+
+
+def _user_stacklevel() -> int:
+    # The C core calls the hook straight from __exit__, the pure-Python one via
+    # two more frames: point the warning at the first frame outside tinyprof.
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 @dataclass

@@ -1,21 +1,28 @@
 """``flush()``: write the event map as a profile.
 
 One process writes one file. Under MPI the three-phase flush of the paper
-(Section V) spreads the same steps over ranks: (1) agree on one ordered
-callpath list, (2) gather the encoded rank fields to aggregators, (3) one
-atomic write per aggregator. The steps shared by both paths live here.
+(Section V, ``_mpi.py``) spreads the same steps over ranks: (1) agree on one
+ordered callpath list, (2) gather the encoded rank fields to aggregators, (3)
+one atomic write per aggregator. The steps shared by both paths live here.
 """
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _annotate
 from ._eventmap import LocalEvent, collect
-from ._format import Header, encode_consistent, encode_file, encode_rank_field, file_name, write_atomic
+from ._format import (SUFFIX, Header, encode_consistent, encode_file, encode_rank_field,
+                      file_name, write_atomic)
+from ._profile import _SET_RE
 from ._profiler import Profiler, active
 
 Callpath = Tuple[str, ...]
+
+# Seconds this rank spent in the last MPI flush (benchmarks): "encode" (copy and
+# encode the event map), then the phases "sync", "gather" and "write".
+last_timings: Dict[str, float] = {}
 
 
 def flush() -> Optional[str]:
@@ -33,11 +40,32 @@ def flush() -> Optional[str]:
         raise RuntimeError(f"tinyprof.flush() called inside the open event "
                            f"{'<'.join(_open_path(impl.current()))!r}: flush outside every event")
     prof = active()
+    comm = _mpi_comm(prof)
+    if comm is not None:
+        from . import _mpi     # imports mpi4py, which the application already did
+        _mpi.flush(prof, comm)
+        return prof.outdir
     events, executions = collect(impl.root()), impl.executions()
     data = build_file(_header(prof, 1, 0, 1, 0, 1), [events], [executions])
     os.makedirs(prof.outdir, exist_ok=True)
     write_atomic(os.path.join(prof.outdir, file_name(prof.name, 0, 1)), data)
+    for path in stale_sets(prof.outdir, prof.name, 1):
+        remove(path)
     return prof.outdir
+
+
+def _mpi_comm(prof: Profiler) -> Any:
+    """The communicator to flush over, or None for a single-process flush.
+
+    tinyprof never initialises MPI: without ``Profiler(comm=...)`` the flush is
+    collective only if the application imported mpi4py.MPI and MPI is live.
+    """
+    if prof.comm is not None:
+        return prof.comm
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return mpi.COMM_WORLD
+    return None
 
 
 def _open_path(node) -> List[str]:
@@ -51,6 +79,23 @@ def _open_path(node) -> List[str]:
 def _header(prof: Profiler, nranks: int, first: int, count: int, index: int, nfiles: int) -> Header:
     return Header(name=prof.name, nranks=nranks, first_rank=first, rank_count=count,
                   file_index=index, file_count=nfiles, metrics=list(prof.metrics))
+
+
+def stale_sets(outdir: str, name: str, count: int) -> List[str]:
+    """Files of older sets of profile ``name`` in ``outdir`` whose file count
+    is not ``count``: they must go, or ``read(outdir)`` finds two profiles."""
+    stem = file_name(name, 0, 1)[:-len(".0-of-1" + SUFFIX)]
+    matches = ((entry, _SET_RE.match(entry)) for entry in os.listdir(outdir))
+    return [os.path.join(outdir, entry) for entry, m in matches
+            if m and m["name"] == stem and int(m["count"]) != count]
+
+
+def remove(path: str) -> None:
+    """Remove a file that another process may have removed already."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def union_order(lists: Iterable[Sequence[Callpath]]) -> List[Callpath]:
@@ -87,7 +132,7 @@ def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
     values: Dict[Callpath, Dict[str, float]] = {}
     for events in ranks:                       # lowest rank first: its values win
         for e in events:
-            loops.setdefault(e.path, e.loop)
+            merge_loop(loops, e.path, e.loop)
             merged = values.setdefault(e.path, {})
             for k, v in e.consistent.items():
                 merged.setdefault(k, v)
@@ -96,6 +141,17 @@ def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
     return encode_file(header, names, paths, [loops[p] for p in order],
                        [encode_consistent(values[p], consistent) for p in order],
                        [encode_fields(events, order, inconsistent) for events in ranks])
+
+
+def merge_loop(loops: Dict[Callpath, int], path: Callpath, loop: int) -> None:
+    """Record ``loop`` for ``path``, going through ranks from the lowest.
+
+    Ranks that disagree on a callpath's loop mode get the lowest rank's mode,
+    except that mode 2 (at most one value per execution) gives way to the
+    first mode 0 or 1: the values of such a rank would not fit a mode-2 line.
+    """
+    if loops.get(path, 2) == 2:
+        loops[path] = loop
 
 
 def name_table(order: Sequence[Callpath]) -> Tuple[List[str], List[List[int]]]:

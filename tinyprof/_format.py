@@ -65,6 +65,7 @@ def unescape(text: str) -> str:
 
 def format_value(v: float) -> str:
     """Canonical text of a metric value (docs/format.md, "Numbers")."""
+    v = float(v)
     if v != v:
         return "nan"
     if v in (math.inf, -math.inf):
@@ -170,7 +171,9 @@ def encode_file(header: Header, names: Sequence[str], paths: Sequence[Sequence[i
         *(escape(n) for n in names),
         f"events {len(paths)}",
     ]
-    out = ["\n".join(head).encode()]
+    # surrogatepass: a lone surrogate in a name is written, not a crash at flush
+    # time; the reader decodes the same way.
+    out = ["\n".join(head).encode("utf-8", "surrogatepass")]
     for i, path in enumerate(paths):
         prefix = f"{'<'.join(map(str, path))}|{loops[i]}|".encode() + consistent[i]
         out.append(b"|".join([prefix, *(f[i] for f in fields)]))
@@ -304,12 +307,14 @@ class _Parser:
             events[path] = ev
         if self.next_line() != b"end":
             raise self.fail("expected 'end' after the event lines")
+        if self.no == len(self.lines):
+            raise self.fail("truncated: no newline after the 'end' line")
         if self.no < len(self.lines) - 1 or self.lines[-1]:
             raise self.fail("data after the 'end' line")
         return ParsedFile(self.path, h, exec_base, events)
 
     def header(self) -> Header:
-        seen: Dict[str, str] = {}
+        seen: Dict[str, Tuple[str, int]] = {}      # key -> (value, line number)
         while True:
             mark = self.no
             raw = self.text(self.next_line())
@@ -317,43 +322,36 @@ class _Parser:
             if key == "names":
                 self.no = mark
                 break
-            seen.setdefault(key, value)
+            seen.setdefault(key, (value, self.no))
         missing = [k for k in _HEADER_KEYS if k not in seen]
         if missing:
             raise self.fail(f"header lacks {', '.join(missing)}")
-        try:
-            first, count = map(int, seen["ranks"].split())
-            index, nfiles = map(int, seen["file"].split())
-            nranks = int(seen["nranks"])
-            metrics = []
-            for item in seen["metrics"].split():
-                key, flag = item.rsplit(":", 1)
-                if flag not in ("0", "1"):
-                    raise ValueError(item)
-                metrics.append((unescape(key), flag == "0"))
-            executions = self.executions(seen["executions"])
-        except ValueError:
-            raise self.fail("malformed header") from None
-        if not (0 <= first and count >= 0 and first + count <= nranks and 0 <= index < nfiles):
-            raise self.fail("header ranks/file out of range")
-        if len(executions) != count:
-            raise self.fail(f"'executions' covers {len(executions)} ranks, the file holds {count}")
-        if seen["unit"] != "ns":
-            raise self.fail(f"unknown timer unit {seen['unit']!r}")
-        return Header(name=unescape(seen["name"]), nranks=nranks, first_rank=first,
-                      rank_count=count, file_index=index, file_count=nfiles,
-                      metrics=metrics, executions=executions, unit=seen["unit"],
-                      created=seen["created"], version=seen["version"])
 
-    @staticmethod
-    def executions(text: str) -> List[int]:
-        counts: List[int] = []
-        for item in filter(None, text.split(",")):
-            n, _, k = item.partition("*")
-            counts.extend([int(n)] * (int(k) if k else 1))
-        if any(c < 0 for c in counts):
-            raise ValueError(text)
-        return counts
+        def field(key, parse):
+            value, line = seen[key]
+            try:
+                return parse(value)
+            except ValueError:
+                raise self.fail(f"malformed '{key}' line: {value[:40]!r}", line) from None
+
+        name = field("name", unescape)
+        nranks, = field("nranks", lambda v: _ints(v, 1))
+        first, count = field("ranks", lambda v: _ints(v, 2))
+        index, nfiles = field("file", lambda v: _ints(v, 2))
+        metrics = field("metrics", _metrics)
+        runs = field("executions", _runs)
+        if not (first + count <= nranks and index < nfiles):
+            raise self.fail("header ranks/file out of range", seen["file"][1])
+        covered = sum(k for _, k in runs)
+        if covered != count:        # checked before expanding: a corrupt k may be huge
+            raise self.fail(f"'executions' covers {covered} ranks, the file holds {count}",
+                            seen["executions"][1])
+        if seen["unit"][0] != "ns":
+            raise self.fail(f"unknown timer unit {seen['unit'][0][:40]!r}", seen["unit"][1])
+        return Header(name=name, nranks=nranks, first_rank=first, rank_count=count,
+                      file_index=index, file_count=nfiles, metrics=metrics,
+                      executions=[n for n, k in runs for _ in range(k)],
+                      unit="ns", created=seen["created"][0], version=seen["version"][0])
 
     def name(self, raw: bytes) -> str:
         try:
@@ -363,16 +361,17 @@ class _Parser:
 
     def event(self, line: bytes, names: List[str], h: Header,
               exec_base: np.ndarray) -> Tuple[Tuple[str, ...], EventData]:
+        if line == b"end":
+            raise self.fail("fewer event lines than 'events' says")
         parts = line.split(b"|")
         if len(parts) != 3 + h.rank_count:
-            raise self.fail(f"event line has {len(parts) - 3} rank fields, expected {h.rank_count}")
-        try:
-            path = tuple(names[int(i)] for i in parts[0].split(b"<"))
-            loop = int(parts[1])
-            if loop not in (0, 1, 2):
-                raise ValueError
-        except (ValueError, IndexError):
-            raise self.fail("bad callpath or loop field") from None
+            raise self.fail(f"event line has {len(parts)} '|'-separated fields, expected "
+                            f"{3 + h.rank_count} (path, loop, consistent, one per rank)")
+        ids = parts[0].split(b"<")
+        if not all(i.isdigit() and int(i) < len(names) for i in ids) or parts[1] not in (b"0", b"1", b"2"):
+            raise self.fail("bad callpath or loop field")
+        path = tuple(names[int(i)] for i in ids)
+        loop = int(parts[1])
         consistent_keys = [k for k, c in h.metrics if c]
         other_keys = [k for k, c in h.metrics if not c]
         cons = parts[2].split(b",") if parts[2] else []
@@ -408,9 +407,9 @@ class _Parser:
                         col.extend([_NAN] * len(occ))
         try:
             times = np.array(tokens, dtype=np.bytes_).astype(np.int64) if tokens else np.zeros(0, np.int64)
-        except ValueError:
-            bad = next(t for t in tokens if not t.lstrip(b"-").isdigit())
-            raise self.fail(f"bad time value {bad[:40]!r}") from None
+        except (ValueError, OverflowError):
+            bad = next((t for t in tokens if not _is_int64(t)), tokens[0])
+            raise self.fail(f"bad time value {bad[:40]!r} (not a 64-bit integer)") from None
         offsets = np.concatenate([[0], np.cumsum(counts)])
         metrics = {k: np.array(col, dtype=np.float64) for k, col in zip(other_keys, values)}
         return path, EventData(loop, consistent, offsets, times, metrics)
@@ -428,3 +427,41 @@ class _Parser:
                     col.append(_parse_value(tok))
             except ValueError:
                 raise self.fail(f"bad metric value in {o[:40]!r}") from None
+
+
+def _is_int64(token: bytes) -> bool:
+    try:
+        return -2**63 <= int(token) < 2**63
+    except ValueError:
+        return False
+
+
+def _ints(text: str, n: int) -> List[int]:
+    values = [int(x) for x in text.split(" ")]
+    if len(values) != n or min(values) < 0:
+        raise ValueError(text)
+    return values
+
+
+def _metrics(text: str) -> List[Tuple[str, bool]]:
+    metrics = []
+    for item in filter(None, text.split(" ")):    # " " only: keys may hold other whitespace
+        key, flag = item.rsplit(":", 1)
+        if flag not in ("0", "1"):
+            raise ValueError(item)
+        metrics.append((unescape(key), flag == "0"))
+    keys = [k for k, _ in metrics]
+    if len(set(keys)) != len(keys) or "time" in keys:
+        raise ValueError("a metric key is repeated or is 'time'")
+    return metrics
+
+
+def _runs(text: str) -> List[Tuple[int, int]]:
+    """The ``executions`` value as (executions, ranks) runs."""
+    runs = []
+    for item in filter(None, text.split(",")):
+        n, _, k = item.partition("*")
+        runs.append((int(n), int(k) if k else 1))
+    if any(n < 0 or k < 1 for n, k in runs):
+        raise ValueError(text)
+    return runs

@@ -6,8 +6,6 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
-
 from ._format import SUFFIX, FormatError, ParsedFile, file_name, parse_file
 
 Callpath = Tuple[str, ...]
@@ -158,15 +156,19 @@ def _profile_files(path: str) -> List[str]:
 
 
 def _check_set(files: List[ParsedFile]) -> None:
+    """The files (in index order) are one whole profile: every rank exactly once."""
     head = files[0].header
     covered = 0
-    for f in sorted(files, key=lambda f: f.header.first_rank):
+    for index, f in enumerate(files):
         h = f.header
         if (h.name, h.nranks, h.file_count, h.metrics) != (head.name, head.nranks,
                                                            head.file_count, head.metrics):
             raise FormatError(f.path, None, f"does not belong with {files[0].path}")
+        if (h.file_index, h.file_count) != (index, len(files)):
+            raise FormatError(f.path, None, f"header says file {h.file_index} of {h.file_count}, "
+                                            f"expected file {index} of {len(files)}")
         if h.first_rank != covered:
             raise FormatError(f.path, None, f"holds ranks from {h.first_rank}, expected {covered}")
         covered += h.rank_count
-    if len(files) == head.file_count and covered != head.nranks:
+    if covered != head.nranks:
         raise FormatError(files[-1].path, None, f"files cover {covered} of {head.nranks} ranks")

@@ -14,9 +14,10 @@ class Profiler:
     interval in seconds (0: none), ``selfkeys`` declares custom metrics as
     ``"tag:0,mem:1"`` (0 consistent: one value per callpath; 1 inconsistent: a
     value per occurrence). ``outdir`` defaults to ``<name>.tinyprof``;
-    ``aggregators`` (or ``TINYPROF_AGGREGATORS``) sets the file count, by
-    default ``max(1, P // 16)``; ``comm`` is the mpi4py communicator to flush
-    over, by default ``COMM_WORLD`` when MPI is in use.
+    ``aggregators`` sets the file count of an MPI flush (else
+    ``TINYPROF_AGGREGATORS``, else ``max(1, P // 16)``; clamped to [1, P]);
+    ``comm`` is the mpi4py communicator to flush over, by default
+    ``COMM_WORLD`` when MPI is in use.
     """
 
     def __init__(self, name: str = "profile", frequency: float = 0, selfkeys: str = "", *,
@@ -24,8 +25,14 @@ class Profiler:
                  comm: Any = None) -> None:
         if frequency < 0:
             raise ValueError(f"tinyprof.Profiler: frequency must be >= 0 seconds, not {frequency!r}")
-        if aggregators is not None and aggregators < 1:
-            raise ValueError(f"tinyprof.Profiler: aggregators must be >= 1, not {aggregators!r}")
+        if aggregators is None:
+            aggregators = _env_aggregators()
+        elif isinstance(aggregators, bool) or not isinstance(aggregators, int) or aggregators < 1:
+            raise ValueError(f"tinyprof.Profiler: aggregators must be an integer >= 1, "
+                             f"not {aggregators!r}")
+        if comm is not None and not hasattr(comm, "Allgather"):
+            raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
+                            f"not {type(comm).__name__}")
         self.name = name
         self.frequency = float(frequency)
         self.metrics: List[Tuple[str, bool]] = _eventmap.parse_selfkeys(selfkeys)
@@ -43,6 +50,21 @@ class Profiler:
 
 
 _active: Optional[Profiler] = None
+
+
+def _env_aggregators() -> Optional[int]:
+    text = os.environ.get("TINYPROF_AGGREGATORS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"tinyprof: TINYPROF_AGGREGATORS must be an integer >= 1, not {text!r}")
+    return int(text)
+
+
+def aggregator_count(prof: Profiler, nranks: int) -> int:
+    """Number of aggregators (files) of a flush over ``nranks`` ranks."""
+    wanted = prof.aggregators if prof.aggregators is not None else nranks // 16
+    return min(max(1, wanted), nranks)
 
 
 def active() -> Profiler:

@@ -116,8 +116,9 @@ class Event:
             raise RuntimeError(f"tinyprof: event {self.name!r} entered again before it was exited")
         parent = _current.get()
         node = parent.children.get(self.name)
-        if node is None:
-            node = parent.children[self.name] = Node(self.name, parent, self.loop, self.is_common)
+        if node is None:    # setdefault: a racing thread's new node is not overwritten
+            node = parent.children.setdefault(
+                self.name, Node(self.name, parent, self.loop, self.is_common))
         if parent is _root:
             _enter_root(self.name)
         self._node = node

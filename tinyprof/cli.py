@@ -1,8 +1,10 @@
-"""The ``tinyprof`` command line.
+"""The ``tinyprof`` and ``tinyprof-convert`` command lines.
 
-``tinyprof show PROFILE`` prints a per-callpath summary across ranks. Bad
-input ends with a one-line message naming the file and exit status 2, never a
-traceback.
+``tinyprof show PROFILE`` prints a per-callpath summary across ranks;
+``tinyprof callflow PROFILE`` opens a profile in CallFlow;
+``tinyprof-convert PROFILE --to FORMAT -o OUT`` converts a profile for
+Hatchet, CallFlow or pandas (see docs/convert.md). Bad input ends with a
+one-line message naming the file and exit status 2, never a traceback.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import List, Optional
 
 from ._format import FormatError
 from ._version import __version__
+from .converters import TARGETS, ConvertError
+from .converters._values import STATISTICS
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -20,6 +24,31 @@ def _show(args: argparse.Namespace) -> int:
 
     print(summary(read(args.profile)))
     return 0
+
+
+def _callflow(args: argparse.Namespace) -> int:
+    from ._profile import read
+    from .converters import callflow
+
+    profile = read(args.profile)
+    directory = args.output or f"{callflow.run_name(profile)}.callflow"
+    print(f"tinyprof: wrote {callflow.write(profile, directory, args.statistic)}", flush=True)
+    callflow.run(directory, process_only=args.process_only, host=args.host, port=args.port)
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from ._profile import read
+    from .converters import convert
+
+    print(convert(read(args.profile), args.target, args.output, args.statistic))
+    return 0
+
+
+def _add_statistic(parser: argparse.ArgumentParser, scope: str = "") -> None:
+    parser.add_argument("--statistic", choices=STATISTICS, default="sum",
+                        help="how the values of all executions and iterations of a callpath "
+                             f"on a rank are aggregated{scope} (default: sum)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,19 +62,70 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("profile", metavar="PROFILE",
                       help="a profile's output directory, or any one file of it")
     show.set_defaults(run=_show)
+    flow = commands.add_parser(
+        "callflow", help="open a profile in CallFlow (needs tinyprof[callflow])",
+        description="Convert a profile to CallFlow's input, process it with CallFlow "
+                    "(with the compatibility fix CallFlow 1.3.0 needs) and serve CallFlow's "
+                    "web app. See docs/convert.md.")
+    flow.add_argument("profile", metavar="PROFILE",
+                      help="a profile's output directory, or any one file of it")
+    flow.add_argument("-o", "--output", metavar="DIR",
+                      help="CallFlow's data directory (default: NAME.callflow)")
+    _add_statistic(flow)
+    flow.add_argument("--process-only", action="store_true",
+                      help="process the data, then exit instead of serving the app")
+    flow.add_argument("--host", help="address to serve on (default: CALLFLOW_APP_HOST or 127.0.0.1)")
+    flow.add_argument("--port", type=int, help="port to serve on (default: CALLFLOW_APP_PORT or 5000)")
+    flow.set_defaults(run=_callflow)
     return parser
+
+
+def _convert_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tinyprof-convert",
+        description="Convert a tinyprof profile for Hatchet, CallFlow or pandas. "
+                    "hatchet: a Caliper json-split file for hatchet's GraphFrame.from_caliper; "
+                    "callflow: a directory for `callflow --data_path DIR --profile_format "
+                    "caliper_json`; csv: one row per rank, execution and iteration. "
+                    "See docs/convert.md.")
+    parser.add_argument("--version", action="version", version=f"tinyprof {__version__}")
+    parser.add_argument("profile", metavar="PROFILE",
+                        help="a profile's output directory, or any one file of it")
+    parser.add_argument("--to", dest="target", required=True, choices=TARGETS, metavar="FORMAT",
+                        help=f"output format: {', '.join(TARGETS)}")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="output file (a directory for callflow)")
+    _add_statistic(parser, " for hatchet and callflow; csv keeps every value")
+    parser.set_defaults(run=_convert)
+    return parser
+
+
+def _run(prog: str, args: argparse.Namespace) -> int:
+    try:
+        return args.run(args)
+    except (FormatError, ConvertError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:         # `tinyprof show ... | head`
+        return 0
+    except OSError as e:            # an output that cannot be written
+        where = getattr(args, "output", None) or e.filename
+        print(f"{prog}: {where}: {e.strerror or e}" if where else f"{prog}: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        print(f"{prog}: needs the Python package {e.name!r}: "
+              "pip install 'tinyprof[hatchet,callflow]'", file=sys.stderr)
+        return 1
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``tinyprof`` console script."""
-    args = _parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except FormatError as e:
-        print(f"tinyprof: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:         # `tinyprof show ... | head`
-        return 0
+    return _run("tinyprof", _parser().parse_args(argv))
+
+
+def convert_main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the ``tinyprof-convert`` console script."""
+    return _run("tinyprof-convert", _convert_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,194 @@
+"""Annotation cost: ns per enter+exit of an event, C core vs pure Python vs baselines.
+
+    .venv/bin/python benchmarks/annotation.py [--repeats 7] [--iterations 200000]
+
+Every case runs once per repeat, all interleaved, so machine noise hits them
+alike; each figure is the median over the repeats of the time per loop
+iteration minus that of an empty loop. The event map is reset before every
+run, so no run pays for the values of the ones before. Prints a Markdown table
+(the one in docs/performance.md).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+from time import perf_counter_ns
+from typing import Callable, Dict, List, Optional
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # numpy's idle BLAS threads off our cores
+
+import tinyprof  # noqa: E402  (after the environment setting)
+from tinyprof import _pyevent  # noqa: E402
+
+try:
+    from tinyprof import _core
+except ImportError:
+    _core = None
+
+GOAL_NS = 250
+
+
+class Trivial:
+    """The baseline: a context manager that does nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> "Trivial":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def empty() -> None:
+    pass
+
+
+def empty_loop(n: int) -> None:
+    for _ in range(n):
+        pass
+
+
+def trivial_with(n: int) -> None:
+    for _ in range(n):
+        with Trivial():
+            pass
+
+
+def bare_call(n: int) -> None:
+    for _ in range(n):
+        empty()
+
+
+def clock_pair(n: int) -> None:
+    for _ in range(n):
+        perf_counter_ns()
+        perf_counter_ns()
+
+
+def core_with(n: int) -> None:
+    for _ in range(n):
+        with _core.Event("x"):
+            pass
+
+
+def core_with_nested(n: int) -> None:
+    with _core.Event("outer"):
+        for _ in range(n):
+            with _core.Event("x"):
+                pass
+
+
+def core_decorated(n: int) -> None:
+    for _ in range(n):
+        core_empty()
+
+
+def pure_with(n: int) -> None:
+    for _ in range(n):
+        with _pyevent.Event("x"):
+            pass
+
+
+def pure_decorated(n: int) -> None:
+    for _ in range(n):
+        pure_empty()
+
+
+core_empty = _core.Event("x")(empty) if _core is not None else None
+pure_empty = _pyevent.Event("x")(empty)
+
+
+def usable(case: Callable[[int], None]) -> Optional[str]:
+    """None if the case runs, else why not."""
+    if case.__name__.startswith("core") and _core is None:
+        return "C core not built"
+    try:
+        case(1)
+    except Exception as exc:
+        return f"fails: {type(exc).__name__}: {exc}"
+    return None
+
+
+def measure(cases: List[Callable[[int], None]], repeats: int, n: int) -> Dict[str, List[float]]:
+    """ns per iteration of each case, one list entry per repeat."""
+    times: Dict[str, List[float]] = {case.__name__: [] for case in cases}
+    for _ in range(repeats):
+        for case in cases:
+            for mod in (_core, _pyevent):
+                if mod is not None:
+                    mod.reset()
+            start = perf_counter_ns()
+            case(n)
+            times[case.__name__].append((perf_counter_ns() - start) / n)
+    for mod in (_core, _pyevent):
+        if mod is not None:
+            mod.reset()
+    return times
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+ROWS = [   # case, label, baseline subtracted besides the empty loop
+    (core_with, '`with Event("x")`, C core', None),
+    (core_with_nested, '`with Event("x")` inside an open event, C core', None),
+    (core_decorated, '`@Event("x")` empty function, C core, minus the bare call', bare_call),
+    (pure_with, '`with Event("x")`, pure Python', None),
+    (pure_decorated, '`@Event("x")` empty function, pure Python, minus the bare call', bare_call),
+    (trivial_with, "`with Trivial()`: empty context manager, new object each time", None),
+    (bare_call, "bare call of the empty function", None),
+    (clock_pair, "two `time.perf_counter_ns()` calls", None),
+]
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--iterations", type=int, default=200_000)
+    args = parser.parse_args(argv)
+
+    skipped = {case.__name__: why for case, _, _ in ROWS if (why := usable(case))}
+    cases = [empty_loop] + [case for case, _, _ in ROWS if case.__name__ not in skipped]
+    times = measure(cases, args.repeats, args.iterations)
+    loop = statistics.median(times["empty_loop"])
+
+    def net(name: str) -> float:
+        return statistics.median(times[name]) - loop
+
+    print(f"Python {platform.python_version()} ({platform.python_implementation()}), "
+          f"CPU: {cpu_model()}, {os.cpu_count()} cores")
+    fast = "n/a" if _core is None else ("on" if _core._fast_context else "off")
+    print(f"tinyprof {tinyprof.__version__}; C core: {'built' if _core else 'not built'}, "
+          f"fast ContextVar path: {fast}")
+    print(f"{args.repeats} repeats x {args.iterations} iterations, interleaved; "
+          f"median ns per iteration minus an empty loop ({loop:.1f} ns)\n")
+    print("| case | ns | spread over repeats |")
+    print("| --- | ---: | ---: |")
+    for case, label, minus in ROWS:
+        name = case.__name__
+        if name in skipped:
+            print(f"| {label} | n/a | {skipped[name]} |")
+            continue
+        value = net(name) - (net(minus.__name__) if minus else 0.0)
+        spread = max(times[name]) - min(times[name])
+        print(f"| {label} | {value:.0f} | {spread:.0f} |")
+    if "core_with" not in skipped:
+        ratio = net("core_with") / net("trivial_with")
+        print(f"| ratio C core `with` / empty context manager | {ratio:.2f} | |")
+        verdict = "met" if net("core_with") <= GOAL_NS else "missed"
+        print(f"\nGoal: C core `with` <= {GOAL_NS} ns: {verdict}")
+
+
+if __name__ == "__main__":
+    main()

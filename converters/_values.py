@@ -1,0 +1,171 @@
+"""Every value of a profile as flat numpy arrays, shared by the converters.
+
+``Profile.series`` hands out Python lists per (callpath, rank); converting
+thousands of ranks needs all values at once, so these functions read the
+parsed files' flat arrays (``ParsedFile.events``) directly.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Union
+
+import numpy as np
+
+from tinyprof._profile import _PER_SECOND, Profile, read
+
+from . import ConvertError
+
+STATISTICS = ("sum", "mean", "min", "max")
+
+
+def as_profile(profile_or_path: Union[Profile, str, "os.PathLike[str]"]) -> Profile:
+    """A Profile as is; a path is read (FormatError on bad input)."""
+    return profile_or_path if isinstance(profile_or_path, Profile) else read(profile_or_path)
+
+
+def check_columns(profile: Profile, taken: Sequence[str], target: str) -> None:
+    """ConvertError when a custom metric has the name of one of ``target``'s own columns."""
+    clash = [k for k, _ in profile.metrics if k in taken]
+    if clash:
+        raise ConvertError(f"profile {profile.name!r}: metric {clash[0]!r} has the name of a "
+                           f"column of the {target} output")
+
+
+def parents(profile: Profile) -> np.ndarray:
+    """Index in ``profile.callpaths`` of each callpath's parent, -1 for a root."""
+    index = {path: i for i, path in enumerate(profile.callpaths)}
+    return np.array([index[p[:-1]] if len(p) > 1 else -1 for p in profile.callpaths], dtype=np.int64)
+
+
+def consistent(profile: Profile) -> Dict[str, np.ndarray]:
+    """Each consistent metric's value per callpath, NaN where never given."""
+    return {k: np.array([np.nan if v is None else v
+                         for v in (profile.value(p, k) for p in profile.callpaths)])
+            for k, c in profile.metrics if c}
+
+
+@dataclass
+class Occurrences:
+    """One entry per recorded value, ordered by callpath, rank, execution, iteration."""
+
+    callpath: np.ndarray               # int32 index into profile.callpaths
+    rank: np.ndarray                   # int32
+    execution: np.ndarray              # int32
+    iteration: np.ndarray              # int32: occurrence index within its execution
+    time_ns: np.ndarray                # int64, inclusive
+    metrics: Dict[str, np.ndarray]     # inconsistent metric -> float64, NaN when missing
+
+
+def occurrences(profile: Profile) -> Occurrences:
+    """Every recorded value of ``profile`` with its callpath, rank, execution and iteration."""
+    keys = [k for k, c in profile.metrics if not c]
+    parts: List[List[np.ndarray]] = [[] for _ in range(5)]
+    metrics: Dict[str, List[np.ndarray]] = {k: [] for k in keys}
+    slots = [_slots(f) for f in profile._files]
+    for i, path in enumerate(profile.callpaths):
+        for f, (slot_rank, slot_exec) in zip(profile._files, slots):
+            ev = f.events.get(path)
+            if ev is None or len(ev.times) == 0:
+                continue
+            slot = np.repeat(np.arange(len(ev.offsets) - 1), np.diff(ev.offsets))
+            for part, array in zip(parts, (np.full(len(slot), i), slot_rank[slot], slot_exec[slot],
+                                           np.arange(len(slot)) - ev.offsets[slot], ev.times)):
+                part.append(array)
+            for k in keys:
+                metrics[k].append(ev.metrics[k])
+    index = [np.concatenate(p).astype(np.int32) if p else np.zeros(0, np.int32) for p in parts[:4]]
+    times = np.concatenate(parts[4]) if parts[4] else np.zeros(0, np.int64)
+    return Occurrences(*index, times, {k: np.concatenate(v) if v else np.zeros(0)
+                                       for k, v in metrics.items()})
+
+
+def _slots(f) -> "tuple[np.ndarray, np.ndarray]":
+    """Global rank and execution of each (rank, execution) slot of one file."""
+    counts = np.asarray(f.header.executions, dtype=np.int64)
+    local = np.repeat(np.arange(len(counts)), counts)
+    execution = np.arange(int(f.exec_base[-1])) - f.exec_base[:-1][local]
+    return (local + f.header.first_rank).astype(np.int32), execution.astype(np.int32)
+
+
+@dataclass
+class Aggregates:
+    """Per (callpath, rank) values, arrays of shape (len(callpaths), nranks).
+
+    Times are in seconds. ``count`` is the number of recorded values; a
+    statistic over none is 0 for a sum of times and NaN otherwise, and an
+    inconsistent metric never given is NaN.
+    """
+
+    statistic: str
+    count: np.ndarray                  # int64
+    time_inc: np.ndarray               # float64
+    time_exc: np.ndarray               # float64: time_inc minus the children's time_inc
+    metrics: Dict[str, np.ndarray]     # every custom metric; consistent ones repeat per rank
+
+
+def aggregate(profile: Profile, statistic: str = "sum") -> Aggregates:
+    """Aggregate each (callpath, rank) over executions and iterations by ``statistic``."""
+    if statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r}: use one of {', '.join(STATISTICS)}")
+    shape = (len(profile.callpaths), profile.nranks)
+    count = np.zeros(shape, dtype=np.int64)
+    time_inc = np.full(shape, 0.0 if statistic == "sum" else np.nan)
+    inconsistent = [k for k, c in profile.metrics if not c]
+    metrics = {k: np.full(shape, np.nan) for k, _ in profile.metrics}
+    scale = _PER_SECOND[profile.unit]
+    for i, path in enumerate(profile.callpaths):
+        for f in profile._files:
+            ev = f.events.get(path)
+            if ev is None:
+                continue
+            ranks = slice(f.header.first_rank, f.header.first_rank + f.header.rank_count)
+            bounds = ev.offsets[f.exec_base]          # value range of each rank of the file
+            counts = np.diff(bounds)
+            count[i, ranks] = counts
+            have = counts > 0
+            if have.any():
+                time_inc[i, ranks][have] = _reduce(ev.times, bounds[:-1][have], counts[have],
+                                                   statistic)
+            for k in inconsistent:
+                metrics[k][i, ranks][have] = _reduce_missing(ev.metrics[k], bounds[:-1][have],
+                                                             statistic)
+    for k, values in consistent(profile).items():
+        metrics[k][:] = values[:, None]
+    parent = parents(profile)
+    children = np.zeros(shape)
+    child = parent >= 0
+    np.add.at(children, parent[child], np.nan_to_num(time_inc[child]))
+    # In ns until here: integral sums subtract exactly before the one division.
+    return Aggregates(statistic, count, time_inc / scale, (time_inc - children) / scale, metrics)
+
+
+def _reduce(values: np.ndarray, starts: np.ndarray, counts: np.ndarray, statistic: str) -> np.ndarray:
+    """``statistic`` of each non-empty segment ``values[start:start+count]``.
+
+    The segments are contiguous and in order, as the ranks of a file are, so
+    ``reduceat`` at their starts covers exactly each one.
+    """
+    if statistic == "min":
+        return np.minimum.reduceat(values, starts).astype(np.float64)
+    if statistic == "max":
+        return np.maximum.reduceat(values, starts).astype(np.float64)
+    total = np.add.reduceat(values, starts).astype(np.float64)
+    return total / counts if statistic == "mean" else total
+
+
+def _reduce_missing(values: np.ndarray, starts: np.ndarray, statistic: str) -> np.ndarray:
+    """Like :func:`_reduce` over non-empty segments, ignoring NaN (missing) values;
+    NaN where a segment has no value at all."""
+    if len(starts) == 0:
+        return np.zeros(0)
+    given = np.add.reduceat(~np.isnan(values), starts)
+    if statistic == "min":
+        out = np.fmin.reduceat(values, starts)
+    elif statistic == "max":
+        out = np.fmax.reduceat(values, starts)
+    else:
+        out = np.add.reduceat(np.nan_to_num(values, nan=0.0), starts)
+        if statistic == "mean":
+            out = out / np.maximum(given, 1)
+    return np.where(given > 0, out, np.nan)

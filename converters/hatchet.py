@@ -1,0 +1,105 @@
+"""Hatchet: a GraphFrame in memory, or a file hatchet's own reader loads.
+
+The GraphFrame's dataframe is indexed by ``(node, rank)`` with one hatchet
+node per callpath and a row for every rank, also the ranks that never ran
+the callpath (count 0). Columns: ``time`` (exclusive) and ``time (inc)`` in
+seconds, ``count`` (recorded values), every custom metric, and ``name``.
+``exc_metrics`` are ``time``, ``count`` and the inconsistent metrics.
+
+The file is Caliper json-split, the format of hatchet's
+``GraphFrame.from_caliper`` that keeps every rank; it holds the same rows.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple, Union
+
+import numpy as np
+
+from tinyprof._profile import Profile
+
+from . import _jsonsplit
+from ._values import Aggregates, aggregate, as_profile, check_columns
+
+if TYPE_CHECKING:                       # hatchet is imported when a function needs it
+    import hatchet
+
+ProfileOrPath = Union[Profile, str, "os.PathLike[str]"]
+Callpath = Tuple[str, ...]
+# Own columns of the GraphFrame and of the json-split file (hatchet renames some).
+_COLUMNS = ("time", "time (inc)", "count", "name", "node", "rank", "nid", "path",
+            _jsonsplit.RANK, _jsonsplit.TIME, _jsonsplit.TIME_INC)
+
+
+def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> "hatchet.GraphFrame":
+    """A hatchet GraphFrame of the profile, values aggregated per (node, rank).
+
+    ``statistic`` (``sum``, ``mean``, ``min`` or ``max``) aggregates the
+    values of all executions and iterations; the exclusive ``time`` is the
+    inclusive time minus the children's inclusive time on the same rank.
+    Needs the ``tinyprof[hatchet]`` extra.
+    """
+    import hatchet
+    import pandas as pd
+
+    profile = as_profile(profile_or_path)
+    check_columns(profile, _COLUMNS, "hatchet")
+    agg = aggregate(profile, statistic)
+    graph, nodes = build_graph(profile.callpaths)
+    order = np.argsort([n._hatchet_nid for n in nodes], kind="stable")   # hatchet's row order
+    index = pd.MultiIndex.from_product([[nodes[i] for i in order], range(profile.nranks)],
+                                       names=["node", "rank"])
+    columns = {"time": agg.time_exc, "time (inc)": agg.time_inc, "count": agg.count, **agg.metrics}
+    frame = pd.DataFrame({k: v[order].ravel() for k, v in columns.items()}, index=index)
+    frame["name"] = np.repeat(np.array([nodes[i].frame["name"] for i in order], dtype=object),
+                              profile.nranks)
+    # Per-rank quantities are exclusive metrics, so that hatchet's cross-rank
+    # reductions (drop_index_levels) apply to them; a consistent metric is not.
+    exclusive = ["time", "count", *(k for k, c in profile.metrics if not c)]
+    return hatchet.GraphFrame(graph, frame, exclusive, ["time (inc)"], metadata=_metadata(profile, agg))
+
+
+def build_graph(callpaths: Sequence[Callpath]) -> "Tuple[hatchet.graph.Graph, List[hatchet.node.Node]]":
+    """A hatchet Graph of the call tree and its Node of each callpath, numbered
+    in hatchet's pre-order. Callpaths come parents first."""
+    from hatchet.frame import Frame
+    from hatchet.graph import Graph
+    from hatchet.node import Node
+
+    made: Dict[Callpath, Node] = {}
+    roots = []
+    for path in callpaths:
+        parent = made.get(path[:-1])
+        node = made[path] = Node(Frame({"name": path[-1], "type": "region"}), parent)
+        if parent is None:
+            roots.append(node)
+        else:
+            parent.add_child(node)
+    graph = Graph(roots)
+    graph.enumerate_traverse()
+    return graph, [made[p] for p in callpaths]
+
+
+def write(profile: Profile, path: "str | os.PathLike[str]", statistic: str = "sum") -> str:
+    """Write the rows of :func:`to_hatchet` as json-split for ``GraphFrame.from_caliper``."""
+    write_aggregates(profile, aggregate(profile, statistic), path)
+    return os.fspath(path)
+
+
+def write_aggregates(profile: Profile, agg: Aggregates, path: "str | os.PathLike[str]") -> None:
+    """The json-split file of already aggregated values (also CallFlow's input)."""
+    check_columns(profile, _COLUMNS, "hatchet")
+    ncallpaths, nranks = agg.count.shape
+    values = [(_jsonsplit.RANK, np.tile(np.arange(nranks), ncallpaths)),
+              (_jsonsplit.TIME, agg.time_exc.ravel()),
+              (_jsonsplit.TIME_INC, agg.time_inc.ravel()),
+              ("count", agg.count.ravel()),
+              *((k, v.ravel()) for k, v in agg.metrics.items())]
+    _jsonsplit.write(path, profile.callpaths, np.repeat(np.arange(ncallpaths), nranks), values,
+                     _metadata(profile, agg))
+
+
+def _metadata(profile: Profile, agg: Aggregates) -> Dict[str, Any]:
+    return {"tinyprof.name": profile.name, "tinyprof.version": profile.version,
+            "tinyprof.created": profile.created, "tinyprof.statistic": agg.statistic,
+            "mpi.world.size": profile.nranks, "time.unit": "s"}

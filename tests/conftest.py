@@ -1,0 +1,87 @@
+"""Shared fixtures of the serial suite: fresh profiler state per test, a
+deterministic clock, and helpers to flush, read back and run subprocesses."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Dict, Optional, Sequence
+
+import pytest
+
+import tinyprof
+from tinyprof import _annotate
+
+impl = _annotate.impl
+
+
+class FakeClock:
+    """A nanosecond clock that only moves when told to: exact event times."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+    def tick(self, ns: int) -> None:
+        self.now += ns
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path):
+    """Every test starts with an empty event map and a Profiler writing to tmp_path."""
+    impl.reset()
+    tinyprof.Profiler("test", outdir=tmp_path / "out")
+    yield
+    impl.set_clock(None)
+    impl.reset()
+
+
+@pytest.fixture
+def clock():
+    """Install a FakeClock as the hot path's clock (restored by ``fresh``)."""
+    c = FakeClock()
+    impl.set_clock(c)
+    return c
+
+
+def _flush_read() -> tinyprof.Profile:
+    outdir = tinyprof.flush()
+    assert outdir is not None
+    return tinyprof.read(outdir)
+
+
+def _assert_ns(profile: tinyprof.Profile, path: str, expected: Sequence[Sequence[int]],
+               rank: int = 0) -> None:
+    got = profile.series(tuple(path.split("<")), rank)
+    assert got == [[t / 1e9 for t in ex] for ex in expected], path
+
+
+def _run_python(code: str, cwd, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, **(env or {}))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+# Helpers are fixtures, not imports: tests/mpi has a conftest module of its own.
+
+@pytest.fixture
+def flush_read():
+    """``flush_read()``: flush what was recorded so far and read it back."""
+    return _flush_read
+
+
+@pytest.fixture
+def assert_ns():
+    """``assert_ns(profile, "a<b", [[ns, ...], ...], rank=0)``: exact times per execution."""
+    return _assert_ns
+
+
+@pytest.fixture
+def run_python():
+    """``run_python(code, cwd, env)``: run code in a fresh interpreter, which must succeed."""
+    return _run_python

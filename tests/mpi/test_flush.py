@@ -1,0 +1,155 @@
+"""The collective flush on real MPI ranks: every aggregator count, both phase-1
+paths (hints right, hints wrong), communicators, write failures.
+
+Run at several sizes: ``mpiexec -n N python -m pytest --with-mpi tests/mpi``.
+Every test compares the profile read back with what each rank recorded:
+exact counts, exact values. Failures are gathered to all ranks before any
+assert, so that no rank waits forever in a collective.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+from mpi4py import MPI
+
+import tinyprof
+from tinyprof import _mpi
+from tinyprof._format import file_name
+from _workload import SELFKEYS, all_errors, record, snapshot, verify
+
+pytestmark = [pytest.mark.mpi, pytest.mark.filterwarnings("error")]
+
+
+def _flush(over, outdir, **options) -> tuple:
+    """Flush with a fresh Profiler; returns (errors, aggregator count over ``over``)."""
+    prof = tinyprof.Profiler("wl", selfkeys=SELFKEYS, outdir=outdir, **options)
+    naggs = min(max(1, prof.aggregators or over.Get_size() // 16), over.Get_size())
+    got = tinyprof.flush()
+    return ([] if got == str(outdir) else [f"flush returned {got!r}"]), naggs
+
+
+def test_every_aggregator_count_gives_what_each_rank_recorded(world, mpi_tmp_path):
+    record(world)
+    mine = snapshot()
+    errors = []
+    for naggs in range(1, world.Get_size() + 1):
+        # Same directory each time: the set of the previous count must be gone.
+        errs, _ = _flush(world, mpi_tmp_path, aggregators=naggs)
+        errors += errs + verify(world, mpi_tmp_path, mine, naggs)
+    assert not all_errors(world, errors)
+    assert sorted(os.listdir(mpi_tmp_path)) == [file_name("wl", i, naggs) for i in range(naggs)]
+
+
+@pytest.mark.parametrize("hint", ["right", "wrong_hint", "swap_order", "loop_clash"])
+def test_phase_one_falls_back_to_full_sync_only_on_wrong_hints(world, mpi_tmp_path, hint):
+    record(world, **({} if hint == "right" else {hint: True}))
+    errs, naggs = _flush(world, mpi_tmp_path, aggregators=2)
+    errors = errs + verify(world, mpi_tmp_path, snapshot(), naggs)
+    assert not all_errors(world, errors)
+    # One rank cannot disagree with itself.
+    assert _mpi.last_sync == ("common" if hint == "right" or world.Get_size() == 1 else "full")
+
+
+def test_a_rank_without_events(world, mpi_tmp_path):
+    record(world)
+    if world.Get_rank() == 0:
+        tinyprof._annotate.impl.reset()
+    errs, naggs = _flush(world, mpi_tmp_path, aggregators=3)
+    errors = errs + verify(world, mpi_tmp_path, snapshot(), naggs)
+    assert not all_errors(world, errors)
+    assert _mpi.last_sync == ("common" if world.Get_size() == 1 else "full")
+
+
+def test_no_events_anywhere(world, mpi_tmp_path):
+    tinyprof._annotate.impl.reset()
+    errs, naggs = _flush(world, mpi_tmp_path)
+    errors = errs + verify(world, mpi_tmp_path, snapshot(), naggs)
+    assert not all_errors(world, errors)
+    assert tinyprof.read(mpi_tmp_path).callpaths == []
+
+
+def test_recording_goes_on_after_a_flush(world, mpi_tmp_path):
+    record(world)
+    errs, _ = _flush(world, mpi_tmp_path, aggregators=2)
+    with tinyprof.Event("main"):                   # a third execution, new callpath
+        with tinyprof.Event("after", is_common=world.Get_rank() != 1):
+            pass
+    errs2, naggs = _flush(world, mpi_tmp_path, aggregators=2)
+    errors = errs + errs2 + verify(world, mpi_tmp_path, snapshot(), naggs)
+    assert not all_errors(world, errors)
+
+
+def test_aggregators_from_the_environment_and_default(world, mpi_tmp_path, monkeypatch):
+    record(world)
+    mine = snapshot()
+    monkeypatch.setenv("TINYPROF_AGGREGATORS", "3")
+    errs, naggs = _flush(world, mpi_tmp_path / "env")
+    errors = errs + verify(world, mpi_tmp_path / "env", mine, min(3, world.Get_size()))
+    monkeypatch.delenv("TINYPROF_AGGREGATORS")
+    errs, naggs = _flush(world, mpi_tmp_path / "default")
+    errors += errs + verify(world, mpi_tmp_path / "default", mine, max(1, world.Get_size() // 16))
+    assert not all_errors(world, errors)
+
+
+def test_flush_over_a_subcommunicator(world, mpi_tmp_path):
+    half = world.Split(world.Get_rank() % 2, world.Get_rank())
+    record(half)
+    outdir = mpi_tmp_path / f"half{world.Get_rank() % 2}"
+    errs, naggs = _flush(half, outdir, comm=half, aggregators=2)
+    errors = errs + verify(half, outdir, snapshot(), naggs)
+    assert not all_errors(world, errors)
+
+
+def test_flush_over_comm_self_writes_one_profile_per_rank(world, mpi_tmp_path):
+    record(world)
+    outdir = mpi_tmp_path / f"self{world.Get_rank()}"
+    errs, naggs = _flush(MPI.COMM_SELF, outdir, comm=MPI.COMM_SELF)
+    errors = errs + verify(MPI.COMM_SELF, outdir, snapshot(), naggs)
+    assert not all_errors(world, errors)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_an_aggregator_that_cannot_write_warns_and_nobody_hangs(world, mpi_tmp_path):
+    rank, size = world.Get_rank(), world.Get_size()
+    good, blocker = mpi_tmp_path / "good", mpi_tmp_path / "blocker"
+    record(world)
+    errs, _ = _flush(world, good, aggregators=1)       # an older, complete set
+    if rank == 0:
+        blocker.write_text("a file where rank 1 wants a directory")
+    world.Barrier()
+    outdir = blocker / "sub" if rank == 1 else good
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        errs += _flush(world, outdir, aggregators=size)[0]
+    world.Barrier()
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    if rank == 1:
+        failed = str(blocker / "sub" / file_name("wl", 1, size))
+        if not (len(messages) == 1 and failed in messages[0]):
+            errs.append(f"warnings {messages}")
+    elif messages:
+        errs.append(f"unexpected warnings {messages}")
+    # The new set is incomplete, so the older one was not removed.
+    listing = sorted(os.listdir(good))
+    expected = sorted(["wl.0-of-1.tp"] + [file_name("wl", i, size) for i in range(size) if i != 1])
+    if listing != expected:
+        errs.append(f"{good} holds {listing}, expected {expected}")
+    assert not all_errors(world, errs)
+
+
+def test_groups_are_contiguous_and_even(world):
+    if world.Get_rank() != 0:
+        return
+    for nranks in range(1, 70):
+        for naggs in range(1, nranks + 1):
+            groups = [_mpi.group_of(r, nranks, naggs) for r in range(nranks)]
+            sizes = {}
+            for r, (index, first, size) in enumerate(groups):
+                assert first <= r < first + size and groups[first][1] == first
+                sizes[index] = size
+            assert sorted(sizes) == list(range(naggs))
+            assert sum(sizes.values()) == nranks and max(sizes.values()) - min(sizes.values()) <= 1
+            indices = [index for index, _, _ in groups]
+            assert indices == sorted(indices)

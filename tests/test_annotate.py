@@ -1,0 +1,560 @@
+"""Annotation semantics (paper Section IV-A) through the public API.
+
+Run twice: with the C core (when built) and with ``TINYPROF_PURE=1``. Values
+are checked after a real flush() and read(), with an injected clock.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import textwrap
+import threading
+import tracemalloc
+import warnings
+
+import pytest
+
+import tinyprof
+from tinyprof import _annotate, _pyevent
+
+impl = _annotate.impl
+Event = tinyprof.Event
+NAN = float("nan")
+
+
+def same(a, b) -> bool:
+    """Equal lists of floats, NaN equal to NaN."""
+    return len(a) == len(b) and all(x == y or (x != x and y != y) for x, y in zip(a, b))
+
+
+# -- callpaths, executions, loop modes ----------------------------------------
+
+def test_callpaths_nest_in_preorder(clock, flush_read, assert_ns):
+    with Event("main"):
+        with Event("compute"):
+            clock.tick(30)
+        with Event("exchange"):
+            clock.tick(2)
+            with Event("comm"):
+                clock.tick(10)
+        clock.tick(5)
+    p = flush_read()
+    assert p.callpaths == [("main",), ("main", "compute"), ("main", "exchange"),
+                           ("main", "exchange", "comm")]
+    assert p.nranks == 1 and p.executions(0) == 1
+    assert_ns(p, "main", [[47]])
+    assert_ns(p, "main<compute", [[30]])
+    assert_ns(p, "main<exchange", [[12]])
+    assert_ns(p, "main<exchange<comm", [[10]])
+
+
+def test_same_name_under_different_parents_is_two_callpaths(clock, flush_read, assert_ns):
+    with Event("main"):
+        with Event("a"):
+            with Event("x"):
+                clock.tick(1)
+        with Event("b"):
+            with Event("x"):
+                clock.tick(2)
+    p = flush_read()
+    assert_ns(p, "main<a<x", [[1]])
+    assert_ns(p, "main<b<x", [[2]])
+
+
+def test_new_execution_only_when_first_root_is_entered_again(clock, flush_read, assert_ns):
+    with Event("main"):
+        clock.tick(1)
+    with Event("post"):         # another root event: still execution 0
+        clock.tick(2)
+    with Event("main"):         # the first root again: execution 1
+        clock.tick(3)
+    with Event("post"):
+        clock.tick(4)
+    with Event("post"):
+        clock.tick(5)
+    p = flush_read()
+    assert p.executions(0) == 2
+    assert_ns(p, "main", [[1], [3]])
+    assert_ns(p, "post", [[2], [4, 5]])
+
+
+def test_event_missing_from_an_execution_has_an_empty_one(clock, flush_read, assert_ns):
+    for run in range(3):
+        with Event("main"):
+            if run == 1:
+                with Event("rare"):
+                    clock.tick(9)
+    p = flush_read()
+    assert_ns(p, "main<rare", [[], [9], []])
+
+
+def test_loop_modes(clock, flush_read, assert_ns):
+    for run in range(2):
+        with Event("main"):
+            for i in range(3):
+                with Event("per_iteration", loop=1):
+                    clock.tick(10 * run + i + 1)
+            for i in range(3):
+                with Event("summed", loop=2):
+                    clock.tick(100 * run + i + 1)
+            for i in range(2):
+                with Event("plain"):
+                    clock.tick(1000 + i)
+    p = flush_read()
+    assert [p.loop(c) for c in p.callpaths[1:]] == [1, 2, 0]
+    assert_ns(p, "main<per_iteration", [[1, 2, 3], [11, 12, 13]])
+    assert_ns(p, "main<summed", [[6], [306]])
+    assert_ns(p, "main<plain", [[1000, 1001], [1000, 1001]])
+
+
+def test_bad_event_arguments_are_rejected():
+    with pytest.raises(TypeError, match="name"):
+        Event(3)
+    with pytest.raises(ValueError, match="loop"):
+        Event("x", loop=3)
+    with pytest.raises(TypeError, match="numbers"):
+        Event("x", mem="big")
+
+
+# -- custom metrics -----------------------------------------------------------
+
+def test_consistent_metric_first_value_wins(tmp_path, flush_read):
+    tinyprof.Profiler("m", selfkeys="tag:0,mem:1", outdir=tmp_path / "m")
+    with Event("main"):
+        with Event("io"):
+            pass
+        with Event("io", tag=3):
+            pass
+        with Event("io", tag=4):
+            pass
+        with Event("quiet"):
+            pass
+    p = flush_read()
+    assert p.value(("main", "io"), "tag") == 3
+    assert p.value(("main", "quiet"), "tag") is None
+    with pytest.raises(ValueError, match="consistent"):
+        p.series(("main", "io"), 0, "tag")
+
+
+def test_inconsistent_metric_per_occurrence_nan_where_missing(tmp_path, flush_read):
+    tinyprof.Profiler("m", selfkeys="tag:0,mem:1", outdir=tmp_path / "m")
+    for run in range(2):
+        with Event("main", mem=100 + run):
+            for i in range(3):
+                kw = {} if i == 1 else {"mem": 10 * run + i + 0.5}
+                with Event("step", loop=1, **kw):
+                    pass
+            with Event("plain"):
+                pass
+    p = flush_read()
+    assert p.series(("main",), 0, "mem") == [[100.0], [101.0]]
+    got = p.series(("main", "step"), 0, "mem")
+    assert same(got[0], [0.5, NAN, 2.5]) and same(got[1], [10.5, NAN, 12.5])
+    assert all(math.isnan(v) for ex in p.series(("main", "plain"), 0, "mem") for v in ex)
+    with pytest.raises(ValueError, match="inconsistent"):
+        p.value(("main",), "mem")
+
+
+def test_inconsistent_metric_summed_in_loop_mode_2(tmp_path, flush_read):
+    tinyprof.Profiler("m", selfkeys="mem:1", outdir=tmp_path / "m")
+    for run in range(3):
+        with Event("main"):
+            for i in range(3):
+                kw = {"mem": 1.5 * (i + 1)} if run != 2 and i != 1 else {}
+                with Event("comm", loop=2, **kw):
+                    pass
+    p = flush_read()
+    got = p.series(("main", "comm"), 0, "mem")
+    assert got[:2] == [[6.0], [6.0]] and len(got[2]) == 1 and math.isnan(got[2][0])
+
+
+def test_undeclared_metric_warns_once_and_is_not_recorded(tmp_path, flush_read):
+    tinyprof.Profiler("m", selfkeys="mem:1", outdir=tmp_path / "m")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Event("main"):
+            for _ in range(3):
+                with Event("x", bogus=1, mem=2):
+                    pass
+    bogus = [w for w in caught if "'bogus'" in str(w.message)]
+    assert len(bogus) == 1 and bogus[0].category is RuntimeWarning
+    assert bogus[0].filename == __file__          # points at the annotated code
+    p = flush_read()
+    assert p.metrics == [("mem", False)]
+    assert p.series(("main", "x"), 0, "mem") == [[2.0, 2.0, 2.0]]
+    with pytest.raises(KeyError, match="bogus"):
+        p.series(("main", "x"), 0, "bogus")
+    tinyprof.Profiler("m2", selfkeys="mem:1", outdir=tmp_path / "m2")
+    with pytest.warns(RuntimeWarning, match="'bogus'"):    # a new Profiler warns afresh
+        with Event("x", bogus=1):
+            pass
+
+
+def test_bad_selfkeys_are_rejected(tmp_path):
+    for bad in ("tag", "tag:2", ":0", "tag:0,tag:1", "time:1"):
+        with pytest.raises(ValueError, match="tinyprof"):
+            tinyprof.Profiler("m", selfkeys=bad, outdir=tmp_path / "m")
+
+
+# -- decorators and recursion -------------------------------------------------
+
+_NONE_VALUES = pytest.mark.xfail(
+    impl is _pyevent, strict=True, raises=TypeError,
+    reason="_pyevent.Event.__call__ passes **self.values, which is None without metric "
+           "values: every decorated call raises TypeError")
+
+
+@tinyprof.event
+def helper(x: int) -> int:
+    return 2 * x
+
+
+class Solver:
+    @tinyprof.event(loop=1)
+    def step(self, x: int) -> int:
+        return x + 1
+
+
+@_NONE_VALUES
+def test_event_as_decorator(clock, flush_read, assert_ns):
+    @Event("solve")
+    def solve(a, b=2):
+        """Doc."""
+        clock.tick(a + b)
+        return a * b
+
+    assert solve.__name__ == "solve" and solve.__doc__ == "Doc."
+    with Event("main"):
+        assert solve(3) == 6
+        assert solve(1, b=1) == 1
+    p = flush_read()
+    assert_ns(p, "main<solve", [[5, 2]])
+
+
+@_NONE_VALUES
+def test_bare_event_decorator_uses_qualname_and_options(flush_read):
+    s = Solver()
+    with Event("main"):
+        assert [s.step(i) for i in range(4)] == [1, 2, 3, 4]
+        assert helper(2) == 4
+    p = flush_read()
+    assert helper.__name__ == "helper"
+    assert p.callpaths == [("main",), ("main", "Solver.step"), ("main", "helper")]
+    assert [p.loop(c) for c in p.callpaths] == [0, 1, 0]
+    assert len(p.series(("main", "Solver.step"), 0)[0]) == 4
+
+
+@_NONE_VALUES
+def test_recursion_through_decorator_nests_callpaths(clock, flush_read, assert_ns):
+    @Event("fact")
+    def fact(n: int) -> int:
+        clock.tick(1)
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    assert fact(3) == 6
+    p = flush_read()
+    assert p.callpaths == [("fact",), ("fact", "fact"), ("fact", "fact", "fact")]
+    assert_ns(p, "fact", [[3]])
+    assert_ns(p, "fact<fact", [[2]])
+    assert_ns(p, "fact<fact<fact", [[1]])
+
+
+def test_event_object_reused_sequentially(clock, flush_read, assert_ns):
+    ev = Event("main")
+    for t in (4, 5):
+        with ev:
+            clock.tick(t)
+    assert_ns(flush_read(), "main", [[4], [5]])
+
+
+# -- kill switch and running without MPI -------------------------------------
+
+def test_kill_switch_makes_everything_a_noop(tmp_path, run_python):
+    proc = run_python("""
+        import os, tinyprof
+        tinyprof.Profiler("off", selfkeys="mem:1", outdir="out")
+        with tinyprof.Event("main"):
+            with tinyprof.Event("x", loop=1, mem=1):
+                pass
+
+        @tinyprof.event
+        def f(x):
+            return x + 1
+
+        @tinyprof.Event("g")
+        def g():
+            return 7
+
+        assert f(1) == 2 and g() == 7
+        assert tinyprof.flush() is None
+        print(sorted(os.listdir(".")))
+    """, cwd=tmp_path, env={"TINYPROF": "0"})
+    assert proc.stdout.strip() == "[]"
+
+
+_ROUNDTRIP = """
+    import tinyprof
+    tinyprof.Profiler("solo", selfkeys="mem:1", outdir="out")
+    for run in range(2):
+        with tinyprof.Event("main"):
+            for i in range(3):
+                with tinyprof.Event("step", loop=1, mem=i):
+                    pass
+    p = tinyprof.read(tinyprof.flush())
+    assert p.nranks == 1 and p.executions(0) == 2, p
+    assert p.callpaths == [("main",), ("main", "step")], p.callpaths
+    assert p.series(("main", "step"), 0, "mem") == [[0, 1, 2], [0, 1, 2]]
+    import sys
+    print("ok", "mpi4py.MPI" in sys.modules)
+"""
+
+
+def test_works_when_mpi4py_cannot_be_imported(tmp_path, run_python):
+    block = 'import sys\nsys.modules["mpi4py"] = None\n'
+    proc = run_python(block + textwrap.dedent(_ROUNDTRIP), cwd=tmp_path)
+    assert proc.stdout.split() == ["ok", "False"]
+
+
+def test_works_with_mpi4py_installed_but_not_under_mpiexec(tmp_path, run_python):
+    pytest.importorskip("mpi4py")
+    proc = run_python(_ROUNDTRIP, cwd=tmp_path)
+    assert proc.stdout.split()[0] == "ok"
+
+
+# -- threads and asyncio ------------------------------------------------------
+
+_STALE_ROOT = pytest.mark.xfail(
+    impl is _pyevent, strict=True,
+    reason="_pyevent.reset() rebinds _root but the ContextVar default stays the old root: "
+           "threads started after reset() record into the stale tree")
+
+
+@pytest.fixture
+def fast_switching():
+    """Switch threads as often as possible, to make races likely."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(old)
+
+
+@_STALE_ROOT
+def test_thread_after_reset_records_into_the_current_map(flush_read):
+    t = threading.Thread(target=lambda: Event("worker").__enter__().__exit__(None, None, None))
+    t.start()
+    t.join()
+    assert list(impl.root().children) == ["worker"]
+    assert flush_read().callpaths == [("worker",)]
+
+
+@_STALE_ROOT
+def test_threads_have_their_own_stacks_and_lose_no_values(fast_switching, flush_read):
+    nthreads, iterations = 4, 1000
+    barrier = threading.Barrier(nthreads)
+    errors = []
+
+    def work(i):
+        try:
+            barrier.wait()
+            with Event("worker"):
+                for _ in range(iterations):
+                    with Event("shared", loop=1):
+                        pass
+                with Event(f"t{i}"):
+                    for _ in range(i + 1):
+                        with Event("inner"):
+                            pass
+        except BaseException as e:        # pragma: no cover - reported below
+            errors.append(e)
+
+    with Event("main"):                    # threads do not inherit it: their stacks start empty
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(nthreads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    p = flush_read()
+    assert p.executions(0) == 1
+    expected = [("main",), ("worker",), ("worker", "shared")]
+    expected += [("worker", f"t{i}") for i in range(nthreads)]
+    expected += [("worker", f"t{i}", "inner") for i in range(nthreads)]
+    assert sorted(p.callpaths) == sorted(expected)
+    count = lambda *path: sum(map(len, p.series(path, 0)))
+    assert count("worker") == nthreads
+    assert count("worker", "shared") == nthreads * iterations
+    for i in range(nthreads):
+        assert count("worker", f"t{i}") == 1
+        assert count("worker", f"t{i}", "inner") == i + 1
+
+
+def test_asyncio_tasks_have_their_own_stacks(flush_read):
+    order = []
+
+    async def worker(name):
+        with Event(name):
+            order.append(name)
+            await asyncio.sleep(0)
+            with Event("inner"):
+                await asyncio.sleep(0)
+        order.append("/" + name)
+
+    async def main():
+        with Event("main"):
+            await asyncio.gather(worker("a"), worker("b"), worker("c"))
+
+    asyncio.run(main())
+    assert order[:3] == ["a", "b", "c"]           # the events really interleaved
+    p = flush_read()
+    assert p.callpaths == [("main",)] + [c for n in "abc" for c in (("main", n), ("main", n, "inner"))]
+    for n in "abc":
+        assert [len(ex) for ex in p.series(("main", n, "inner"), 0)] == [1]
+
+
+def test_asyncio_child_task_inherits_the_callpath_it_was_created_in(flush_read):
+    async def child():
+        with Event("child"):
+            await asyncio.sleep(0)
+
+    async def main():
+        with Event("main"):
+            with Event("parent"):
+                await asyncio.create_task(child())
+                late = asyncio.create_task(child())
+            await late                            # runs after "parent" closed
+            with Event("sibling"):
+                pass
+
+    asyncio.run(main())
+    p = flush_read()
+    assert p.callpaths == [("main",), ("main", "parent"), ("main", "parent", "child"),
+                           ("main", "sibling")]
+    assert len(p.series(("main", "parent", "child"), 0)[0]) == 2
+
+
+# -- exceptions and misuse ----------------------------------------------------
+
+def test_exception_propagates_unchanged_and_time_is_recorded(clock, flush_read, assert_ns):
+    err = ValueError("boom")
+    with pytest.raises(ValueError) as info:
+        with Event("main"):
+            with Event("inner"):
+                clock.tick(3)
+                raise err
+    assert info.value is err
+    p = flush_read()
+    assert_ns(p, "main", [[3]])
+    assert_ns(p, "main<inner", [[3]])
+
+
+def test_exception_through_decorator_propagates_unchanged(tmp_path, clock, flush_read, assert_ns):
+    tinyprof.Profiler("m", selfkeys="mem:1", outdir=tmp_path / "m")
+    err = KeyError("boom")
+
+    @Event("decorated", mem=1)       # with a value: see _NONE_VALUES for the bare case
+    def fail():
+        clock.tick(3)
+        raise err
+
+    with pytest.raises(KeyError) as info:
+        fail()
+    assert info.value is err
+    assert_ns(flush_read(), "decorated", [[3]])
+
+
+def test_exit_twice_raises_and_map_is_intact(clock, flush_read, assert_ns):
+    ev = Event("main")
+    ev.__enter__()
+    clock.tick(2)
+    ev.__exit__(None, None, None)
+    with pytest.raises(RuntimeError, match="exited"):
+        ev.__exit__(None, None, None)
+    with pytest.raises(RuntimeError, match="exited"):
+        Event("never").__exit__(None, None, None)
+    with Event("main"):
+        clock.tick(1)
+    p = flush_read()
+    assert p.callpaths == [("main",)]
+    assert_ns(p, "main", [[2], [1]])
+
+
+def test_exit_out_of_order_raises_and_map_is_intact(clock, flush_read, assert_ns):
+    a, b = Event("a"), Event("b")
+    a.__enter__()
+    b.__enter__()
+    clock.tick(1)
+    with pytest.raises(RuntimeError, match="out of order"):
+        a.__exit__(None, None, None)
+    b.__exit__(None, None, None)
+    clock.tick(1)
+    a.__exit__(None, None, None)
+    p = flush_read()
+    assert_ns(p, "a", [[2]])
+    assert_ns(p, "a<b", [[1]])
+
+
+def test_entering_an_open_event_again_raises(clock, flush_read, assert_ns):
+    ev = Event("main")
+    with pytest.raises(RuntimeError, match="entered again"):
+        with ev:
+            clock.tick(4)
+            with ev:
+                pass
+    p = flush_read()
+    assert p.callpaths == [("main",)]
+    assert_ns(p, "main", [[4]])
+
+
+def test_flush_inside_an_open_event_raises(clock, flush_read, assert_ns):
+    with Event("main"):
+        with Event("inner"):
+            clock.tick(1)
+            with pytest.raises(RuntimeError, match="main<inner"):
+                tinyprof.flush()
+    p = flush_read()
+    assert_ns(p, "main<inner", [[1]])
+
+
+def test_flush_twice_rewrites_with_everything_so_far(clock, flush_read, assert_ns):
+    with Event("main"):
+        clock.tick(1)
+    assert_ns(flush_read(), "main", [[1]])
+    with Event("main"):
+        clock.tick(2)
+    assert_ns(flush_read(), "main", [[1], [2]])
+
+
+# -- event map compactness ----------------------------------------------------
+
+def _record(n, **values):
+    with Event("main"):
+        for _ in range(n):
+            with Event("step", loop=1, **values):
+                pass
+
+
+def test_times_are_stored_in_8_bytes_per_value():
+    n = 100_000
+    _record(n)
+    node = impl.root().children["main"].children["step"]
+    times, execs = node.data()
+    assert node.count == n
+    assert len(times) == 8 * n and len(execs) == 16       # one (execution, index) pair
+
+
+@pytest.mark.parametrize("values,per_value", [({}, 8), ({"mem": 1.5}, 16)])
+def test_recording_grows_memory_by_the_stored_bytes_only(tmp_path, values, per_value):
+    tinyprof.Profiler("m", selfkeys="mem:1", outdir=tmp_path / "m")
+    n = 100_000
+    tracemalloc.start()                            # before the buffers exist: realloc is traced
+    try:
+        _record(10, **values)
+        before = tracemalloc.get_traced_memory()[0]
+        _record(n, **values)
+        growth = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # Growth slack of the typed buffers: 1/16 (array) or 1/4 (C core). A Python
+    # object per value would cost 32+ bytes.
+    assert growth <= per_value * n * 1.25 + 4096, growth / n

@@ -1,0 +1,81 @@
+"""Golden file: the paper's Fig. 2 program on 2 ranks, run twice, must give
+the bytes of tests/golden/fig3.tp (our form of the paper's Fig. 3(b)).
+
+The golden file was written by hand from the program below and docs/format.md:
+times are sums of the clock ticks inside each event, e.g. rank 0's first
+``main`` is 5 + (1000+2000+3000) + (50 + 200+400) = 6655 ns.
+"""
+from __future__ import annotations
+
+import os
+
+import tinyprof
+from tinyprof import _annotate, _eventmap, _flush
+from tinyprof._format import Header
+
+impl = _annotate.impl
+Event = tinyprof.Event
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "fig3.tp")
+
+
+def fig2(rank: int, execution: int, clock) -> None:
+    """Fig. 2: main; a 3-iteration loop (mode 1); comm summed (mode 2) with a
+    consistent tag and an inconsistent mem; update on rank 1 only."""
+    x = execution
+    with Event("main", mem=1024 * (rank + 1) + x):
+        clock.tick(5)
+        for i in range(3):
+            with Event("compute", loop=1):
+                clock.tick(1000 * (i + 1) + 100 * rank + 10 * x)
+        with Event("exchange"):
+            clock.tick(50)
+            for j in range(2):
+                with Event("comm", loop=2, tag=2, mem=1.25 * (j + 1) * (rank + 1) + x):
+                    clock.tick(200 * (j + 1) + 10 * x + rank)
+        if rank == 1:
+            with Event("update", is_common=False):
+                clock.tick(300 + x)
+
+
+def build(clock) -> bytes:
+    prof = tinyprof.Profiler("fig2", 5, "tag:0,mem:1")
+    ranks, executions = [], []
+    for rank in range(2):
+        impl.reset()
+        for x in range(2):
+            fig2(rank, x, clock)
+        ranks.append(_eventmap.collect(impl.root()))
+        executions.append(impl.executions())
+    header = Header(name=prof.name, nranks=2, first_rank=0, rank_count=2,
+                    metrics=prof.metrics, version="0.1.0")   # the golden pins the format, not the release
+    return _flush.build_file(header, ranks, executions)
+
+
+def test_fig2_gives_the_golden_file(clock, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    with open(GOLDEN, "rb") as f:
+        assert build(clock) == f.read()
+
+
+def test_golden_file_reads_back():
+    p = tinyprof.read(GOLDEN)
+    assert (p.name, p.nranks, p.metrics, p.created) == (
+        "fig2", 2, [("tag", True), ("mem", False)], "2023-11-14T22:13:20Z")
+    assert p.callpaths == [("main",), ("main", "compute"), ("main", "exchange"),
+                           ("main", "exchange", "comm"), ("main", "update")]
+    assert [p.loop(c) for c in p.callpaths] == [0, 1, 0, 2, 0]
+    assert [p.executions(r) for r in range(2)] == [2, 2]
+    ns = lambda path, rank: [[round(t * 1e9) for t in ex] for ex in p.series(path, rank)]
+    assert ns(("main",), 0) == [[6655], [6705]]
+    assert ns(("main",), 1) == [[7257], [7308]]
+    assert ns(("main", "compute"), 0) == [[1000, 2000, 3000], [1010, 2010, 3010]]
+    assert ns(("main", "compute"), 1) == [[1100, 2100, 3100], [1110, 2110, 3110]]
+    assert ns(("main", "exchange"), 1) == [[652], [672]]
+    assert ns(("main", "exchange", "comm"), 0) == [[600], [620]]
+    assert ns(("main", "update"), 0) == [[], []]
+    assert ns(("main", "update"), 1) == [[300], [301]]
+    assert p.value(("main", "exchange", "comm"), "tag") == 2
+    assert p.value(("main",), "tag") is None
+    assert p.series(("main",), 1, "mem") == [[2048.0], [2049.0]]
+    assert p.series(("main", "exchange", "comm"), 0, "mem") == [[3.75], [5.75]]
+    assert p.series(("main", "exchange", "comm"), 1, "mem") == [[7.5], [9.5]]

@@ -1,0 +1,1325 @@
+/* tinyprof._core: the C annotation hot path.
+ *
+ * Same interface and semantics as tinyprof/_pyevent.py (the reference): Event,
+ * Node, root(), current(), executions(), reset(), set_clock(),
+ * set_metric_hook(). The call tree is the event map: one Node per callpath,
+ * children in a dict (first-entry order), times in a growable int64 buffer.
+ * The open-event stack is a contextvars.ContextVar holding the current Node
+ * (unset means the root), so threads and asyncio tasks each have their own.
+ *
+ * Thread safety rests on the GIL: no Python code runs while the tree or the
+ * execution counter is being updated. The clock callback (tests only) and the
+ * metric hook may run Python code, so they run before or after the updates.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <time.h>
+
+/* ---- growable int64 buffer ------------------------------------------------ */
+
+typedef struct {
+    int64_t *data;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int
+buf_grow(Buf *b)
+{
+    /* 1.25x growth: amortised O(1) appends, little slack in an always-on run */
+    Py_ssize_t cap = b->cap + b->cap / 4 + 16;
+    if (cap > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int64_t *data = PyMem_Realloc(b->data, (size_t)cap * sizeof(int64_t));
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int
+buf_push(Buf *b, int64_t v)
+{
+    if (b->len == b->cap && buf_grow(b) < 0)
+        return -1;
+    b->data[b->len++] = v;
+    return 0;
+}
+
+static PyObject *
+buf_bytes(const Buf *b)
+{
+    return PyBytes_FromStringAndSize((const char *)b->data, b->len * (Py_ssize_t)sizeof(int64_t));
+}
+
+/* ---- module state ---------------------------------------------------------- */
+
+typedef struct Node Node;
+
+static PyObject *current_var;   /* ContextVar: the innermost open Node; unset: the root */
+static Node *root_node;
+static PyObject *first_root;    /* name of the first root event entered, or NULL */
+static int64_t exec_no = -1;    /* current execution */
+static PyObject *clock_fn;      /* NULL: CLOCK_MONOTONIC */
+static PyObject *metric_hook;   /* hook(node, values), or NULL */
+
+static int
+read_clock(int64_t *out)
+{
+    if (clock_fn == NULL) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);   /* time.perf_counter_ns's clock */
+        *out = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        return 0;
+    }
+    PyObject *fn = clock_fn;
+    Py_INCREF(fn);              /* the callback may call set_clock() */
+    PyObject *r = PyObject_CallNoArgs(fn);
+    Py_DECREF(fn);
+    if (r == NULL)
+        return -1;
+    long long v = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The pending exception as one object (fetch) and back (restore, stealing it):
+ * PyErr_GetRaisedException where it exists (3.12+). NULL when none is set. */
+static PyObject *
+err_fetch(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (type == NULL)
+        return NULL;
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL) {
+        PyException_SetTraceback(value, tb);
+        Py_DECREF(tb);
+    }
+    Py_DECREF(type);
+    return value;
+#endif
+}
+
+static void
+err_restore(PyObject *exc)
+{
+    if (exc == NULL)
+        return;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    Py_INCREF(Py_TYPE(exc));
+    PyErr_Restore((PyObject *)Py_TYPE(exc), exc, PyException_GetTraceback(exc));
+#endif
+}
+
+/* ---- free lists of the per-use objects ------------------------------------ */
+/* Events and bound __enter__/__exit__ objects live for one with statement;
+ * recycling them saves an allocator round trip each. The next link is kept
+ * in ob_type, as CPython's own free lists do. */
+
+#define FREE_MAX 32
+
+typedef struct {
+    PyObject *head;
+    int count;
+} FreeList;
+
+static inline PyObject *
+free_pop(FreeList *fl, PyTypeObject *type, size_t size)
+{
+    PyObject *op = fl->head;
+    if (op != NULL) {
+        fl->head = (PyObject *)Py_TYPE(op);
+        fl->count--;
+    }
+    else if ((op = PyObject_Malloc(size)) == NULL)
+        return PyErr_NoMemory();
+    return PyObject_Init(op, type);
+}
+
+static inline void
+free_push(FreeList *fl, PyObject *op)
+{
+    if (fl->count >= FREE_MAX) {
+        PyObject_Free(op);
+        return;
+    }
+    Py_SET_TYPE(op, (PyTypeObject *)fl->head);
+    fl->head = op;
+    fl->count++;
+}
+
+/* ---- Node ------------------------------------------------------------------ */
+
+struct Node {
+    PyObject_HEAD
+    PyObject *name;         /* str */
+    PyObject *parent;       /* Node, NULL for the root */
+    PyObject *children;     /* dict name -> Node */
+    PyObject *consistent;   /* written by _eventmap.record_metrics */
+    PyObject *metrics;
+    int64_t last_exec;
+    int loop;
+    char common;
+    Buf times;              /* one value per occurrence (loop 2: per execution) */
+    Buf execs;              /* (execution, first index) pairs, on change only */
+    PyObject *base, *vars;  /* fast path: context maps of the last entry, before and in */
+};
+
+static PyTypeObject NodeType;
+
+static Node *
+node_create(PyObject *name, PyObject *parent, int loop, int common)
+{
+    Node *n = PyObject_GC_New(Node, &NodeType);
+    if (n == NULL)
+        return NULL;
+    n->children = PyDict_New();
+    if (n->children == NULL) {
+        n->name = n->parent = n->consistent = n->metrics = n->base = n->vars = NULL;
+        n->times.data = n->execs.data = NULL;
+        Py_DECREF(n);
+        return NULL;
+    }
+    Py_INCREF(name);
+    n->name = name;
+    Py_XINCREF(parent);
+    n->parent = parent;
+    n->consistent = n->metrics = n->base = n->vars = NULL;
+    n->last_exec = -1;
+    n->loop = loop;
+    n->common = (char)common;
+    n->times = (Buf){NULL, 0, 0};
+    n->execs = (Buf){NULL, 0, 0};
+    PyObject_GC_Track(n);
+    return n;
+}
+
+/* A root: the nameless node every callpath starts from. */
+static Node *
+root_create(void)
+{
+    PyObject *empty = PyUnicode_FromString("");
+    if (empty == NULL)
+        return NULL;
+    Node *root = node_create(empty, NULL, 0, 1);
+    Py_DECREF(empty);
+    return root;
+}
+
+static PyObject *
+node_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"name", "parent", "loop", "common", NULL};
+    PyObject *name, *parent;
+    int loop = 0, common = 1;
+    (void)type;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UO|ip:Node", kwlist, &name, &parent,
+                                     &loop, &common))
+        return NULL;
+    if (parent != Py_None && !PyObject_TypeCheck(parent, &NodeType)) {
+        PyErr_SetString(PyExc_TypeError, "Node parent must be a Node or None");
+        return NULL;
+    }
+    return (PyObject *)node_create(name, parent == Py_None ? NULL : parent, loop, common);
+}
+
+static int
+node_traverse(Node *n, visitproc visit, void *arg)
+{
+    Py_VISIT(n->parent);
+    Py_VISIT(n->children);
+    Py_VISIT(n->consistent);
+    Py_VISIT(n->metrics);
+    Py_VISIT(n->base);
+    Py_VISIT(n->vars);
+    return 0;
+}
+
+static int
+node_clear(Node *n)
+{
+    Py_CLEAR(n->parent);
+    Py_CLEAR(n->children);
+    Py_CLEAR(n->consistent);
+    Py_CLEAR(n->metrics);
+    Py_CLEAR(n->base);
+    Py_CLEAR(n->vars);
+    return 0;
+}
+
+static void
+node_dealloc(Node *n)
+{
+    PyObject_GC_UnTrack(n);
+    Py_TRASHCAN_BEGIN(n, node_dealloc)   /* deep recursive callpaths */
+    node_clear(n);
+    Py_CLEAR(n->name);
+    PyMem_Free(n->times.data);
+    PyMem_Free(n->execs.data);
+    PyObject_GC_Del(n);
+    Py_TRASHCAN_END
+}
+
+static PyObject *
+node_get_count(Node *n, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSsize_t(n->times.len);
+}
+
+static PyObject *
+node_data(Node *n, PyObject *unused)
+{
+    (void)unused;
+    PyObject *times = buf_bytes(&n->times);
+    if (times == NULL)
+        return NULL;
+    PyObject *execs = buf_bytes(&n->execs);
+    if (execs == NULL) {
+        Py_DECREF(times);
+        return NULL;
+    }
+    PyObject *r = PyTuple_Pack(2, times, execs);
+    Py_DECREF(times);
+    Py_DECREF(execs);
+    return r;
+}
+
+static PyObject *
+node_repr(Node *n)
+{
+    return PyUnicode_FromFormat("<tinyprof Node %R count=%zd>", n->name, n->times.len);
+}
+
+static PyMemberDef node_members[] = {
+    {"name", T_OBJECT, offsetof(Node, name), READONLY, NULL},
+    {"parent", T_OBJECT, offsetof(Node, parent), READONLY, "parent Node, None for the root"},
+    {"children", T_OBJECT, offsetof(Node, children), READONLY, "dict name -> Node"},
+    {"loop", T_INT, offsetof(Node, loop), READONLY, NULL},
+    {"common", T_BOOL, offsetof(Node, common), READONLY, NULL},
+    {"last_exec", T_LONGLONG, offsetof(Node, last_exec), READONLY, NULL},
+    {"consistent", T_OBJECT, offsetof(Node, consistent), 0, "consistent metrics, or None"},
+    {"metrics", T_OBJECT, offsetof(Node, metrics), 0, "inconsistent metric columns, or None"},
+    {NULL}
+};
+
+static PyGetSetDef node_getset[] = {
+    {"count", (getter)node_get_count, NULL, "Number of stored time values.", NULL},
+    {NULL}
+};
+
+static PyMethodDef node_methods[] = {
+    {"data", (PyCFunction)node_data, METH_NOARGS,
+     "``(times, execs)`` as bytes of native int64, for the flush."},
+    {NULL}
+};
+
+static PyTypeObject NodeType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tinyprof._core.Node",
+    .tp_doc = "One callpath of the event map: its values and its children.",
+    .tp_basicsize = sizeof(Node),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = node_new,
+    .tp_dealloc = (destructor)node_dealloc,
+    .tp_traverse = (traverseproc)node_traverse,
+    .tp_clear = (inquiry)node_clear,
+    .tp_repr = (reprfunc)node_repr,
+    .tp_members = node_members,
+    .tp_getset = node_getset,
+    .tp_methods = node_methods,
+};
+
+/* ---- the current node: a ContextVar ----------------------------------------
+ * current_set() makes a node current and returns a token, current_restore()
+ * gives the parent back. With the public API that is PyContextVar_Set/Reset:
+ * 85-130 ns a pair, as each builds a new immutable HAMT (the context's map of
+ * variables) and Set a Token too.
+ *
+ * Fast path (CPython 3.9-3.13 with the GIL; layouts checked at import): each
+ * node keeps the map it was last entered from (base) and the map CPython
+ * built from it (base + {var: node}). When the context's map is that same
+ * base object again, as on every iteration of a loop, entering swaps the
+ * context's map pointer to the kept one and exiting swaps base back: no
+ * allocation. The maps are CPython's own immutable objects, so copies of
+ * the context (asyncio tasks) see exactly what they would with Set/Reset.
+ * Anything else (first entry, another variable changed) uses the public API.
+ * The token is always the previous map, so both paths pair with each other.
+ * Cost: a node's two maps keep other ContextVars' values of its last entry
+ * alive until it is entered from another state, or reset(). */
+
+#if PY_VERSION_HEX >= 0x03090000 && PY_VERSION_HEX < 0x030E0000 && \
+    !defined(Py_GIL_DISABLED) && !defined(PYPY_VERSION)
+#define FAST_CONTEXT 1
+
+typedef struct {            /* CPython's PyContext, Include/internal/pycore_context.h */
+    PyObject_HEAD
+    PyObject *ctx_prev;
+    PyObject *ctx_vars;     /* HAMT */
+    PyObject *ctx_weakreflist;
+    int ctx_entered;
+} Ctx;
+
+typedef struct {            /* CPython's PyContextVar, same header */
+    PyObject_HEAD
+    PyObject *var_name;
+    PyObject *var_default;
+    PyObject *var_cached;
+    uint64_t var_cached_tsid;
+    uint64_t var_cached_tsver;
+    Py_hash_t var_hash;
+} CtxVar;
+
+static int fast_context;        /* the import-time check passed */
+
+/* Keep PyContextVar_Get's cache as a set of `value` would (NULL: forget). */
+static inline void
+cache_value(PyThreadState *ts, PyObject *value)
+{
+    CtxVar *v = (CtxVar *)current_var;
+    v->var_cached = value;      /* borrowed, as in CPython: the map holds it */
+    v->var_cached_tsid = ts->id;
+    v->var_cached_tsver = ts->context_ver;
+}
+
+static PyObject *
+fast_set(Node *node)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    Ctx *ctx = (Ctx *)ts->context;
+    if (ctx != NULL && ctx->ctx_vars == node->base && node->base != NULL) {
+        PyObject *base = ctx->ctx_vars;     /* the context's reference moves to the token */
+        Py_INCREF(node->vars);
+        ctx->ctx_vars = node->vars;
+        cache_value(ts, (PyObject *)node);
+        return base;
+    }
+    if (ctx == NULL) {          /* a thread's first use: have CPython create its context */
+        PyObject *copy = PyContext_CopyCurrent();
+        if (copy == NULL)
+            return NULL;
+        Py_DECREF(copy);
+        ctx = (Ctx *)ts->context;
+    }
+    PyObject *base = ctx->ctx_vars;
+    Py_INCREF(base);
+    PyObject *token = PyContextVar_Set(current_var, (PyObject *)node);
+    if (token == NULL) {
+        Py_DECREF(base);
+        return NULL;
+    }
+    Py_DECREF(token);
+    /* both maps change before the old ones are released: freeing them can
+     * run Python code (a value's __del__) and so let another thread in, which
+     * must not find a base paired with the wrong map */
+    PyObject *old_base = node->base, *old_vars = node->vars;
+    Py_INCREF(base);
+    node->base = base;
+    Py_INCREF(ctx->ctx_vars);
+    node->vars = ctx->ctx_vars;
+    Py_XDECREF(old_base);
+    Py_XDECREF(old_vars);
+    return base;
+}
+
+static int
+fast_restore(Node *node, PyObject *base)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    Ctx *ctx = (Ctx *)ts->context;
+    Node *parent = (Node *)node->parent;
+    if (ctx != NULL && ctx->ctx_vars == node->vars && node->vars != NULL) {
+        PyObject *mine = ctx->ctx_vars;
+        Py_INCREF(base);
+        ctx->ctx_vars = base;
+        cache_value(ts, base == parent->vars ? (PyObject *)parent : NULL);
+        Py_DECREF(mine);
+        return 0;
+    }
+    /* another variable changed meanwhile: set the parent, as Reset would */
+    PyObject *token = PyContextVar_Set(current_var, (PyObject *)parent);
+    Py_XDECREF(token);
+    return token != NULL ? 0 : -1;
+}
+
+/* Check the layout assumptions on a scratch context before trusting them. */
+static int
+fast_context_works(void)
+{
+    PyObject *ctx = PyContext_New();
+    if (ctx == NULL || PyContext_Enter(ctx) < 0) {
+        Py_XDECREF(ctx);
+        PyErr_Clear();
+        return 0;
+    }
+    PyThreadState *ts = PyThreadState_Get();
+    CtxVar *v = (CtxVar *)current_var;
+    PyObject *empty = ((Ctx *)ctx)->ctx_vars;
+    int ok = ts->context == ctx && empty != NULL && PyObject_Size(empty) == 0;
+    PyObject *token = ok ? PyContextVar_Set(current_var, Py_None) : NULL;
+    ok = token != NULL;
+    if (ok) {
+        PyObject *vars = ((Ctx *)ctx)->ctx_vars;
+        ok = vars != empty && Py_TYPE(vars) == Py_TYPE(empty) && PyObject_Size(vars) == 1 &&
+             v->var_cached == Py_None && v->var_cached_tsid == ts->id &&
+             v->var_cached_tsver == ts->context_ver;
+        ok = PyContextVar_Reset(current_var, token) == 0 && ok &&
+             PyObject_Size(((Ctx *)ctx)->ctx_vars) == 0;
+        Py_DECREF(token);
+    }
+    PyErr_Clear();
+    if (PyContext_Exit(ctx) < 0)
+        PyErr_Clear();
+    Py_DECREF(ctx);
+    return ok;
+}
+#endif  /* FAST_CONTEXT */
+
+/* Make node current. */
+static PyObject *
+current_set(Node *node)
+{
+#ifdef FAST_CONTEXT
+    if (fast_context)
+        return fast_set(node);
+#endif
+    return PyContextVar_Set(current_var, (PyObject *)node);
+}
+
+/* Make node's parent current again, with current_set's token. */
+static int
+current_restore(Node *node, PyObject *token)
+{
+#ifdef FAST_CONTEXT
+    if (fast_context)
+        return fast_restore(node, token);
+#endif
+    (void)node;
+    return PyContextVar_Reset(current_var, token);
+}
+
+/* ---- the shared enter / exit steps ----------------------------------------- */
+
+static int
+enter_root(PyObject *name)
+{
+    if (first_root == NULL) {
+        Py_INCREF(name);
+        first_root = name;
+        exec_no = 0;
+        return 0;
+    }
+    int eq = PyUnicode_Compare(name, first_root);   /* str vs str: runs no Python code */
+    if (eq == -1 && PyErr_Occurred())
+        return -1;
+    if (eq == 0)
+        exec_no++;
+    return 0;
+}
+
+/* The innermost open node of this context (new reference). A context at a
+ * root from before reset() (or unset) is at the current root. */
+static Node *
+current_node(void)
+{
+    PyObject *cur;
+    if (PyContextVar_Get(current_var, NULL, &cur) < 0)
+        return NULL;
+    if (cur == NULL || (((Node *)cur)->parent == NULL && cur != (PyObject *)root_node)) {
+        Py_XDECREF(cur);
+        Py_INCREF(root_node);
+        return root_node;
+    }
+    return (Node *)cur;
+}
+
+/* Find or create the child `name` of the current node and make it current.
+ * Returns the node (new reference) and the ContextVar token in *token. */
+static Node *
+open_node(PyObject *name, int loop, int common, PyObject **token)
+{
+    Node *parent = current_node();
+    if (parent == NULL)
+        return NULL;
+    PyObject *node = PyDict_GetItemWithError(parent->children, name);
+    if (node == NULL) {
+        if (PyErr_Occurred())
+            goto fail;
+        Node *fresh = node_create(name, (PyObject *)parent, loop, common);
+        if (fresh == NULL)
+            goto fail;
+        /* setdefault: a node another thread created meanwhile is kept */
+        node = PyDict_SetDefault(parent->children, name, (PyObject *)fresh);
+        Py_DECREF(fresh);
+        if (node == NULL)
+            goto fail;
+    }
+    Py_INCREF(node);
+    if (parent == root_node && enter_root(name) < 0)
+        goto fail_node;
+    *token = current_set((Node *)node);
+    if (*token == NULL)
+        goto fail_node;
+    Py_DECREF(parent);
+    return (Node *)node;
+fail_node:
+    Py_DECREF(node);
+fail:
+    Py_DECREF(parent);
+    return NULL;
+}
+
+/* Check that `node` is the innermost open node, then make its parent current. */
+static int
+close_node(PyObject *name, Node *node, PyObject *token)
+{
+    PyObject *cur;
+    if (PyContextVar_Get(current_var, NULL, &cur) < 0)
+        return -1;
+    if (cur != (PyObject *)node) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "tinyprof: event %R exited out of order (innermost open event is %R)",
+                     name, cur != NULL ? ((Node *)cur)->name : root_node->name);
+        Py_XDECREF(cur);
+        return -1;
+    }
+    Py_DECREF(cur);
+    return current_restore(node, token);
+}
+
+/* Undo open_node() after a failure (the clock's), keeping that exception. */
+static void
+undo_open(Node *node, PyObject *token)
+{
+    PyObject *exc = err_fetch();
+    if (current_restore(node, token) < 0)
+        PyErr_Clear();
+    err_restore(exc);
+}
+
+/* Store one occurrence, then hand its metric values (if any) to the hook. */
+static int
+record(Node *node, int64_t elapsed, PyObject *values)
+{
+    Buf *times = &node->times;
+    if (node->last_exec != exec_no || times->len == 0) {
+        if (times->len == times->cap && buf_grow(times) < 0)
+            return -1;
+        if (buf_push(&node->execs, exec_no) < 0 || buf_push(&node->execs, times->len) < 0) {
+            node->execs.len &= ~(Py_ssize_t)1;   /* keep whole pairs */
+            return -1;
+        }
+        node->last_exec = exec_no;
+        times->data[times->len++] = elapsed;
+    }
+    else if (node->loop == 2)
+        times->data[times->len - 1] += elapsed;
+    else if (buf_push(times, elapsed) < 0)
+        return -1;
+    if (values == NULL || metric_hook == NULL)
+        return 0;
+    PyObject *hook = metric_hook;
+    Py_INCREF(hook);
+    PyObject *args[2] = {(PyObject *)node, values};
+    PyObject *r = PyObject_Vectorcall(hook, args, 2, NULL);
+    Py_DECREF(hook);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* ---- Event ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;     /* str */
+    PyObject *values;   /* dict of floats, or NULL */
+    Node *node;         /* while open */
+    PyObject *token;    /* while open */
+    int64_t start;
+    int loop;
+    char common;
+} Event;
+
+static PyTypeObject EventType;
+
+static PyObject *check_values_fn;   /* tinyprof._pyevent._check_values, on first need */
+
+/* Validate the arguments as _pyevent.Event.__init__ does. kwargs (the metric
+ * values) is NULL or a dict. Slow path: only when more than a name is given. */
+static int
+event_check(PyObject *name, PyObject *is_common, PyObject *loop, PyObject *kwargs,
+            int *common_out, int *loop_out, PyObject **values_out)
+{
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "tinyprof.Event name must be a str, not %s",
+                     Py_TYPE(name)->tp_name);
+        return -1;
+    }
+    *loop_out = 0;
+    if (loop != NULL) {
+        int found = 0;
+        for (long i = 0; i < 3 && !found; i++) {
+            PyObject *small = PyLong_FromLong(i);
+            if (small == NULL)
+                return -1;
+            found = PyObject_RichCompareBool(loop, small, Py_EQ);
+            Py_DECREF(small);
+            if (found < 0)
+                return -1;
+            *loop_out = (int)i;
+        }
+        if (!found) {
+            PyErr_Format(PyExc_ValueError,
+                         "tinyprof.Event %R: loop must be 0, 1 or 2, not %R", name, loop);
+            return -1;
+        }
+    }
+    *common_out = 1;
+    if (is_common != NULL && (*common_out = PyObject_IsTrue(is_common)) < 0)
+        return -1;
+    *values_out = NULL;
+    if (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0)
+        return 0;
+    if (check_values_fn == NULL) {
+        PyObject *mod = PyImport_ImportModule("tinyprof._pyevent");
+        if (mod == NULL)
+            return -1;
+        check_values_fn = PyObject_GetAttrString(mod, "_check_values");
+        Py_DECREF(mod);
+        if (check_values_fn == NULL)
+            return -1;
+    }
+    PyObject *args[2] = {name, kwargs};
+    PyObject *v = PyObject_Vectorcall(check_values_fn, args, 2, NULL);
+    if (v == NULL)
+        return -1;
+    *values_out = v;
+    return 0;
+}
+
+static FreeList event_free;
+
+static Event *
+event_alloc(PyObject *name, int loop, int common, PyObject *values)
+{
+    Event *e = (Event *)free_pop(&event_free, &EventType, sizeof(Event));
+    if (e == NULL) {
+        Py_XDECREF(values);
+        return NULL;
+    }
+    Py_INCREF(name);
+    e->name = name;
+    e->values = values;     /* stolen */
+    e->node = NULL;
+    e->token = NULL;
+    e->start = 0;
+    e->loop = loop;
+    e->common = (char)common;
+    return e;
+}
+
+/* Event(name, is_common=True, loop=0, **values) without a tuple or dict for
+ * the common call Event("x"). */
+static PyObject *
+event_vectorcall_new(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    (void)type;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs == 1 && kwnames == NULL && PyUnicode_CheckExact(args[0]))
+        return (PyObject *)event_alloc(args[0], 0, 1, NULL);
+    if (nargs > 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "tinyprof.Event takes at most 3 positional arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *pos[3] = {NULL, NULL, NULL};   /* name, is_common, loop */
+    static const char *const names[3] = {"name", "is_common", "loop"};
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        pos[i] = args[i];
+    PyObject *kwargs = NULL;
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k), *value = args[nargs + k];
+        int slot = -1;
+        for (int i = 0; i < 3 && slot < 0; i++)
+            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+                slot = i;
+        if (slot >= 0) {
+            if (pos[slot] != NULL) {
+                PyErr_Format(PyExc_TypeError,
+                             "tinyprof.Event got multiple values for argument '%s'", names[slot]);
+                goto fail;
+            }
+            pos[slot] = value;
+        }
+        else if ((kwargs == NULL && (kwargs = PyDict_New()) == NULL) ||
+                 PyDict_SetItem(kwargs, key, value) < 0)
+            goto fail;
+    }
+    if (pos[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "tinyprof.Event missing required argument 'name'");
+        goto fail;
+    }
+    int common, loop;
+    PyObject *values;
+    if (event_check(pos[0], pos[1], pos[2], kwargs, &common, &loop, &values) < 0)
+        goto fail;
+    Py_XDECREF(kwargs);
+    return (PyObject *)event_alloc(pos[0], loop, common, values);
+fail:
+    Py_XDECREF(kwargs);
+    return NULL;
+}
+
+/* tp_new, for the callers that bypass vectorcall, such as Event.__new__(Event, ...). */
+static PyObject *
+event_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *kwnames = NULL;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args), nkw = kwds != NULL ? PyDict_GET_SIZE(kwds) : 0;
+    PyObject **stack = PyMem_Malloc((size_t)(nargs + nkw + 1) * sizeof(PyObject *));
+    if (stack == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        stack[i] = PyTuple_GET_ITEM(args, i);
+    if (nkw > 0) {
+        kwnames = PyTuple_New(nkw);
+        if (kwnames == NULL) {
+            PyMem_Free(stack);
+            return NULL;
+        }
+        Py_ssize_t pos = 0, k = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(kwds, &pos, &key, &value)) {
+            Py_INCREF(key);
+            PyTuple_SET_ITEM(kwnames, k, key);
+            stack[nargs + k++] = value;
+        }
+    }
+    PyObject *r = event_vectorcall_new((PyObject *)type, stack, (size_t)nargs, kwnames);
+    Py_XDECREF(kwnames);
+    PyMem_Free(stack);
+    return r;
+}
+
+static void
+event_dealloc(Event *e)
+{
+    Py_DECREF(e->name);
+    Py_XDECREF(e->values);
+    Py_XDECREF(e->node);
+    Py_XDECREF(e->token);
+    free_push(&event_free, (PyObject *)e);
+}
+
+static PyObject *
+event_enter(Event *e, PyObject *unused)
+{
+    (void)unused;
+    if (e->token != NULL) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "tinyprof: event %R entered again before it was exited", e->name);
+        return NULL;
+    }
+    PyObject *token;
+    Node *node = open_node(e->name, e->loop, e->common, &token);
+    if (node == NULL)
+        return NULL;
+    if (read_clock(&e->start) < 0) {   /* not entered after all */
+        undo_open(node, token);
+        Py_DECREF(token);
+        Py_DECREF(node);
+        return NULL;
+    }
+    e->node = node;
+    e->token = token;
+    Py_INCREF(e);
+    return (PyObject *)e;
+}
+
+static PyObject *
+event_exit(Event *e, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    (void)nargs;
+    int64_t end;
+    if (read_clock(&end) < 0)
+        return NULL;
+    if (e->token == NULL) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "tinyprof: event %R exited without being entered (or exited twice)", e->name);
+        return NULL;
+    }
+    if (close_node(e->name, e->node, e->token) < 0)
+        return NULL;
+    Node *node = e->node;       /* closed now: the hook may enter e again */
+    PyObject *token = e->token;
+    e->node = NULL;
+    e->token = NULL;
+    int rc = record(node, end - e->start, e->values);
+    Py_DECREF(token);
+    Py_DECREF(node);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *wrapper_create(Event *e, PyObject *func);
+
+static PyObject *
+event_call(Event *e, PyObject *args, PyObject *kwds)
+{
+    PyObject *func;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "tinyprof.Event() as a decorator takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "Event", 1, 1, &func))
+        return NULL;
+    return wrapper_create(e, func);
+}
+
+static PyObject *
+event_get_values(Event *e, void *closure)
+{
+    (void)closure;
+    if (e->values == NULL)
+        Py_RETURN_NONE;
+    return PyDict_Copy(e->values);   /* a copy: the Event's values stay floats */
+}
+
+static PyObject *
+event_get_is_common(Event *e, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(e->common);
+}
+
+static PyMemberDef event_members[] = {
+    {"name", T_OBJECT, offsetof(Event, name), READONLY, NULL},
+    {"loop", T_INT, offsetof(Event, loop), READONLY, NULL},
+    {NULL}
+};
+
+static PyGetSetDef event_getset[] = {
+    {"is_common", (getter)event_get_is_common, NULL, NULL, NULL},
+    {"values", (getter)event_get_values, NULL, "metric values as floats, or None", NULL},
+    {NULL}
+};
+
+static PyTypeObject EventType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tinyprof._core.Event",
+    .tp_doc = "Event(name, is_common=True, loop=0, **values)\n--\n\n"
+              "A profiled region: ``with Event(\"solve\"):`` or ``@Event(\"solve\")``.",
+    .tp_basicsize = sizeof(Event),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = event_new,
+    .tp_vectorcall = event_vectorcall_new,
+    .tp_dealloc = (destructor)event_dealloc,
+    .tp_call = (ternaryfunc)event_call,
+    .tp_members = event_members,
+    .tp_getset = event_getset,
+};
+
+/* ---- __enter__ and __exit__ ------------------------------------------------------
+ * A with statement looks both up on every use, and a builtin method would
+ * allocate and GC-track a bound-method object each time. These descriptors
+ * hand out bound objects from a free list instead. The unbound descriptor
+ * (self NULL, in Event's dict) takes the Event as its first argument, as
+ * contextlib.ExitStack calls it. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *self;         /* the Event, NULL in the unbound descriptor */
+    vectorcallfunc vectorcall;
+    int is_exit;
+} Method;
+
+static PyTypeObject MethodType;
+static FreeList method_free;
+
+static PyObject *
+method_call(Method *m, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *self = m->self;
+    const char *name = m->is_exit ? "__exit__" : "__enter__";
+    if (self == NULL) {
+        if (nargs < 1 || Py_TYPE(args[0]) != &EventType) {
+            PyErr_Format(PyExc_TypeError, "Event.%s needs a tinyprof Event argument", name);
+            return NULL;
+        }
+        self = *args++;
+        nargs--;
+    }
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) || (!m->is_exit && nargs != 0)) {
+        PyErr_Format(PyExc_TypeError, "Event.%s got unexpected arguments", name);
+        return NULL;
+    }
+    return m->is_exit ? event_exit((Event *)self, args, nargs) : event_enter((Event *)self, NULL);
+}
+
+static PyObject *
+method_get(Method *m, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || m->self != NULL) {
+        Py_INCREF(m);
+        return (PyObject *)m;
+    }
+    Method *b = (Method *)free_pop(&method_free, &MethodType, sizeof(Method));
+    if (b == NULL)
+        return NULL;
+    Py_INCREF(obj);
+    b->self = obj;
+    b->vectorcall = (vectorcallfunc)method_call;
+    b->is_exit = m->is_exit;
+    return (PyObject *)b;
+}
+
+static void
+method_dealloc(Method *m)
+{
+    Py_CLEAR(m->self);
+    free_push(&method_free, (PyObject *)m);
+}
+
+static PyObject *
+method_repr(Method *m)
+{
+    const char *name = m->is_exit ? "__exit__" : "__enter__";
+    if (m->self == NULL)
+        return PyUnicode_FromFormat("<method '%s' of 'tinyprof._core.Event' objects>", name);
+    return PyUnicode_FromFormat("<bound method Event.%s of %R>", name, m->self);
+}
+
+static PyTypeObject MethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tinyprof._core.EventMethod",
+    .tp_basicsize = sizeof(Method),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_vectorcall_offset = offsetof(Method, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = (descrgetfunc)method_get,
+    .tp_dealloc = (destructor)method_dealloc,
+    .tp_repr = (reprfunc)method_repr,
+};
+
+static int
+add_method(const char *name, int is_exit)
+{
+    Method *m = PyObject_New(Method, &MethodType);
+    if (m == NULL)
+        return -1;
+    m->self = NULL;
+    m->vectorcall = (vectorcallfunc)method_call;
+    m->is_exit = is_exit;
+    int rc = PyDict_SetItemString(EventType.tp_dict, name, (PyObject *)m);
+    Py_DECREF(m);
+    return rc;
+}
+
+/* ---- the decorator's wrapper -------------------------------------------------- */
+
+/* What @Event(...) returns: calls func inside a fresh occurrence of the event,
+ * exactly like ``with Event(...): return func(...)``, without an Event object. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *func;
+    PyObject *name;
+    PyObject *values;
+    PyObject *dict;     /* __name__, __qualname__, __doc__, __wrapped__, ... */
+    vectorcallfunc vectorcall;
+    int loop;
+    char common;
+} Wrapper;
+
+static PyTypeObject WrapperType;
+
+static PyObject *
+wrapper_vectorcall(Wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *token;
+    int64_t start, end;
+    Node *node = open_node(w->name, w->loop, w->common, &token);
+    if (node == NULL)
+        return NULL;
+    PyObject *result = NULL;
+    if (read_clock(&start) < 0)
+        undo_open(node, token);
+    else {
+        result = PyObject_Vectorcall(w->func, args, nargsf, kwnames);
+        /* as in a with statement: the body's exception propagates after the
+         * exit steps, or becomes the __context__ of an error they raise */
+        PyObject *body_exc = result == NULL ? err_fetch() : NULL;
+        if (read_clock(&end) < 0 || close_node(w->name, node, token) < 0 ||
+            record(node, end - start, w->values) < 0) {
+            Py_CLEAR(result);
+            PyObject *exc = err_fetch();
+            PyException_SetContext(exc, body_exc);
+            err_restore(exc);
+        }
+        else
+            err_restore(body_exc);
+    }
+    Py_DECREF(token);
+    Py_DECREF(node);
+    return result;
+}
+
+static PyObject *
+wrapper_create(Event *e, PyObject *func)
+{
+    if (!PyCallable_Check(func)) {
+        PyErr_Format(PyExc_TypeError, "tinyprof.Event %R: can only decorate a callable, not %s",
+                     e->name, Py_TYPE(func)->tp_name);
+        return NULL;
+    }
+    Wrapper *w = PyObject_GC_New(Wrapper, &WrapperType);
+    if (w == NULL)
+        return NULL;
+    Py_INCREF(func);
+    w->func = func;
+    Py_INCREF(e->name);
+    w->name = e->name;
+    Py_XINCREF(e->values);
+    w->values = e->values;
+    w->dict = NULL;
+    w->vectorcall = (vectorcallfunc)wrapper_vectorcall;
+    w->loop = e->loop;
+    w->common = e->common;
+    PyObject_GC_Track(w);
+    PyObject *functools = PyImport_ImportModule("functools");
+    if (functools == NULL)
+        goto fail;
+    PyObject *r = PyObject_CallMethod(functools, "update_wrapper", "OO", (PyObject *)w, func);
+    Py_DECREF(functools);
+    if (r == NULL)
+        goto fail;
+    Py_DECREF(r);
+    return (PyObject *)w;
+fail:
+    Py_DECREF(w);
+    return NULL;
+}
+
+static int
+wrapper_traverse(Wrapper *w, visitproc visit, void *arg)
+{
+    Py_VISIT(w->func);
+    Py_VISIT(w->dict);
+    return 0;
+}
+
+static int
+wrapper_clear(Wrapper *w)
+{
+    Py_CLEAR(w->func);
+    Py_CLEAR(w->dict);
+    return 0;
+}
+
+static void
+wrapper_dealloc(Wrapper *w)
+{
+    PyObject_GC_UnTrack(w);
+    wrapper_clear(w);
+    Py_CLEAR(w->name);
+    Py_CLEAR(w->values);
+    PyObject_GC_Del(w);
+}
+
+/* Bind like a function, so decorated methods get their self. */
+static PyObject *
+wrapper_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *
+wrapper_repr(Wrapper *w)
+{
+    return PyUnicode_FromFormat("<tinyprof.Event %R wrapping %R>", w->name, w->func);
+}
+
+static PyGetSetDef wrapper_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL}
+};
+
+static PyTypeObject WrapperType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tinyprof._core.EventWrapper",
+    .tp_doc = "A function decorated with a tinyprof.Event.",
+    .tp_basicsize = sizeof(Wrapper),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_vectorcall_offset = offsetof(Wrapper, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dictoffset = offsetof(Wrapper, dict),
+    .tp_dealloc = (destructor)wrapper_dealloc,
+    .tp_traverse = (traverseproc)wrapper_traverse,
+    .tp_clear = (inquiry)wrapper_clear,
+    .tp_descr_get = wrapper_descr_get,
+    .tp_repr = (reprfunc)wrapper_repr,
+    .tp_getset = wrapper_getset,
+};
+
+/* ---- module functions ------------------------------------------------------- */
+
+static PyObject *
+mod_root(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    Py_INCREF(root_node);
+    return (PyObject *)root_node;
+}
+
+static PyObject *
+mod_current(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return (PyObject *)current_node();
+}
+
+static PyObject *
+mod_executions(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return PyLong_FromLongLong(exec_no + 1);
+}
+
+static PyObject *
+mod_reset(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    Node *fresh = root_create();
+    if (fresh == NULL)
+        return NULL;
+    PyObject *token = PyContextVar_Set(current_var, (PyObject *)fresh);
+    if (token == NULL) {
+        Py_DECREF(fresh);
+        return NULL;
+    }
+    Py_DECREF(token);
+    Py_XSETREF(root_node, fresh);
+    Py_CLEAR(first_root);
+    exec_no = -1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_set_clock(PyObject *m, PyObject *clock)
+{
+    (void)m;
+    if (clock != Py_None && !PyCallable_Check(clock)) {
+        PyErr_Format(PyExc_TypeError, "tinyprof: the clock must be callable or None, not %s",
+                     Py_TYPE(clock)->tp_name);
+        return NULL;
+    }
+    if (clock == Py_None)
+        Py_CLEAR(clock_fn);
+    else {
+        Py_INCREF(clock);
+        Py_XSETREF(clock_fn, clock);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_set_metric_hook(PyObject *m, PyObject *hook)
+{
+    (void)m;
+    if (!PyCallable_Check(hook)) {
+        PyErr_Format(PyExc_TypeError, "tinyprof: the metric hook must be callable, not %s",
+                     Py_TYPE(hook)->tp_name);
+        return NULL;
+    }
+    Py_INCREF(hook);
+    Py_XSETREF(metric_hook, hook);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"root", mod_root, METH_NOARGS, "The root Node of the event map."},
+    {"current", mod_current, METH_NOARGS, "The innermost open Node in this context."},
+    {"executions", mod_executions, METH_NOARGS, "Number of executions started."},
+    {"reset", mod_reset, METH_NOARGS, "Forget every recorded value (tests, and a fresh profile)."},
+    {"set_clock", mod_set_clock, METH_O,
+     "Replace the nanosecond clock (tests inject deterministic timings); None restores it."},
+    {"set_metric_hook", mod_set_metric_hook, METH_O,
+     "Set hook(node, values), called after an occurrence with metric values is recorded."},
+    {NULL}
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "tinyprof._core",
+    .m_doc = "The C annotation hot path (same interface as tinyprof._pyevent).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__core(void)
+{
+    if (PyType_Ready(&NodeType) < 0 || PyType_Ready(&EventType) < 0 ||
+        PyType_Ready(&WrapperType) < 0 || PyType_Ready(&MethodType) < 0 ||
+        add_method("__enter__", 0) < 0 || add_method("__exit__", 1) < 0)
+        return NULL;
+    PyType_Modified(&EventType);
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    root_node = root_create();
+    if (root_node == NULL)
+        goto fail;
+    current_var = PyContextVar_New("tinyprof_node", NULL);
+    if (current_var == NULL)
+        goto fail;
+#ifdef FAST_CONTEXT
+    fast_context = fast_context_works();
+    int fast = fast_context;
+#else
+    int fast = 0;
+#endif
+    if (PyModule_AddObject(m, "_fast_context", PyBool_FromLong(fast)) < 0)
+        goto fail;
+    Py_INCREF(&NodeType);
+    Py_INCREF(&EventType);
+    if (PyModule_AddObject(m, "Node", (PyObject *)&NodeType) < 0 ||
+        PyModule_AddObject(m, "Event", (PyObject *)&EventType) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -1,0 +1,317 @@
+"""The collective flush over MPI: the three phases of the paper (Section V).
+
+1. Event synchronisation: every rank ends with the same ordered callpath list.
+   Common callpaths are only checked (one small allreduce); the non-common
+   ones travel, names as integer ids, in one allgather of equal-size buffers.
+2. Aggregation: ranks form A contiguous groups; each group gathers its ranks'
+   encoded rows (equal-size uint8 buffers) to its first rank, the aggregator.
+3. File I/O: each aggregator writes its file with one atomic write.
+
+Imported only when the application uses MPI (see ``_flush.flush``), so that
+``import tinyprof`` never imports mpi4py. Design notes: docs/flush.md.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import warnings
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _annotate, _flush
+from ._eventmap import LocalEvent, collect
+from ._format import (Header, encode_consistent, encode_file, encode_rank_field, file_name,
+                      write_atomic)
+from ._profiler import Profiler, aggregator_count
+
+Callpath = Tuple[str, ...]
+Meta = Tuple[Callpath, int, bool]        # callpath, loop mode, is_common hint
+
+_SEP = ord("|")
+_ROW_HEAD = 16          # a rank row starts with int64 (used length, executions)
+
+# How phase 1 agreed in the last flush: "common" (hints held) or "full" (tests).
+last_sync = ""
+# (communicator, A) -> (communicator, group communicator): Split is collective
+# and not free, so each grouping is made once; the parent is kept alive.
+_groups: Dict[Tuple[int, int], tuple] = {}
+
+
+def flush(prof: Profiler, comm) -> None:
+    """The collective flush of this rank's event map over ``comm``."""
+    t0 = time.perf_counter()
+    impl = _annotate.impl
+    keys = [k for k, c in prof.metrics if c]
+    meta, fields, consistent = _encode_local(collect(impl.root()), prof.metrics)
+    executions = impl.executions()
+    t_encoded = time.perf_counter()
+    order, loops = _synchronise(comm, meta)
+    del meta
+    t1 = time.perf_counter()
+
+    nranks, rank = comm.Get_size(), comm.Get_rank()
+    naggs = aggregator_count(prof, nranks)
+    index, first, size = group_of(rank, nranks, naggs)
+    group = _group_comm(comm, naggs, index)
+    box = [_encode_row(order, fields, consistent if keys else None, executions)]
+    rows = _gather(group, box)                  # takes the row out of the box: freed once copied
+    t2 = time.perf_counter()
+
+    # [file written, no older set to remove], then the minimum over all ranks
+    state = np.ones(2, np.int64)
+    if rows is not None:
+        ranks = [_Row(rows, r, len(order), bool(keys)) for r in range(size)]
+        del rows                # now the _Rows hold the buffer, and free it once encoded
+        header = _flush._header(prof, nranks, first, size, index, naggs)
+        state[0] = _write(prof, header, ranks, order, loops)
+        if rank == 0 and state[0]:
+            state[1] = not _flush.stale_sets(prof.outdir, prof.name, naggs)
+    comm.Allreduce(MPI.IN_PLACE, state, op=MPI.MIN)   # everyone knows: the new set is complete
+    if state[0] and not state[1]:
+        if rank == 0:
+            for path in _flush.stale_sets(prof.outdir, prof.name, naggs):
+                _flush.remove(path)
+        comm.Barrier()          # no rank returns, and reads, before the old set is gone
+    t3 = time.perf_counter()
+    _flush.last_timings.clear()
+    _flush.last_timings.update(encode=t_encoded - t0, sync=t1 - t_encoded, gather=t2 - t1,
+                               write=t3 - t2)
+
+
+def _encode_local(events: List[LocalEvent], metrics: Sequence[Tuple[str, bool]]
+                  ) -> Tuple[List[Meta], Dict[Callpath, bytes], Dict[Callpath, bytes]]:
+    """This rank's callpaths ``(path, loop, common)`` in pre-order, and its rank
+    field and consistent field of each. Consumes ``events``: each copy of the
+    event map is freed as soon as it is encoded."""
+    consistent_keys = [k for k, c in metrics if c]
+    inconsistent = [k for k, c in metrics if not c]
+    meta: List[Meta] = []
+    fields: Dict[Callpath, bytes] = {}
+    consistent: Dict[Callpath, bytes] = {}
+    events.reverse()
+    while events:
+        e = events.pop()
+        meta.append((e.path, e.loop, e.common))
+        fields[e.path] = encode_rank_field(e.times, e.execs, e.metric_columns(inconsistent))
+        if consistent_keys:
+            consistent[e.path] = encode_consistent(e.consistent, consistent_keys)
+    return meta, fields, consistent
+
+
+def group_of(rank: int, nranks: int, naggs: int) -> Tuple[int, int, int]:
+    """``(index, first rank, size)`` of the group of ``rank`` when ``nranks``
+    ranks form ``naggs`` contiguous groups whose sizes differ by at most one."""
+    small, extra = divmod(nranks, naggs)        # the first `extra` groups hold one more
+    edge = extra * (small + 1)
+    index = rank // (small + 1) if rank < edge else extra + (rank - edge) // small
+    return index, index * small + min(index, extra), small + (index < extra)
+
+
+def _group_comm(comm, naggs: int, index: int):
+    key = (id(comm), naggs)
+    if key not in _groups:
+        _groups[key] = (comm, comm.Split(index, comm.Get_rank()))
+    return _groups[key][1]
+
+
+# -- phase 1: event synchronisation ---------------------------------------------
+
+def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callpath, int]]:
+    """The ordered callpath list of all ranks and each callpath's loop mode.
+
+    Ranks that agree on the ordered common list (count and hash, minimum and
+    maximum in one allreduce) exchange only their non-common callpaths; any
+    disagreement, i.e. a wrong ``is_common`` hint, exchanges every callpath.
+    """
+    global last_sync
+    common_paths: Dict[Callpath, None] = {(): None}
+    for path, _, is_common in meta:      # common only below common ancestors
+        if is_common and path[:-1] in common_paths:
+            common_paths[path] = None
+    common = [(path, loop) for path, loop, _ in meta if path in common_paths]
+    others = [(path, loop) for path, loop, _ in meta if path not in common_paths]
+    base, _ = _flush.name_table([path for path, _ in common])
+    partial, full = _encode_paths(others, base), _encode_paths([m[:2] for m in meta], [])
+    digest = _digest(common)
+    stats = np.array([len(common), -len(common), digest, -digest, -len(partial), -len(full)],
+                     dtype=np.int64)
+    comm.Allreduce(MPI.IN_PLACE, stats, op=MPI.MIN)
+    if stats[0] == -stats[1] and stats[2] == -stats[3]:
+        last_sync, payload, size, loops = "common", partial, -int(stats[4]), dict(common)
+    else:
+        last_sync, payload, size, base, loops = "full", full, -int(stats[5]), [], {}
+    send = np.zeros(size, np.uint8)
+    send[:len(payload)] = np.frombuffer(payload, np.uint8)
+    recv = np.empty(size * comm.Get_size(), np.uint8)
+    comm.Allgather([send, MPI.BYTE], [recv, MPI.BYTE])
+    seen = set()
+    for r in range(comm.Get_size()):     # lowest rank first, for merge_loop
+        payload = recv[r * size:(r + 1) * size].tobytes()
+        if payload not in seen:          # ranks alike send alike: decode each kind once
+            seen.add(payload)
+            for path, loop in _decode_paths(payload, base):
+                _flush.merge_loop(loops, path, loop)
+    return list(loops), loops
+
+
+def _digest(paths: Sequence[Tuple[Callpath, int]]) -> int:
+    """63-bit hash of the ordered (callpath, loop) list: ranks compare lists cheaply."""
+    h = hashlib.blake2b(digest_size=8)
+    for path, loop in paths:
+        h.update(b"%d %d" % (loop, len(path)))
+        for name in path:
+            raw = name.encode("utf-8", "surrogatepass")
+            h.update(b" %d:" % len(raw) + raw)
+    return int.from_bytes(h.digest(), "little") >> 1
+
+
+def _encode_paths(paths: Sequence[Tuple[Callpath, int]], base: Sequence[str]) -> bytes:
+    """Callpaths and loop modes as int64 name ids; names not in ``base`` follow as UTF-8.
+
+    Layout: ``[new names, paths, ints, len of each new name..., (loop, depth,
+    ids...) per path...]`` in int64, then the new names' bytes.
+    """
+    ids = {n: i for i, n in enumerate(base)}
+    new: List[bytes] = []
+    ints: List[int] = []
+    for path, loop in paths:
+        ints += (loop, len(path))
+        for name in path:
+            i = ids.get(name)
+            if i is None:
+                i = ids[name] = len(ids)
+                new.append(name.encode("utf-8", "surrogatepass"))
+            ints.append(i)
+    head = [len(new), len(paths), len(ints), *map(len, new)]
+    return np.array(head + ints, dtype=np.int64).tobytes() + b"".join(new)
+
+
+def _decode_paths(buf: bytes, base: Sequence[str]) -> Iterator[Tuple[Callpath, int]]:
+    """Invert :func:`_encode_paths` (``buf`` may carry padding after)."""
+    nnew, npaths, nints = np.frombuffer(buf, np.int64, 3).tolist()
+    lens = np.frombuffer(buf, np.int64, nnew, 24).tolist()
+    ints = np.frombuffer(buf, np.int64, nints, 24 + 8 * nnew).tolist()
+    names = list(base)
+    pos = 24 + 8 * (nnew + nints)
+    for n in lens:
+        names.append(buf[pos:pos + n].decode("utf-8", "surrogatepass"))
+        pos += n
+    k = 0
+    for _ in range(npaths):
+        loop, depth = ints[k], ints[k + 1]
+        yield tuple(names[i] for i in ints[k + 2:k + 2 + depth]), loop
+        k += 2 + depth
+
+
+# -- phase 2: aggregation --------------------------------------------------------
+
+def _encode_row(order: Sequence[Callpath], fields: Dict[Callpath, bytes],
+                consistent: Optional[Dict[Callpath, bytes]], executions: int) -> bytearray:
+    """This rank's row: int64 (used length, executions), then, with consistent
+    metrics, a consistent field per callpath of ``order``, then a rank field
+    per callpath, joined by ``|``; empty where this rank lacks the callpath
+    (the padding that makes rows alike). Empties the dicts as it goes."""
+    row = bytearray(_ROW_HEAD)
+    if consistent is not None:
+        for path in order:
+            row += consistent.pop(path, b"")
+            row += b"|"
+    for i, path in enumerate(order):
+        if i:
+            row += b"|"
+        row += fields.pop(path, b"")
+    row[:_ROW_HEAD] = np.array([len(row), executions], np.int64).tobytes()
+    return row
+
+
+def _gather(group, box: List[bytearray]) -> Optional[np.ndarray]:
+    """Rows of the group, one per line of a uint8 array, on its first rank
+    (None elsewhere): one allreduce for the size, one Gather of equal sizes.
+    ``box`` holds this rank's row and is emptied, so the row can be freed."""
+    row = box.pop()
+    size = np.array([len(row)], np.int64)
+    group.Allreduce(MPI.IN_PLACE, size, op=MPI.MAX)
+    width = int(size[0])
+    if group.Get_rank() != 0:
+        row += bytes(width - len(row))
+        group.Gather([row, MPI.BYTE], None, root=0)
+        return None
+    rows = np.empty((group.Get_size(), width), np.uint8)
+    rows[0, :len(row)] = np.frombuffer(row, np.uint8)
+    del row                  # the last reference: freed before the gather
+    group.Gather(MPI.IN_PLACE, [rows, MPI.BYTE], root=0)
+    return rows
+
+
+class _Row:
+    """One gathered row: its fields as zero-copy slices of the gather buffer.
+
+    ``encode_file`` builds the file's lines in callpath order. Once it has
+    taken the last rank field, the row drops the buffer, so the buffer is
+    freed before ``encode_file`` joins the lines: an aggregator peaks near two
+    file sizes (lines and file), not three. A later access fails loudly.
+    """
+
+    __slots__ = ("view", "starts", "ends", "offset", "last", "executions")
+
+    def __init__(self, rows: np.ndarray, r: int, npaths: int, with_consistent: bool) -> None:
+        used, self.executions = np.frombuffer(rows[r, :_ROW_HEAD], np.int64).tolist()
+        seps = np.flatnonzero(rows[r, _ROW_HEAD:used] == _SEP) + _ROW_HEAD
+        self.offset = npaths if with_consistent else 0
+        if len(seps) != max(self.offset + npaths - 1, 0):
+            raise RuntimeError(f"tinyprof: rank row {r} holds {len(seps) + 1} fields, "
+                               f"expected {self.offset + npaths}")
+        base = r * rows.shape[1]
+        self.view: Optional[memoryview] = memoryview(rows.reshape(-1))
+        self.starts = np.concatenate([[_ROW_HEAD], seps + 1]) + base
+        self.ends = np.concatenate([seps, [used]]) + base
+        self.last = self.offset + npaths - 1
+
+    def consistent(self, i: int) -> memoryview:
+        """The consistent field of callpath ``i``."""
+        return self.view[self.starts[i]:self.ends[i]]
+
+    def __getitem__(self, i: int) -> memoryview:
+        i += self.offset
+        field = self.view[self.starts[i]:self.ends[i]]
+        if i == self.last:
+            self.view = None
+        return field
+
+
+# -- phase 3: file I/O ---------------------------------------------------------------
+
+def _write(prof: Profiler, header: Header, ranks: List[_Row], order: Sequence[Callpath],
+           loops: Dict[Callpath, int]) -> bool:
+    """Assemble and write this aggregator's file; False (and a warning) if it cannot."""
+    n = len(order)
+    header.executions = [row.executions for row in ranks]
+    consistent = [_merge_consistent(ranks, i) if ranks[0].offset else b"" for i in range(n)]
+    names, paths = _flush.name_table(order)
+    data = encode_file(header, names, paths, [loops[p] for p in order], consistent, ranks)
+    path = os.path.join(prof.outdir, file_name(prof.name, header.file_index, header.file_count))
+    try:
+        os.makedirs(prof.outdir, exist_ok=True)
+        write_atomic(path, data)
+    except OSError as e:
+        warnings.warn(f"tinyprof: cannot write profile file {path}: {e.strerror or e}; "
+                      "the profile is incomplete", RuntimeWarning, stacklevel=4)
+        return False
+    return True
+
+
+def _merge_consistent(ranks: Sequence[_Row], i: int) -> bytes:
+    """Callpath ``i``'s consistent field: per metric, the lowest rank's value."""
+    merged: List[bytes] = []
+    for row in ranks:
+        given = row.consistent(i)
+        if len(given):
+            for k, token in enumerate(bytes(given).split(b",")):
+                if k == len(merged):
+                    merged.append(token)
+                elif not merged[k]:
+                    merged[k] = token
+    return b",".join(merged)
