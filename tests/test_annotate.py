@@ -16,7 +16,7 @@ import warnings
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _pyevent
+from tinyprof import _annotate
 
 impl = _annotate.impl
 Event = tinyprof.Event
@@ -199,12 +199,6 @@ def test_bad_selfkeys_are_rejected(tmp_path):
 
 # -- decorators and recursion -------------------------------------------------
 
-_NONE_VALUES = pytest.mark.xfail(
-    impl is _pyevent, strict=True, raises=TypeError,
-    reason="_pyevent.Event.__call__ passes **self.values, which is None without metric "
-           "values: every decorated call raises TypeError")
-
-
 @tinyprof.event
 def helper(x: int) -> int:
     return 2 * x
@@ -216,7 +210,6 @@ class Solver:
         return x + 1
 
 
-@_NONE_VALUES
 def test_event_as_decorator(clock, flush_read, assert_ns):
     @Event("solve")
     def solve(a, b=2):
@@ -232,7 +225,6 @@ def test_event_as_decorator(clock, flush_read, assert_ns):
     assert_ns(p, "main<solve", [[5, 2]])
 
 
-@_NONE_VALUES
 def test_bare_event_decorator_uses_qualname_and_options(flush_read):
     s = Solver()
     with Event("main"):
@@ -245,7 +237,6 @@ def test_bare_event_decorator_uses_qualname_and_options(flush_read):
     assert len(p.series(("main", "Solver.step"), 0)[0]) == 4
 
 
-@_NONE_VALUES
 def test_recursion_through_decorator_nests_callpaths(clock, flush_read, assert_ns):
     @Event("fact")
     def fact(n: int) -> int:
@@ -324,12 +315,6 @@ def test_works_with_mpi4py_installed_but_not_under_mpiexec(tmp_path, run_python)
 
 # -- threads and asyncio ------------------------------------------------------
 
-_STALE_ROOT = pytest.mark.xfail(
-    impl is _pyevent, strict=True,
-    reason="_pyevent.reset() rebinds _root but the ContextVar default stays the old root: "
-           "threads started after reset() record into the stale tree")
-
-
 @pytest.fixture
 def fast_switching():
     """Switch threads as often as possible, to make races likely."""
@@ -339,7 +324,6 @@ def fast_switching():
     sys.setswitchinterval(old)
 
 
-@_STALE_ROOT
 def test_thread_after_reset_records_into_the_current_map(flush_read):
     t = threading.Thread(target=lambda: Event("worker").__enter__().__exit__(None, None, None))
     t.start()
@@ -348,7 +332,6 @@ def test_thread_after_reset_records_into_the_current_map(flush_read):
     assert flush_read().callpaths == [("worker",)]
 
 
-@_STALE_ROOT
 def test_threads_have_their_own_stacks_and_lose_no_values(fast_switching, flush_read):
     nthreads, iterations = 4, 1000
     barrier = threading.Barrier(nthreads)
@@ -452,7 +435,7 @@ def test_exception_through_decorator_propagates_unchanged(tmp_path, clock, flush
     tinyprof.Profiler("m", selfkeys="mem:1", outdir=tmp_path / "m")
     err = KeyError("boom")
 
-    @Event("decorated", mem=1)       # with a value: see _NONE_VALUES for the bare case
+    @Event("decorated", mem=1)
     def fail():
         clock.tick(3)
         raise err

@@ -67,8 +67,9 @@ def executions() -> int:
 
 def reset() -> None:
     """Forget every recorded value (tests, and a fresh profile)."""
-    global _root, _first_root, _exec
-    _root = Node("", None)
+    global _first_root, _exec
+    # In place: _root is the ContextVar's default, which threads started later see.
+    _root.__init__("", None)
     _current.set(_root)
     _first_root = None
     _exec = -1
@@ -141,7 +142,7 @@ class Event:
         _record(node, end - self._start, self.values)
 
     def __call__(self, func: Callable) -> Callable:
-        name, is_common, loop, values = self.name, self.is_common, self.loop, self.values
+        name, is_common, loop, values = self.name, self.is_common, self.loop, self.values or {}
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
