@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _annotate
@@ -43,12 +44,20 @@ def flush() -> Optional[str]:
     comm = _mpi_comm(prof)
     if comm is not None:
         from . import _mpi     # imports mpi4py, which the application already did
-        _mpi.flush(prof, comm)
+        if _mpi.flush(prof, comm):
+            prof.flushed = True
         return prof.outdir
     events, executions = collect(impl.root()), impl.executions()
     data = build_file(_header(prof, 1, 0, 1, 0, 1), [events], [executions])
-    os.makedirs(prof.outdir, exist_ok=True)
-    write_atomic(os.path.join(prof.outdir, file_name(prof.name, 0, 1)), data)
+    path = os.path.join(prof.outdir, file_name(prof.name, 0, 1))
+    try:
+        os.makedirs(prof.outdir, exist_ok=True)
+        write_atomic(path, data)
+    except OSError as e:
+        warnings.warn(f"tinyprof: cannot write profile file {path}: {e.strerror or e}; "
+                      "the data stays in memory for the next flush", RuntimeWarning, stacklevel=2)
+        return prof.outdir
+    prof.flushed = True
     for path in stale_sets(prof.outdir, prof.name, 1):
         remove(path)
     return prof.outdir

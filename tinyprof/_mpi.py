@@ -40,8 +40,9 @@ last_sync = ""
 _groups: Dict[Tuple[int, int], tuple] = {}
 
 
-def flush(prof: Profiler, comm) -> None:
-    """The collective flush of this rank's event map over ``comm``."""
+def flush(prof: Profiler, comm) -> bool:
+    """The collective flush of this rank's event map over ``comm``; whether
+    every file of the new set was written (the same on all ranks)."""
     t0 = time.perf_counter()
     impl = _annotate.impl
     keys = [k for k, c in prof.metrics if c]
@@ -79,6 +80,7 @@ def flush(prof: Profiler, comm) -> None:
     _flush.last_timings.clear()
     _flush.last_timings.update(encode=t_encoded - t0, sync=t1 - t_encoded, gather=t2 - t1,
                                write=t3 - t2)
+    return bool(state[0])
 
 
 def _encode_local(events: List[LocalEvent], metrics: Sequence[Tuple[str, bool]]
