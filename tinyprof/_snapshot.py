@@ -82,8 +82,8 @@ class Snapshotter:
                           "the data stays in memory for the next attempt")
                 return False
             self.last = max(self.last, k)
-            if self.rank == 0 and prof.keep == "last":
-                _prune(prof.outdir)
+            if prof.keep == "last":
+                _prune(prof.outdir, k)
             return True
 
     def forced(self) -> int:
@@ -146,15 +146,15 @@ def snapshot_dir(outdir: str, k: int) -> str:
     return os.path.join(outdir, _profile.SNAPSHOTS, f"{k:06d}")
 
 
-def _prune(outdir: str) -> None:
-    """keep="last": remove every snapshot older than the newest complete one
-    (the newest stays until a newer one is complete, so one is always readable)."""
-    done = _profile.snapshots(outdir)
-    if not done:
+def _prune(outdir: str, k: int) -> None:
+    """keep="last": once snapshot ``k`` is complete, remove every older one.
+    Each rank checks after its own write (one directory listing), so the rank
+    that completes ``k`` removes ``k - 1``; until then ``k - 1`` stays readable."""
+    if _profile._complete(snapshot_dir(outdir, k)) is None:
         return
     base = os.path.join(outdir, _profile.SNAPSHOTS)
     for entry in os.listdir(base):
-        if entry.isdigit() and int(entry) < done[-1]:
+        if entry.isdigit() and int(entry) < k:
             shutil.rmtree(os.path.join(base, entry), ignore_errors=True)
 
 
