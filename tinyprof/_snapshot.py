@@ -251,12 +251,20 @@ def _watch(fd: int) -> None:
 
 
 def _term_snapshot() -> None:
+    """This rank's SIGTERM snapshot, then (boundedly) wait until every rank's
+    file of it is there: the first rank to die makes mpiexec kill the rest."""
     snap = _current
-    if snap is not None and bool(_annotate.impl.root().children):
-        # A helper thread bounds the attempt: a hung file system cannot hold the exit.
-        worker = threading.Thread(target=snap.safe_take, args=(snap.forced(),), daemon=True)
-        worker.start()
-        worker.join(TERM_TIMEOUT)
+    if snap is None or not _annotate.impl.root().children:
+        return
+    end = time.monotonic() + TERM_TIMEOUT
+    k = snap.forced()
+    # A helper thread bounds the attempt: a hung file system cannot hold the exit.
+    worker = threading.Thread(target=snap.safe_take, args=(k,), daemon=True)
+    worker.start()
+    worker.join(TERM_TIMEOUT)
+    directory = snapshot_dir(snap.prof.outdir, k)
+    while snap.size > 1 and time.monotonic() < end and _profile._complete(directory) is None:
+        time.sleep(0.01)
 
 
 def _die() -> None:
