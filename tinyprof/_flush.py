@@ -50,17 +50,26 @@ def flush() -> Optional[str]:
     events, executions = collect(impl.root()), impl.executions()
     data = build_file(_header(prof, 1, 0, 1, 0, 1), [events], [executions])
     path = os.path.join(prof.outdir, file_name(prof.name, 0, 1))
-    try:
-        os.makedirs(prof.outdir, exist_ok=True)
-        write_atomic(path, data)
-    except OSError as e:
-        warnings.warn(f"tinyprof: cannot write profile file {path}: {e.strerror or e}; "
+    failure = write_file(prof.outdir, path, data)
+    if failure:
+        warnings.warn(f"tinyprof: cannot write profile file {path}: {failure}; "
                       "the data stays in memory for the next flush", RuntimeWarning, stacklevel=2)
         return prof.outdir
     prof.flushed = True
     for path in stale_sets(prof.outdir, prof.name, 1):
         remove(path)
     return prof.outdir
+
+
+def write_file(directory: str, path: str, data: bytes) -> Optional[str]:
+    """Create ``directory`` and write ``path`` in it atomically; why not, if it
+    cannot (any ``OSError``: the callers warn, and the application goes on)."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        write_atomic(path, data)
+    except OSError as e:
+        return str(e.strerror or e)
+    return None
 
 
 def _mpi_comm(prof: Profiler) -> Any:

@@ -23,8 +23,7 @@ from mpi4py import MPI
 
 from . import _annotate, _flush
 from ._eventmap import LocalEvent, collect
-from ._format import (Header, encode_consistent, encode_file, encode_rank_field, file_name,
-                      write_atomic)
+from ._format import Header, encode_consistent, encode_file, encode_rank_field, file_name
 from ._profiler import Profiler, aggregator_count
 
 Callpath = Tuple[str, ...]
@@ -295,14 +294,11 @@ def _write(prof: Profiler, header: Header, ranks: List[_Row], order: Sequence[Ca
     names, paths = _flush.name_table(order)
     data = encode_file(header, names, paths, [loops[p] for p in order], consistent, ranks)
     path = os.path.join(prof.outdir, file_name(prof.name, header.file_index, header.file_count))
-    try:
-        os.makedirs(prof.outdir, exist_ok=True)
-        write_atomic(path, data)
-    except OSError as e:
-        warnings.warn(f"tinyprof: cannot write profile file {path}: {e.strerror or e}; "
+    failure = _flush.write_file(prof.outdir, path, data)
+    if failure:
+        warnings.warn(f"tinyprof: cannot write profile file {path}: {failure}; "
                       "the profile is incomplete", RuntimeWarning, stacklevel=4)
-        return False
-    return True
+    return not failure
 
 
 def _merge_consistent(ranks: Sequence[_Row], i: int) -> bytes:

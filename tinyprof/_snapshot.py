@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _annotate, _flush, _profile
 from ._eventmap import collect
-from ._format import file_name, write_atomic
+from ._format import file_name
 from ._profiler import Profiler
 
 # Seconds the SIGTERM snapshot may take before the application's own handling goes on.
@@ -56,6 +56,7 @@ class Snapshotter:
         self.thread: Optional[threading.Thread] = None
         self.timer = False
         self.warned: set = set()
+        self.taken, self.cpu = 0, 0.0       # snapshots written, CPU seconds spent in them
 
     def due(self) -> int:
         """Number of the newest periodic snapshot due by now."""
@@ -64,27 +65,34 @@ class Snapshotter:
 
     def take(self, k: int) -> bool:
         """Write this rank's file of snapshot ``k``; False (and a warning) if it cannot."""
-        prof = self.prof
         with self.lock:
-            impl = _annotate.impl
-            events = collect(impl.root())
-            executions = impl.executions()     # after collect: never fewer than the fields hold
-            header = _flush._header(prof, self.size, self.rank, 1, self.rank, self.size)
-            data = _flush.build_file(header, [events], [executions])
-            del events
-            directory = snapshot_dir(prof.outdir, k)
-            path = os.path.join(directory, file_name(prof.name, self.rank, self.size))
+            cpu = time.thread_time()
             try:
-                os.makedirs(directory, exist_ok=True)
-                write_atomic(path, data)
-            except OSError as e:
-                self.warn(prof.outdir, f"cannot write snapshot file {path}: {e.strerror or e}; "
-                          "the data stays in memory for the next attempt")
-                return False
-            self.last = max(self.last, k)
-            if prof.keep == "last":
-                _prune(prof.outdir, k)
-            return True
+                return self._write(k)
+            finally:
+                self.cpu += time.thread_time() - cpu
+
+    def _write(self, k: int) -> bool:
+        """``take`` under the lock."""
+        prof = self.prof
+        impl = _annotate.impl
+        events = collect(impl.root())
+        executions = impl.executions()     # after collect: never fewer than the fields hold
+        header = _flush._header(prof, self.size, self.rank, 1, self.rank, self.size)
+        data = _flush.build_file(header, [events], [executions])
+        del events
+        directory = snapshot_dir(prof.outdir, k)
+        path = os.path.join(directory, file_name(prof.name, self.rank, self.size))
+        failure = _flush.write_file(directory, path, data)
+        if failure:
+            self.warn(prof.outdir, f"cannot write snapshot file {path}: {failure}; "
+                      "the data stays in memory for the next attempt")
+            return False
+        self.last = max(self.last, k)
+        self.taken += 1
+        if prof.keep == "last":
+            _prune(prof.outdir, k)
+        return True
 
     def forced(self) -> int:
         """Number of an unscheduled snapshot (SIGTERM, aborting exit): the next
@@ -305,7 +313,7 @@ def _at_exit() -> None:
         normal, needed = _agree_at_exit(snap, need)
         if normal and needed:
             _flush.flush()
-        elif need and (not normal or snap.size > 1):     # size > 1: MPI is gone
+        elif need:
             snap.take(snap.forced())
     except Exception as e:
         snap.warn("exit", f"exit flush failed: {type(e).__name__}: {e}")
@@ -314,7 +322,8 @@ def _at_exit() -> None:
 def _agree_at_exit(snap: Snapshotter, need: bool) -> Tuple[bool, bool]:
     """(every rank exits normally, some rank needs a flush), agreed over the
     private communicator, so that no rank enters a collective flush that an
-    aborting rank will never join. Without MPI: this rank's own view.
+    aborting rank will never join. Without MPI, a lone process flushes even
+    when aborting (its flush has no collective); ranks whose MPI is gone cannot.
 
     Point-to-point, not a collective: an aborting rank posts its small
     (eager) message and goes on to MPI_Abort or MPI_Finalize without waiting
@@ -323,7 +332,7 @@ def _agree_at_exit(snap: Snapshotter, need: bool) -> Tuple[bool, bool]:
     """
     comm = snap.comm
     if comm is None or _flush._mpi_comm(snap.prof) is None:
-        return not _aborting and snap.size == 1, need
+        return snap.size == 1, need
     mine = np.array([0 if _aborting else 1, int(need)], np.int64)
     _pending.append(mine)                   # buffers outlive requests never completed
     if comm.Get_rank() != 0:
