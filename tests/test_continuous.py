@@ -246,3 +246,34 @@ def test_a_snapshot_while_another_thread_records(tmp_path):
     # The first snapshot may come before the first step.
     counts = [len(p.series(STEP, 0)) if STEP in p.callpaths else 0 for p in profiles]
     assert counts == sorted(counts) and counts[-1] > 0
+
+
+def test_incremental_snapshots_write_what_a_flush_writes(tmp_path, clock):
+    """Snapshots encode only new occurrences (and the newest again, which may
+    still change): after any history, a snapshot's file is the flush's file."""
+    tinyprof.Profiler("s", frequency=3600, selfkeys="tag:0,mem:1", outdir=tmp_path / "s",
+                      keep="all")
+    snap = _snapshot._current
+    for k in range(1, 6):
+        with tinyprof.Event("main"):                    # a new execution each time
+            for i in range(k):
+                clock.tick(k + i)
+                with tinyprof.Event("step", loop=1, **({"mem": i / 2} if i % 2 else {})):
+                    clock.tick(3)
+                with tinyprof.Event("sum", loop=2, tag=k, mem=1.5):
+                    clock.tick(i + 1)
+                    snap.take(100 + k * 10 + i)         # inside an open event
+            if k == 3:
+                with tinyprof.Event("late", is_common=False):
+                    clock.tick(7)
+        snap.take(k)
+    tinyprof.flush()
+    snap.take(99)
+
+    def body(path):
+        return [line for line in path.read_bytes().split(b"\n") if not line.startswith(b"created")]
+    assert body(tmp_path / "s" / "s.0-of-1.tp") == body(
+        tmp_path / "s" / "snapshots" / "000099" / "s.0-of-1.tp")
+    p = tinyprof.read(tmp_path / "s", snapshot=3)
+    assert p.series(STEP, 0) == [[3e-9], [3e-9] * 2, [3e-9] * 3]
+    assert p.series(("main", "sum"), 0, "mem") == [[1.5], [3.0], [4.5]]

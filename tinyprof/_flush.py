@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _annotate
 from ._eventmap import LocalEvent, collect
@@ -128,21 +128,29 @@ def union_order(lists: Iterable[Sequence[Callpath]]) -> List[Callpath]:
     return list(order)
 
 
+FieldEncoder = Callable[[LocalEvent, Sequence[str]], bytes]
+
+
+def encode_field(e: LocalEvent, inconsistent: Sequence[str]) -> bytes:
+    """The rank field of ``e`` (inconsistent metrics ``inconsistent``)."""
+    return encode_rank_field(e.times, e.execs, e.metric_columns(inconsistent))
+
+
 def encode_fields(events: Sequence[LocalEvent], order: Sequence[Callpath],
-                  inconsistent: Sequence[str]) -> List[bytes]:
+                  inconsistent: Sequence[str], encode: FieldEncoder = encode_field) -> List[bytes]:
     """This rank's field for every callpath of ``order`` (empty where it has none)."""
     by_path = {e.path: e for e in events}
     fields = []
     for path in order:
         e = by_path.get(path)
-        fields.append(b"" if e is None else
-                      encode_rank_field(e.times, e.execs, e.metric_columns(inconsistent)))
+        fields.append(b"" if e is None else encode(e, inconsistent))
     return fields
 
 
 def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
-               executions: Sequence[int]) -> bytes:
-    """The file holding ``ranks`` (the events of consecutive ranks, in order)."""
+               executions: Sequence[int], encode: FieldEncoder = encode_field) -> bytes:
+    """The file holding ``ranks`` (the events of consecutive ranks, in order);
+    ``encode`` gives each rank field."""
     order = union_order([e.path for e in events] for events in ranks)
     inconsistent = [k for k, c in header.metrics if not c]
     consistent = [k for k, c in header.metrics if c]
@@ -158,7 +166,7 @@ def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
     names, paths = name_table(order)
     return encode_file(header, names, paths, [loops[p] for p in order],
                        [encode_consistent(values[p], consistent) for p in order],
-                       [encode_fields(events, order, inconsistent) for events in ranks])
+                       [encode_fields(events, order, inconsistent, encode) for events in ranks])
 
 
 def merge_loop(loops: Dict[Callpath, int], path: Callpath, loop: int) -> None:

@@ -21,13 +21,13 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _annotate, _flush, _profile
-from ._eventmap import collect
-from ._format import file_name
+from ._eventmap import LocalEvent, collect
+from ._format import encode_rank_field, file_name
 from ._profiler import Profiler
 
 # Seconds the SIGTERM snapshot may take before the application's own handling goes on.
@@ -57,6 +57,11 @@ class Snapshotter:
         self.timer = False
         self.warned: set = set()
         self.taken, self.cpu = 0, 0.0       # snapshots written, CPU seconds spent in them
+        # Incremental encoding: per callpath, the count of occurrences already
+        # encoded and their text (all but the newest, which may still change:
+        # a loop-2 sum, a metric given late); valid for the event map of `root`.
+        self.encoded: Dict[Tuple[str, ...], Tuple[int, bytes]] = {}
+        self.root: Any = None
 
     def due(self) -> int:
         """Number of the newest periodic snapshot due by now."""
@@ -76,10 +81,12 @@ class Snapshotter:
         """``take`` under the lock."""
         prof = self.prof
         impl = _annotate.impl
-        events = collect(impl.root())
+        if impl.root() is not self.root:        # a reset: a new event map
+            self.root, self.encoded = impl.root(), {}
+        events = collect(self.root)
         executions = impl.executions()     # after collect: never fewer than the fields hold
         header = _flush._header(prof, self.size, self.rank, 1, self.rank, self.size)
-        data = _flush.build_file(header, [events], [executions])
+        data = _flush.build_file(header, [events], [executions], self._encode)
         del events
         directory = snapshot_dir(prof.outdir, k)
         path = os.path.join(directory, file_name(prof.name, self.rank, self.size))
@@ -93,6 +100,16 @@ class Snapshotter:
         if prof.keep == "last":
             _prune(prof.outdir, k)
         return True
+
+    def _encode(self, e: LocalEvent, inconsistent: Sequence[str]) -> bytes:
+        """``e``'s rank field, encoding only the occurrences not encoded before."""
+        done, text = self.encoded.get(e.path, (0, b""))
+        stable = max(len(e.times) - 1, done)
+        columns = e.metric_columns(inconsistent)
+        text += encode_rank_field(e.times[:stable], e.execs,
+                                  [None if c is None else c[:stable] for c in columns], done)
+        self.encoded[e.path] = (stable, text)
+        return text + encode_rank_field(e.times, e.execs, columns, stable)
 
     def forced(self) -> int:
         """Number of an unscheduled snapshot (SIGTERM, aborting exit): the next

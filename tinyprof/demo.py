@@ -80,8 +80,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="snapshot interval in seconds (default 0: none)")
     p.add_argument("--keep", choices=("last", "all"), default="last",
                    help="snapshots kept (default last)")
-    p.add_argument("--no-flush", action="store_true",
-                   help="leave the flush to tinyprof's exit flush")
     return p
 
 
@@ -121,8 +119,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     tinyprof.Profiler("heat", frequency=args.frequency, selfkeys="kind:0,bytes:1",
                       outdir=args.outdir, keep=args.keep)
     residual = solve(comm, args.steps, args.rows, args.cols)
-    if not args.no_flush:
-        tinyprof.flush()
+    tinyprof.flush()
     elapsed = comm.reduce(MPI.Wtime() - start, op=MPI.MAX)
     snap = _snapshot._current
     taken = comm.reduce(snap.taken if snap else 0, op=MPI.MAX)
