@@ -8,7 +8,9 @@ readable, once all P files are there. Nothing waits for another rank, so a
 snapshot can never deadlock or match an application collective, whatever the
 ranks are doing. All ranks number snapshots alike: snapshot ``k`` is due at
 ``start + k * frequency`` on a wall-clock ``start`` broadcast once by
-``Profiler()``. Layout and reading rules: docs/format.md; behaviour: docs/api.md.
+``Profiler()``. Each file is whole, but its text is encoded incrementally:
+only occurrences new since this rank's previous snapshot are encoded.
+Layout and reading rules: docs/format.md; behaviour: docs/api.md.
 """
 from __future__ import annotations
 
