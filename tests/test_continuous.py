@@ -82,7 +82,10 @@ def test_sigkill_mid_run_leaves_the_last_complete_snapshot(tmp_path):
 def test_keep_last_leaves_one_complete_snapshot(tmp_path):
     out = tmp_path / "out"
     _signal_when_running(_command(2, out, 0.1), signal.SIGKILL, wait=0.8)
-    assert len(tinyprof.snapshots(out)) == 1
+    done = tinyprof.snapshots(out)
+    # Two only if the kill fell between completing the newest and removing the older.
+    assert len(done) in (1, 2) and done[-1] >= 4, done
+    assert len(os.listdir(out / "snapshots")) <= 3
     assert _steps(tinyprof.read(out), 1) > 0
 
 
