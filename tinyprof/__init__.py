@@ -8,7 +8,7 @@ Annotate regions, flush, read back::
         with tinyprof.Event("compute", loop=1):
             ...
     tinyprof.flush()
-    profile = tinyprof.read("heat.tinyprof")
+    profile = tinyprof.read("heat.tinyprof")   # newest complete flush or snapshot
     frame = tinyprof.to_hatchet(profile)   # a hatchet GraphFrame (tinyprof[hatchet])
 
 The file format is specified in docs/format.md.
@@ -16,11 +16,11 @@ The file format is specified in docs/format.md.
 from ._annotate import Event, event
 from ._flush import flush
 from ._format import FormatError
-from ._profile import Profile, read
+from ._profile import Profile, read, snapshots
 from ._profiler import Profiler
 from ._version import __version__
 
-__all__ = ["Event", "event", "Profiler", "flush", "read", "Profile", "FormatError",
+__all__ = ["Event", "event", "Profiler", "flush", "read", "snapshots", "Profile", "FormatError",
            "to_hatchet", "to_dataframe", "__version__"]
 
 # The converters need pandas (and hatchet): load them only when first used.

@@ -116,7 +116,7 @@ def collect(root) -> List[LocalEvent]:
         times = np.frombuffer(raw_times, dtype=np.int64)
         execs = _clean_execs(np.frombuffer(raw_execs, dtype=np.int64), len(times))
         metrics = {}
-        for key, column in (node.metrics or {}).items():
+        for key, column in list((node.metrics or {}).items()):
             col = np.full(len(times), _NAN)
             vals = np.frombuffer(column.tobytes(), dtype=np.float64)[:len(times)]
             col[:len(vals)] = vals
@@ -131,7 +131,8 @@ def _clean_execs(execs: np.ndarray, ntimes: int) -> np.ndarray:
     # Another thread may record between the copies of times and boundaries, and
     # two threads racing on a node's first record of an execution (pure-Python
     # path only) can append the same boundary twice: keep what the times cover.
-    pairs = execs.reshape(-1, 2)
+    # A snapshot thread may copy the pure-Python path's pair half-appended.
+    pairs = execs[:len(execs) // 2 * 2].reshape(-1, 2)
     pairs = pairs[pairs[:, 1] < ntimes]
     if len(pairs) > 1 and (pairs[1:, 0] <= pairs[:-1, 0]).any():
         keep = np.concatenate([[True], pairs[1:, 0] > np.maximum.accumulate(pairs[:-1, 0])])

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+import warnings
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _annotate
 from ._eventmap import LocalEvent, collect
@@ -43,15 +44,32 @@ def flush() -> Optional[str]:
     comm = _mpi_comm(prof)
     if comm is not None:
         from . import _mpi     # imports mpi4py, which the application already did
-        _mpi.flush(prof, comm)
+        if _mpi.flush(prof, comm):
+            prof.flushed = True
         return prof.outdir
     events, executions = collect(impl.root()), impl.executions()
     data = build_file(_header(prof, 1, 0, 1, 0, 1), [events], [executions])
-    os.makedirs(prof.outdir, exist_ok=True)
-    write_atomic(os.path.join(prof.outdir, file_name(prof.name, 0, 1)), data)
+    path = os.path.join(prof.outdir, file_name(prof.name, 0, 1))
+    failure = write_file(prof.outdir, path, data)
+    if failure:
+        warnings.warn(f"tinyprof: cannot write profile file {path}: {failure}; "
+                      "the data stays in memory for the next flush", RuntimeWarning, stacklevel=2)
+        return prof.outdir
+    prof.flushed = True
     for path in stale_sets(prof.outdir, prof.name, 1):
         remove(path)
     return prof.outdir
+
+
+def write_file(directory: str, path: str, data: bytes) -> Optional[str]:
+    """Create ``directory`` and write ``path`` in it atomically; why not, if it
+    cannot (any ``OSError``: the callers warn, and the application goes on)."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        write_atomic(path, data)
+    except OSError as e:
+        return str(e.strerror or e)
+    return None
 
 
 def _mpi_comm(prof: Profiler) -> Any:
@@ -110,21 +128,29 @@ def union_order(lists: Iterable[Sequence[Callpath]]) -> List[Callpath]:
     return list(order)
 
 
+FieldEncoder = Callable[[LocalEvent, Sequence[str]], bytes]
+
+
+def encode_field(e: LocalEvent, inconsistent: Sequence[str]) -> bytes:
+    """The rank field of ``e`` (inconsistent metrics ``inconsistent``)."""
+    return encode_rank_field(e.times, e.execs, e.metric_columns(inconsistent))
+
+
 def encode_fields(events: Sequence[LocalEvent], order: Sequence[Callpath],
-                  inconsistent: Sequence[str]) -> List[bytes]:
+                  inconsistent: Sequence[str], encode: FieldEncoder = encode_field) -> List[bytes]:
     """This rank's field for every callpath of ``order`` (empty where it has none)."""
     by_path = {e.path: e for e in events}
     fields = []
     for path in order:
         e = by_path.get(path)
-        fields.append(b"" if e is None else
-                      encode_rank_field(e.times, e.execs, e.metric_columns(inconsistent)))
+        fields.append(b"" if e is None else encode(e, inconsistent))
     return fields
 
 
 def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
-               executions: Sequence[int]) -> bytes:
-    """The file holding ``ranks`` (the events of consecutive ranks, in order)."""
+               executions: Sequence[int], encode: FieldEncoder = encode_field) -> bytes:
+    """The file holding ``ranks`` (the events of consecutive ranks, in order);
+    ``encode`` gives each rank field."""
     order = union_order([e.path for e in events] for events in ranks)
     inconsistent = [k for k, c in header.metrics if not c]
     consistent = [k for k, c in header.metrics if c]
@@ -140,7 +166,7 @@ def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
     names, paths = name_table(order)
     return encode_file(header, names, paths, [loops[p] for p in order],
                        [encode_consistent(values[p], consistent) for p in order],
-                       [encode_fields(events, order, inconsistent) for events in ranks])
+                       [encode_fields(events, order, inconsistent, encode) for events in ranks])
 
 
 def merge_loop(loops: Dict[Callpath, int], path: Callpath, loop: int) -> None:

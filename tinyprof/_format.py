@@ -10,6 +10,7 @@ callpath), and an aggregator joins the fields of its ranks into one file with
 """
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import re
@@ -86,22 +87,30 @@ def _parse_value(token: bytes) -> float:
 # -- writer -------------------------------------------------------------------
 
 def encode_rank_field(times: np.ndarray, execs: np.ndarray,
-                      metrics: Sequence[Optional[np.ndarray]] = ()) -> bytes:
+                      metrics: Sequence[Optional[np.ndarray]] = (), start: int = 0) -> bytes:
     """One rank's values of one callpath: ``exec;exec`` of ``occ+occ``.
 
     ``times`` holds int64 values, ``execs`` (execution, first index) pairs in
     increasing order, ``metrics`` one float64 array per inconsistent metric
-    (aligned with ``times``; None when the callpath never set it).
+    (aligned with ``times``; None when the callpath never set it). With
+    ``start``, only occurrences from ``start`` on, with the separator before
+    the first: appended to the field of ``times[:start]``, it gives the
+    field of ``times`` (incremental snapshots encode only new values).
     """
-    if len(times) == 0:
+    n = len(times)
+    if n <= start:
         return b""
-    groups: List[str] = []
-    bounds = list(execs[1::2]) + [len(times)]
-    occ = _occurrences(times, metrics)
-    for k, ex in enumerate(execs[0::2]):
-        groups.extend([""] * (int(ex) - len(groups)))
-        groups.append("+".join(occ[bounds[k]:bounds[k + 1]]))
-    return ";".join(groups).encode()
+    occ = _occurrences(times[start:], [None if m is None else m[start:] for m in metrics])
+    exs, firsts = execs[0::2].tolist(), execs[1::2].tolist() + [n]
+    pieces: List[str] = []
+    for q in range(max(bisect.bisect_right(firsts, start) - 1, 0), len(exs)):
+        lo, hi = max(firsts[q], start), min(firsts[q + 1], n)
+        if lo < hi:
+            # A new execution is preceded by one ';' per execution it moves on
+            # (the empty groups of executions without values); a continued one by '+'.
+            sep = ";" * (exs[q] - (exs[q - 1] if q else 0)) if lo == firsts[q] else "+"
+            pieces.append(sep + "+".join(occ[lo - start:hi - start]))
+    return "".join(pieces).encode()
 
 
 def _occurrences(times: np.ndarray, metrics: Sequence[Optional[np.ndarray]]) -> List[str]:

@@ -23,8 +23,7 @@ from mpi4py import MPI
 
 from . import _annotate, _flush
 from ._eventmap import LocalEvent, collect
-from ._format import (Header, encode_consistent, encode_file, encode_rank_field, file_name,
-                      write_atomic)
+from ._format import Header, encode_consistent, encode_file, encode_rank_field, file_name
 from ._profiler import Profiler, aggregator_count
 
 Callpath = Tuple[str, ...]
@@ -40,8 +39,9 @@ last_sync = ""
 _groups: Dict[Tuple[int, int], tuple] = {}
 
 
-def flush(prof: Profiler, comm) -> None:
-    """The collective flush of this rank's event map over ``comm``."""
+def flush(prof: Profiler, comm) -> bool:
+    """The collective flush of this rank's event map over ``comm``; whether
+    every file of the new set was written (the same on all ranks)."""
     t0 = time.perf_counter()
     impl = _annotate.impl
     keys = [k for k, c in prof.metrics if c]
@@ -79,6 +79,7 @@ def flush(prof: Profiler, comm) -> None:
     _flush.last_timings.clear()
     _flush.last_timings.update(encode=t_encoded - t0, sync=t1 - t_encoded, gather=t2 - t1,
                                write=t3 - t2)
+    return bool(state[0])
 
 
 def _encode_local(events: List[LocalEvent], metrics: Sequence[Tuple[str, bool]]
@@ -293,14 +294,11 @@ def _write(prof: Profiler, header: Header, ranks: List[_Row], order: Sequence[Ca
     names, paths = _flush.name_table(order)
     data = encode_file(header, names, paths, [loops[p] for p in order], consistent, ranks)
     path = os.path.join(prof.outdir, file_name(prof.name, header.file_index, header.file_count))
-    try:
-        os.makedirs(prof.outdir, exist_ok=True)
-        write_atomic(path, data)
-    except OSError as e:
-        warnings.warn(f"tinyprof: cannot write profile file {path}: {e.strerror or e}; "
+    failure = _flush.write_file(prof.outdir, path, data)
+    if failure:
+        warnings.warn(f"tinyprof: cannot write profile file {path}: {failure}; "
                       "the profile is incomplete", RuntimeWarning, stacklevel=4)
-        return False
-    return True
+    return not failure
 
 
 def _merge_consistent(ranks: Sequence[_Row], i: int) -> bytes:

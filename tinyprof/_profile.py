@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from ._format import SUFFIX, FormatError, ParsedFile, file_name, parse_file
 
 Callpath = Tuple[str, ...]
+SNAPSHOTS = "snapshots"       # subdirectory of an output directory holding the snapshots
 _SET_RE = re.compile(r"^(?P<name>.*)\.(?P<index>\d+)-of-(?P<count>\d+)" + re.escape(SUFFIX) + "$")
 
 
@@ -29,6 +30,7 @@ class Profile:
         self.created: str = head.created
         self.version: str = head.version
         self.files: List[str] = [f.path for f in files]
+        self.snapshot: Optional[int] = None     # set by read(): the snapshot number read
         self._files = files
         self._firsts = [f.header.first_rank for f in files]
         order: Dict[Callpath, None] = {}
@@ -113,16 +115,66 @@ class Profile:
 _PER_SECOND = {"ns": 1e9}
 
 
-def read(path: Union[str, "os.PathLike[str]"]) -> Profile:
+def read(path: Union[str, "os.PathLike[str]"], snapshot: Optional[int] = None) -> Profile:
     """Read a profile: its output directory, or any one file of it.
 
+    For an output directory, the newest complete profile in it: the set that
+    ``flush()`` wrote or the newest complete snapshot, whichever was completed
+    last. ``snapshot=k`` reads snapshot ``k`` (see :func:`snapshots`).
     Raises :class:`FormatError` naming the file (and line) when a file is
     missing, truncated, corrupted, of another format or of a newer version.
     """
-    paths = _profile_files(os.fspath(path))
+    path = os.fspath(path)
+    number = snapshot
+    if snapshot is not None:
+        paths = _profile_files(_snapshot_dir(path, snapshot))
+    else:
+        paths, number = _newest(path)
     files = [parse_file(p) for p in paths]
     _check_set(files)
-    return Profile(files)
+    profile = Profile(files)
+    profile.snapshot = number
+    return profile
+
+
+def snapshots(path: Union[str, "os.PathLike[str]"]) -> List[int]:
+    """Numbers of the complete snapshots in the output directory ``path``,
+    oldest first (``Profiler(keep="all")`` keeps every one; ``"last"`` the newest)."""
+    base = os.path.join(os.fspath(path), SNAPSHOTS)
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return []
+    return sorted(int(e) for e in entries
+                  if e.isdigit() and _complete(os.path.join(base, e)) is not None)
+
+
+def _snapshot_dir(path: str, k: int) -> str:
+    return os.path.join(path, SNAPSHOTS, f"{k:06d}")
+
+
+def _complete(directory: str) -> Optional[List[str]]:
+    """The files of the one whole profile in ``directory``, else None."""
+    try:
+        return _profile_files(directory)
+    except (FormatError, OSError):
+        return None
+
+
+def _newest(path: str) -> Tuple[List[str], Optional[int]]:
+    """Files of the newest complete profile at ``path``, and its snapshot number."""
+    done = snapshots(path) if os.path.isdir(path) else []
+    if not done:
+        return _profile_files(path), None
+    latest = _complete(_snapshot_dir(path, done[-1]))
+    flushed = _complete(path)
+    if latest is None or (flushed is not None and _mtime(flushed) >= _mtime(latest)):
+        return _profile_files(path), None
+    return latest, done[-1]
+
+
+def _mtime(paths: List[str]) -> int:
+    return max(os.stat(p).st_mtime_ns for p in paths)
 
 
 def _profile_files(path: str) -> List[str]:

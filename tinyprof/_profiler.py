@@ -17,12 +17,16 @@ class Profiler:
     ``aggregators`` sets the file count of an MPI flush (else
     ``TINYPROF_AGGREGATORS``, else ``max(1, P // 16)``; clamped to [1, P]);
     ``comm`` is the mpi4py communicator to flush over, by default
-    ``COMM_WORLD`` when MPI is in use.
+    ``COMM_WORLD`` when MPI is in use. ``keep`` is the snapshot keep policy:
+    ``"last"`` (the newest complete snapshot only) or ``"all"`` (a time series).
+
+    Under MPI, create it after MPI is initialised; with ``frequency`` it is
+    collective (one broadcast of the start time).
     """
 
     def __init__(self, name: str = "profile", frequency: float = 0, selfkeys: str = "", *,
                  outdir: Optional[str] = None, aggregators: Optional[int] = None,
-                 comm: Any = None) -> None:
+                 comm: Any = None, keep: str = "last") -> None:
         if frequency < 0:
             raise ValueError(f"tinyprof.Profiler: frequency must be >= 0 seconds, not {frequency!r}")
         if aggregators is None:
@@ -33,20 +37,26 @@ class Profiler:
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
+        if keep not in ("last", "all"):
+            raise ValueError(f"tinyprof.Profiler: keep must be 'last' or 'all', not {keep!r}")
         self.name = name
         self.frequency = float(frequency)
         self.metrics: List[Tuple[str, bool]] = _eventmap.parse_selfkeys(selfkeys)
         self.outdir = os.fspath(outdir) if outdir is not None else f"{name}.tinyprof"
         self.aggregators = aggregators
         self.comm = comm
+        self.keep = keep
+        self.flushed = False            # set by flush(): then no flush at exit
         _eventmap.configure(self.metrics)
         global _active
         _active = self
+        from . import _snapshot         # it imports this module
+        _snapshot.start(self)
 
     def __repr__(self) -> str:
         keys = ",".join(f"{k}:{0 if c else 1}" for k, c in self.metrics)
         return (f"tinyprof.Profiler({self.name!r}, frequency={self.frequency:g}, "
-                f"selfkeys={keys!r}, outdir={self.outdir!r})")
+                f"selfkeys={keys!r}, outdir={self.outdir!r}, keep={self.keep!r})")
 
 
 _active: Optional[Profiler] = None

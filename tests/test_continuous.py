@@ -1,0 +1,282 @@
+"""Continuous introspection: snapshots, the exit flush, crash safety.
+
+MPI jobs run tests/_snapshot_app.py under mpiexec (every launch has a
+timeout); the rest runs in this process.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import tinyprof
+from tinyprof import _snapshot
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APP = os.path.join(HERE, "_snapshot_app.py")
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+STEP = ("main", "step")
+
+needs_mpi = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
+    reason="needs mpi4py and mpiexec next to the Python executable (pip install mpi4py mpich)")
+
+
+def _command(nranks, outdir, frequency, keep="last", steps=0, mode="plain", runner=()):
+    args = [sys.executable, *runner, APP, str(outdir), str(frequency), keep, str(steps), mode]
+    return [MPIEXEC, "-n", str(nranks), *args] if nranks else args
+
+
+def _run(*args, timeout=60, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(_command(*args, **kwargs), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _signal_when_running(cmd, signum, wait: float = 0.0) -> subprocess.CompletedProcess:
+    """Start ``cmd`` in its own process group, signal the whole group (as a
+    scheduler does) ``wait`` s after rank 0 printed ``running``."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline() == "running\n", proc.stderr.read()
+        time.sleep(wait)
+        os.killpg(proc.pid, signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, "running\n" + out, err)
+
+
+def _steps(profile, rank):
+    """The ``it`` values of ``main<step`` on ``rank``: must be 0, 1, 2, ..."""
+    (its,) = profile.series(STEP, rank, "it")
+    assert its == list(range(len(its))), its
+    return len(its)
+
+
+@needs_mpi
+def test_sigkill_mid_run_leaves_the_last_complete_snapshot(tmp_path):
+    out = tmp_path / "out"
+    _signal_when_running(_command(4, out, 0.2, keep="all"), signal.SIGKILL, wait=1.0)
+    done = tinyprof.snapshots(out)
+    assert len(done) >= 3, sorted(os.listdir(out / "snapshots"))
+    latest = tinyprof.read(out)
+    assert (latest.snapshot, latest.nranks) == (done[-1], 4)
+    counts = []
+    for k in done:                      # keep="all": a time series, each snapshot whole
+        p = tinyprof.read(out, snapshot=k)
+        counts.append([_steps(p, r) for r in range(4)])
+        assert max(counts[-1]) - min(counts[-1]) <= 1     # the barrier keeps ranks together
+    assert counts == sorted(counts) and counts[-1] == [_steps(latest, r) for r in range(4)]
+    assert min(counts[-1]) > min(counts[0]) > 0
+
+
+@needs_mpi
+def test_keep_last_leaves_one_complete_snapshot(tmp_path):
+    out = tmp_path / "out"
+    _signal_when_running(_command(2, out, 0.1), signal.SIGKILL, wait=0.8)
+    done = tinyprof.snapshots(out)
+    # Two only if the kill fell between completing the newest and removing the older.
+    assert len(done) in (1, 2) and done[-1] >= 4, done
+    assert len(os.listdir(out / "snapshots")) <= 3
+    assert _steps(tinyprof.read(out), 1) > 0
+
+
+@needs_mpi
+def test_sigterm_before_the_first_snapshot_leaves_a_profile(tmp_path):
+    out = tmp_path / "out"
+    proc = _signal_when_running(_command(4, out, 3600), signal.SIGTERM)
+    assert proc.returncode != 0          # the default action went on: the job died
+    p = tinyprof.read(out)
+    assert (p.snapshot, p.nranks) == (1, 4)
+    assert min(_steps(p, r) for r in range(4)) >= 19
+
+
+def test_sigterm_chains_to_the_applications_handler(tmp_path):
+    out = tmp_path / "out"
+    proc = _signal_when_running(_command(0, out, 3600, mode="handler"), signal.SIGTERM)
+    assert (proc.returncode, proc.stdout) == (0, "running\nhandled\n"), proc.stderr
+    assert tinyprof.snapshots(out) == [1]
+    p = tinyprof.read(out)              # the exit flush came last: it wins
+    assert p.snapshot is None and _steps(p, 0) >= _steps(tinyprof.read(out, snapshot=1), 0)
+
+
+@needs_mpi
+def test_exit_flush_when_the_application_never_flushes(tmp_path):
+    out = tmp_path / "out"
+    proc = _run(3, out, 0, steps=30)
+    assert proc.returncode == 0, proc.stderr
+    p = tinyprof.read(out)
+    assert p.snapshot is None and p.files == [str(out / "app.0-of-1.tp")]
+    assert [_steps(p, r) for r in range(3)] == [30, 30, 30]
+
+
+@needs_mpi
+def test_a_rank_raising_at_the_end_does_not_hang(tmp_path):
+    out = tmp_path / "out"
+    proc = _run(4, out, 0, steps=30, mode="raise_end")
+    assert proc.returncode != 0 and "rank 1 fails at the end" in proc.stderr
+    # No collective flush: every rank wrote its own file of one snapshot.
+    p = tinyprof.read(out)
+    assert p.snapshot == 1 and [_steps(p, r) for r in range(4)] == [30] * 4
+
+
+@needs_mpi
+def test_a_rank_raising_under_mpi4py_aborts_without_hanging(tmp_path):
+    out = tmp_path / "out"
+    proc = _run(4, out, 0.1, mode="raise_mid", runner=("-m", "mpi4py"))
+    assert proc.returncode != 0 and "rank 1 fails" in proc.stderr
+    assert "MPI_Abort" in proc.stderr
+
+
+@needs_mpi
+def test_unwritable_output_directory_warns_and_exits_0(tmp_path):
+    (tmp_path / "file").write_text("a regular file: no directory can be made below it")
+    out = tmp_path / "file" / "out"
+    proc = _run(2, out, 0.1, steps=100)
+    assert proc.returncode == 0, proc.stderr
+    assert f"tinyprof: cannot write snapshot file {out}/snapshots/" in proc.stderr
+    assert f"tinyprof: cannot write profile file {out}/app.0-of-1.tp" in proc.stderr
+    assert proc.stderr.count("cannot write snapshot") == 2      # once per rank, not per period
+
+
+@needs_mpi
+def test_thread_level_single_falls_back_to_safe_points(tmp_path):
+    out = tmp_path / "out"
+    cmd = _command(2, out, 0.1, steps=150)
+    cmd[4:4] = ["-c", "import mpi4py, runpy, sys; mpi4py.rc.thread_level = 'single'; "
+                      "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "MPI_THREAD_SINGLE: snapshots are taken at safe points" in proc.stderr
+    assert tinyprof.snapshots(out)
+
+
+# -- in this process -----------------------------------------------------------------
+
+@pytest.fixture
+def snap(tmp_path):
+    """This process's snapshotter, with no periodic snapshot due during the test."""
+    tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s", keep="all")
+    return _snapshot._current
+
+
+def _record(n):
+    with tinyprof.Event("main"):
+        for _ in range(n):
+            with tinyprof.Event("step", loop=1):
+                pass
+
+
+def test_read_picks_the_newest_of_flush_and_snapshots(snap, tmp_path):
+    out = tmp_path / "s"
+    _record(2)
+    assert snap.take(1)
+    assert tinyprof.read(out).snapshot == 1
+    _record(3)
+    tinyprof.flush()
+    p = tinyprof.read(out)
+    assert p.snapshot is None and len(p.series(STEP, 0)) == 2
+    time.sleep(0.01)
+    _record(1)
+    assert snap.take(2)
+    assert tinyprof.snapshots(out) == [1, 2]
+    assert [len(tinyprof.read(out, snapshot=k).series(STEP, 0)) for k in (1, 2)] == [1, 3]
+    assert tinyprof.read(out).snapshot == 2
+
+
+def test_a_snapshot_without_all_its_files_is_not_complete(snap, tmp_path):
+    _record(1)
+    assert snap.take(1)
+    snap.size = 2                       # pretend to be rank 0 of 2: rank 1's file never comes
+    assert snap.take(2)
+    assert tinyprof.snapshots(tmp_path / "s") == [1] and tinyprof.read(tmp_path / "s").snapshot == 1
+    with pytest.raises(tinyprof.FormatError, match="missing"):
+        tinyprof.read(tmp_path / "s", snapshot=2)
+    with pytest.raises(tinyprof.FormatError, match="no such file"):
+        tinyprof.read(tmp_path / "s", snapshot=7)
+
+
+def test_keep_last_removes_older_complete_snapshots(tmp_path):
+    tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s")
+    _record(1)
+    for k in (1, 2, 3):
+        assert _snapshot._current.take(k)
+    assert os.listdir(tmp_path / "s" / "snapshots") == ["000003"]
+
+
+def test_write_failures_warn_and_keep_the_data(tmp_path):
+    (tmp_path / "file").write_text("")
+    bad = str(tmp_path / "file" / "out")
+    prof = tinyprof.Profiler("s", frequency=3600, outdir=bad)
+    _record(2)
+    with pytest.warns(RuntimeWarning, match=f"cannot write snapshot file {bad}/snapshots/"):
+        assert not _snapshot._current.take(1)
+    with pytest.warns(RuntimeWarning, match=f"cannot write profile file {bad}/s.0-of-1.tp"):
+        assert tinyprof.flush() == bad
+    assert not prof.flushed             # the exit flush will try again
+    prof.outdir = str(tmp_path / "good")
+    tinyprof.flush()
+    assert len(tinyprof.read(prof.outdir).series(STEP, 0)[0]) == 2
+
+
+def test_snapshots_of_a_directory_without_any():
+    assert tinyprof.snapshots("no/such/dir") == []
+
+
+def test_bad_keep_policy():
+    with pytest.raises(ValueError, match="keep must be 'last' or 'all'"):
+        tinyprof.Profiler("s", keep="some")
+
+
+def test_a_snapshot_while_another_thread_records(tmp_path):
+    tinyprof.Profiler("s", frequency=0.01, outdir=tmp_path / "s", keep="all")
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        _record(50)
+        time.sleep(0.001)
+    _snapshot._current.close()
+    done = tinyprof.snapshots(tmp_path / "s")
+    assert len(done) >= 5
+    profiles = [tinyprof.read(tmp_path / "s", snapshot=k) for k in done]
+    # The first snapshot may come before the first step.
+    counts = [len(p.series(STEP, 0)) if STEP in p.callpaths else 0 for p in profiles]
+    assert counts == sorted(counts) and counts[-1] > 0
+
+
+def test_incremental_snapshots_write_what_a_flush_writes(tmp_path, clock):
+    """Snapshots encode only new occurrences (and the newest again, which may
+    still change): after any history, a snapshot's file is the flush's file."""
+    tinyprof.Profiler("s", frequency=3600, selfkeys="tag:0,mem:1", outdir=tmp_path / "s",
+                      keep="all")
+    snap = _snapshot._current
+    for k in range(1, 6):
+        with tinyprof.Event("main"):                    # a new execution each time
+            for i in range(k):
+                clock.tick(k + i)
+                with tinyprof.Event("step", loop=1, **({"mem": i / 2} if i % 2 else {})):
+                    clock.tick(3)
+                with tinyprof.Event("sum", loop=2, tag=k, mem=1.5):
+                    clock.tick(i + 1)
+                    snap.take(100 + k * 10 + i)         # inside an open event
+            if k == 3:
+                with tinyprof.Event("late", is_common=False):
+                    clock.tick(7)
+        snap.take(k)
+    tinyprof.flush()
+    snap.take(99)
+
+    def body(path):
+        return [line for line in path.read_bytes().split(b"\n") if not line.startswith(b"created")]
+    assert body(tmp_path / "s" / "s.0-of-1.tp") == body(
+        tmp_path / "s" / "snapshots" / "000099" / "s.0-of-1.tp")
+    p = tinyprof.read(tmp_path / "s", snapshot=3)
+    assert p.series(STEP, 0) == [[3e-9], [3e-9] * 2, [3e-9] * 3]
+    assert p.series(("main", "sum"), 0, "mem") == [[1.5], [3.0], [4.5]]
