@@ -69,7 +69,7 @@ def test_threads_record_into_one_profile(build, tmp_path, nranks):
 def test_snapshot_survives_a_killed_job(build, tmp_path, nranks):
     out = tmp_path / "out"
     result = run([build("tests/native/snapshot.cpp"), out, "1e-9"], nranks, check=False)
-    assert result.returncode != 0           # MPI_Abort in the 4th execution
+    assert result.returncode != 0           # killed in the 4th execution
     prof = tinyprof.read(str(out))
     for rank in range(nranks):
         assert prof.executions(rank) == 3
@@ -150,3 +150,28 @@ def test_cmake_routes(tmp_path, route):
     cmake("--build", str(app / "build"), cwd=tmp_path)
     run([app / "build" / "heat", 2, tmp_path / "out"], 2)
     assert tinyprof.read(str(tmp_path / "out")).nranks == 2
+
+
+@pytest.mark.parametrize("nranks", [1, 3])
+def test_flush_at_mpi_finalize_with_an_open_event(build, tmp_path, nranks):
+    def body(s: RankScript) -> None:          # no flush call; "main" still open at MPI_Finalize
+        s.profiler("open", 0, "")
+        s.enter("main")
+        s.event("x", 5 + s.rank)
+        s.event("x", 1)
+    prefix = tmp_path / "script"
+    write_scripts(prefix, nranks, body)
+    run([build(SCENARIO_CPP), prefix, tmp_path / "out"], nranks)
+    prof = tinyprof.read(str(tmp_path / "out"))
+    for rank in range(nranks):
+        assert prof.series(("main",), rank) == [[]]
+        assert prof.series(("main", "x"), rank) == [[(5 + rank) / 1e9, 1e-9]]
+
+
+def test_misuse_is_a_compile_error(tmp_path):
+    src = tmp_path / "bad.cpp"
+    src.write_text('#include <tinyprof/tinyprof.hpp>\n'
+                   'int main() { TinyProf::Event e("x", "tag:1"); }\n')
+    result = subprocess.run([str(MPICXX), "-std=c++17", "-fsyntax-only", "-I", str(ROOT / "native/include"),
+                             str(src)], capture_output=True, text=True)
+    assert result.returncode != 0 and "deleted" in result.stderr

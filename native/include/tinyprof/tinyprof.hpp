@@ -330,6 +330,8 @@ class Event {
     Event(std::string_view name, bool is_common) : Event(name, is_common, 0, {}) {}
     Event(std::string_view name, int loop, std::string_view selfvalues)
         : Event(name, true, loop, selfvalues) {}
+    // Event("x", "tag:1") would silently take the string as is_common.
+    Event(std::string_view name, const char* selfvalues) = delete;
 
     Event(std::string_view name, bool is_common, int loop, std::string_view selfvalues) {
         if (loop < 0 || loop > 2)
@@ -1048,6 +1050,18 @@ inline std::uint64_t total_records(const Registry& reg) {
 
 inline int on_finalize(MPI_Comm, int, void*, void*);
 
+// The work of flush(). Events still open (at MPI_Finalize) appear with the
+// values they had so far.
+inline std::string write_profile() {
+    Registry& reg = registry();
+    const std::vector<LocalEvent> events = collect_local(reg);
+    if (mpi_live()) flush_mpi(reg, events);
+    else flush_single(reg.settings, events);
+    reg.last_flush_ns = steady_ns();
+    reg.flushed_records = total_records(reg);
+    return reg.settings.outdir;
+}
+
 // Flush at MPI_Finalize: MPI deletes MPI_COMM_SELF's attributes first thing in
 // MPI_Finalize, while MPI still works, on every rank: a safe collective point.
 inline void hook_finalize(Registry& reg) {
@@ -1064,17 +1078,11 @@ inline void hook_finalize(Registry& reg) {
 // single-rank file. Call it outside every event, while no other thread
 // records. Recording goes on afterwards; a later flush rewrites the profile.
 inline std::string flush() {
-    detail::Registry& reg = detail::registry();
     detail::Tree& t = detail::tree();
     if (t.current != &t.root)
         throw std::logic_error("tinyprof: flush() called inside the open event '" +
                                t.current->name + "': flush outside every event");
-    const std::vector<detail::LocalEvent> events = detail::collect_local(reg);
-    if (detail::mpi_live()) detail::flush_mpi(reg, events);
-    else detail::flush_single(reg.settings, events);
-    reg.last_flush_ns = detail::steady_ns();
-    reg.flushed_records = detail::total_records(reg);
-    return reg.settings.outdir;
+    return detail::write_profile();
 }
 
 namespace detail {
@@ -1084,7 +1092,7 @@ inline void flush_if_new() {
     Registry& reg = registry();
     std::int64_t fresh = total_records(reg) != reg.flushed_records;
     if (mpi_live()) MPI_Allreduce(MPI_IN_PLACE, &fresh, 1, MPI_INT64_T, MPI_MAX, reg.settings.comm);
-    if (fresh) flush();
+    if (fresh) write_profile();
 }
 
 }  // namespace detail
