@@ -13,13 +13,13 @@
 
 namespace {
 
-constexpr int kCells = 4096;
+constexpr std::size_t kCells = 4096;
 
 // One time step: the stencil on the interior, then the halo exchange.
 void step(std::vector<double>& u, std::vector<double>& next, int rank, int size) {
     {
         TinyProf::Event compute("compute", 1, "");          // one value per iteration
-        for (int i = 1; i <= kCells; ++i) next[i] = u[i] + 0.25 * (u[i - 1] - 2 * u[i] + u[i + 1]);
+        for (std::size_t i = 1; i <= kCells; ++i) next[i] = u[i] + 0.25 * (u[i - 1] - 2 * u[i] + u[i + 1]);
         u.swap(next);
     }
     TINYPROF_REGION("exchange");

@@ -175,3 +175,11 @@ def test_misuse_is_a_compile_error(tmp_path):
     result = subprocess.run([str(MPICXX), "-std=c++17", "-fsyntax-only", "-I", str(ROOT / "native/include"),
                              str(src)], capture_output=True, text=True)
     assert result.returncode != 0 and "deleted" in result.stderr
+
+
+def test_header_is_clean_under_strict_warnings():
+    flags = ["-std=c++17", "-Wall", "-Wextra", "-Wpedantic", "-Wshadow", "-Wconversion",
+             "-Wsign-conversion", "-Werror", "-fsyntax-only"]
+    result = subprocess.run([str(MPICXX), *flags, "-I", str(ROOT / "native/include"),
+                             str(ROOT / "native/examples/heat.cpp")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

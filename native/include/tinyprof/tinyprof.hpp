@@ -16,7 +16,6 @@
 #include <mpi.h>
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -143,7 +142,7 @@ struct Settings {
     double frequency = 0;
     std::vector<std::pair<std::string, bool>> metrics;    // (key, consistent), in order
     std::string outdir = "profile.tinyprof";
-    int aggregators = 0;              // 0: TINYPROF_AGGREGATORS, else max(1, P/16)
+    int aggregators = 0;              // 0: the default, max(1, P / 16)
     MPI_Comm comm = MPI_COMM_WORLD;
 };
 
@@ -267,11 +266,10 @@ inline std::vector<std::pair<std::string, bool>> parse_selfkeys(std::string_view
             throw std::invalid_argument("tinyprof: bad selfkeys item '" + std::string(item) +
                                         "': expected name:0 (consistent) or name:1 (inconsistent)");
         std::string name(item.substr(0, colon));
-        for (const auto& k : keys)
-            if (k.first == name) name = "time";
-        if (name == "time")
-            throw std::invalid_argument("tinyprof: metric '" + std::string(item.substr(0, colon)) +
-                                        "' declared twice (or reserved)");
+        bool taken = name == "time";
+        for (const auto& k : keys) taken = taken || k.first == name;
+        if (taken)
+            throw std::invalid_argument("tinyprof: metric '" + name + "' declared twice (or reserved)");
         keys.emplace_back(std::move(name), flag == "0");
     });
     return keys;
@@ -427,7 +425,7 @@ inline std::string format_value(double v) {
     const int n = static_cast<int>(digits.size());
     if (exp >= -4 && exp < 16) {
         if (exp < 0) out += "0." + std::string(static_cast<std::size_t>(-exp - 1), '0') + digits;
-        else if (exp + 1 < n) out += digits.substr(0, exp + 1) + "." + digits.substr(exp + 1);
+        else if (exp + 1 < n) out += digits.insert(static_cast<std::size_t>(exp + 1), ".");
         else out += digits + std::string(static_cast<std::size_t>(exp + 1 - n), '0');
     } else {
         out += digits[0];
@@ -468,7 +466,8 @@ inline std::string rle(const std::vector<std::int64_t>& counts) {
 // the Python reader and its file_name() agree with.
 inline std::string file_name(std::string_view name, int index, int count) {
     std::string safe;
-    for (unsigned char c : name) {
+    for (const char ch : name) {
+        const auto c = static_cast<unsigned char>(ch);
         if ((c & 0xC0) == 0x80) continue;       // UTF-8 continuation byte
         safe += (std::isalnum(c) && c < 0x80) || c == '_' || c == '.' || c == '+' || c == '-'
                     ? static_cast<char>(c) : '_';
@@ -480,8 +479,8 @@ inline std::string file_name(std::string_view name, int index, int count) {
     return safe + "." + idx + "-of-" + cnt + ".tp";
 }
 
-// Index and count of a file of set `stem`, or count -1 if `entry` is not one
-// (the Python reader's pattern `<name>.<index>-of-<count>.tp`).
+// The file count of `entry` if it is a file of set `stem`, else -1 (the
+// Python reader's pattern `<name>.<index>-of-<count>.tp`).
 inline int set_count(std::string_view entry, std::string_view stem) {
     auto all_digits = [](std::string_view s) {
         return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
@@ -807,7 +806,7 @@ inline std::vector<std::pair<Path, int>> decode_paths(const char* buf,
 inline std::int64_t digest(const std::vector<std::pair<Path, int>>& paths) {
     std::uint64_t h = 1469598103934665603ull;
     auto mix = [&h](std::string_view bytes) {
-        for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+        for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
     };
     for (const auto& [path, loop] : paths) {
         mix(std::to_string(loop) + " " + std::to_string(path.size()));
@@ -1015,7 +1014,7 @@ inline void flush_mpi(Registry& reg, const std::vector<LocalEvent>& events) {
     row.resize(static_cast<std::size_t>(width), '\0');
     int group_rank = 0;
     MPI_Comm_rank(group, &group_rank);
-    std::vector<char> rows(group_rank == 0 ? static_cast<std::size_t>(width) * g.size : 0);
+    std::vector<char> rows(group_rank == 0 ? static_cast<std::size_t>(width * g.size) : 0);
     MPI_Gather(row.data(), static_cast<int>(width), MPI_BYTE, rows.data(), static_cast<int>(width),
                MPI_BYTE, 0, group);
     row = std::string();
@@ -1104,7 +1103,7 @@ inline void flush_if_new() {
 inline bool snapshot() {
     detail::Registry& reg = detail::registry();
     int due = reg.settings.frequency > 0 &&
-              detail::steady_ns() - reg.last_flush_ns >= reg.settings.frequency * 1e9;
+              static_cast<double>(detail::steady_ns() - reg.last_flush_ns) >= reg.settings.frequency * 1e9;
     if (detail::mpi_live()) MPI_Bcast(&due, 1, MPI_INT, 0, reg.settings.comm);
     if (due) flush();
     return due != 0;
