@@ -18,22 +18,36 @@ FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-O2", "-pthread"]
 EPOCH = "1700000000"
 
 
+# Every program the tests run; compiled together, in parallel, on first need.
+PROGRAMS = ["tests/native/scenario.cpp", "tests/native/values.cpp", "tests/native/threads.cpp",
+            "tests/native/snapshot.cpp", "native/examples/heat.cpp"]
+
+
 class Builder:
-    """Compiles each source once: ``build("tests/native/x.cpp")`` -> executable."""
+    """Compiles each program once: ``build("tests/native/x.cpp")`` -> executable."""
 
     def __init__(self, outdir: Path) -> None:
         self.outdir = outdir
         self.done: Dict[str, Path] = {}
 
     def __call__(self, source: str) -> Path:
+        if not self.done:
+            self.compile(PROGRAMS)
         if source not in self.done:
+            self.compile([source])
+        return self.done[source]
+
+    def compile(self, sources: Sequence[str]) -> None:
+        jobs = []
+        for source in sources:
             exe = self.outdir / Path(source).stem
             cmd = [str(MPICXX), *FLAGS, "-I", str(ROOT / "native" / "include"),
                    str(ROOT / source), "-o", str(exe)]
-            result = subprocess.run(cmd, capture_output=True, text=True)
-            assert result.returncode == 0, f"{' '.join(cmd)}\n{result.stderr}"
+            jobs.append((source, exe, cmd, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)))
+        for source, exe, cmd, proc in jobs:
+            _, err = proc.communicate()
+            assert proc.returncode == 0, f"{' '.join(cmd)}\n{err}"
             self.done[source] = exe
-        return self.done[source]
 
 
 @pytest.fixture(scope="session")
