@@ -7,7 +7,7 @@
 // Rank r reads PREFIX.r.txt (rank 0 without MPI). One command per line,
 // fields separated by tabs, names %-escaped as in docs/format.md:
 //     profiler NAME FREQUENCY SELFKEYS | aggregators A | enter NAME COMMON LOOP SELFVALUES
-//     exit | tick NS | flush
+//     exit | tick NS | flush | drop (destroys the Profiler; C++ only)
 #include <tinyprof/tinyprof.hpp>
 
 #include <fstream>
@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
             now_ns += std::stoll(f[1]);
         } else if (f[0] == "flush") {
             TinyProf::flush();
+        } else if (f[0] == "drop") {
+            prof.reset();
         }
     }
     if (mpi) MPI_Finalize();

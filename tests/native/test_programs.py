@@ -183,3 +183,17 @@ def test_header_is_clean_under_strict_warnings():
     result = subprocess.run([str(MPICXX), *flags, "-I", str(ROOT / "native/include"),
                              str(ROOT / "native/examples/heat.cpp")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_profiler_destructor_flushes_while_mpi_is_live(build, tmp_path):
+    nranks = 2
+    def body(s: RankScript) -> None:          # the Profiler goes before MPI_Finalize
+        s.profiler("scoped", 0, "")
+        s.event("main", 4)
+        s.add("drop")
+        s.event("main", 8)                    # after the Profiler: not written at MPI_Finalize
+    prefix = tmp_path / "script"
+    write_scripts(prefix, nranks, body)
+    run([build(SCENARIO_CPP), prefix, tmp_path / "out"], nranks)
+    prof = tinyprof.read(str(tmp_path / "out"))
+    assert [prof.series(("main",), r) for r in range(nranks)] == [[[4e-9]]] * nranks
