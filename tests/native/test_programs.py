@@ -168,13 +168,17 @@ def test_flush_at_mpi_finalize_with_an_open_event(build, tmp_path, nranks):
         assert prof.series(("main", "x"), rank) == [[(5 + rank) / 1e9, 1e-9]]
 
 
-def test_misuse_is_a_compile_error(tmp_path):
-    src = tmp_path / "bad.cpp"
+@pytest.mark.parametrize("args,ok", [('"x", "tag:1"', False), ('"x", 0', True), ('"x", false', True),
+                                     ('"x", 2, "tag:1"', True), ('"x", 1, ""', True)])
+def test_constructor_overloads(tmp_path, args, ok):
+    src = tmp_path / "ctor.cpp"
     src.write_text('#include <tinyprof/tinyprof.hpp>\n'
-                   'int main() { TinyProf::Event e("x", "tag:1"); }\n')
+                   f'int main() {{ TinyProf::Event e({args}); }}\n')
     result = subprocess.run([str(MPICXX), "-std=c++17", "-fsyntax-only", "-I", str(ROOT / "native/include"),
                              str(src)], capture_output=True, text=True)
-    assert result.returncode != 0 and "deleted" in result.stderr
+    assert (result.returncode == 0) == ok, result.stderr
+    if not ok:
+        assert "deleted" in result.stderr
 
 
 def test_header_is_clean_under_strict_warnings():

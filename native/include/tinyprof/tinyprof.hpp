@@ -328,8 +328,9 @@ class Event {
     Event(std::string_view name, bool is_common) : Event(name, is_common, 0, {}) {}
     Event(std::string_view name, int loop, std::string_view selfvalues)
         : Event(name, true, loop, selfvalues) {}
-    // Event("x", "tag:1") would silently take the string as is_common.
-    Event(std::string_view name, const char* selfvalues) = delete;
+    // Event("x", "tag:1") would silently take the literal as is_common.
+    template <std::size_t N>
+    Event(std::string_view name, const char (&selfvalues)[N]) = delete;
 
     Event(std::string_view name, bool is_common, int loop, std::string_view selfvalues) {
         if (loop < 0 || loop > 2)
