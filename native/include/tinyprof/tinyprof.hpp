@@ -584,8 +584,7 @@ inline std::vector<LocalEvent> collect_local(const Registry& reg) {
     std::size_t ninc = 0, ncons = 0;
     for (const auto& m : reg.settings.metrics) ++(m.second ? ncons : ninc);
     struct Merged {
-        int loop;
-        bool common;
+        bool common;                                     // the first tree's hint
         std::vector<Occurrence> occ;
         std::vector<std::optional<double>> consistent;
     };
@@ -601,7 +600,7 @@ inline std::vector<LocalEvent> collect_local(const Registry& reg) {
             stack.pop_back();
             path.push_back(node->name);
             merge_loop(loops, order, path, node->loop);
-            Merged& m = merged.try_emplace(path, Merged{node->loop, node->common, {}, {}}).first->second;
+            Merged& m = merged.try_emplace(path, Merged{node->common, {}, {}}).first->second;
             m.consistent.resize(ncons);
             for (std::size_t k = 0; k < node->consistent.size(); ++k)
                 if (!m.consistent[k]) m.consistent[k] = node->consistent[k];
