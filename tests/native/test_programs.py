@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 import tinyprof
 
 from conftest import BIN, MPICXX, ROOT, run
-from test_vectors import SCENARIO_CPP, RankScript, write_scripts
+from test_vectors import RankScript, run_cxx
 
 
 @pytest.mark.parametrize("nranks", [1, 3, 4])
@@ -90,10 +89,7 @@ def test_serial_program_flushes_when_the_profiler_goes(build, tmp_path):
         s.event("x", 5, values="mem:3")
         s.tick(1)
         s.exit()
-    prefix = tmp_path / "script"
-    write_scripts(prefix, 1, body)
-    run([build(SCENARIO_CPP), prefix, tmp_path / "out", "--no-mpi"])
-    prof = tinyprof.read(str(tmp_path / "out"))
+    prof = tinyprof.read(str(run_cxx(build, tmp_path, body)))
     assert prof.series(("main",), 0) == [[6e-9]]
     assert prof.series(("main", "x"), 0, "mem") == [[3.0]]
 
@@ -103,11 +99,9 @@ def test_unicode_profile_name_gives_a_readable_set(build, tmp_path):
         s.profiler("h€at é", 0, "")
         s.event("main", 1)
         s.add("flush")
-    prefix = tmp_path / "script"
-    write_scripts(prefix, 2, body)
-    run([build(SCENARIO_CPP), prefix, tmp_path / "out"], 2)
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["h_at__.0-of-1.tp"]
-    assert tinyprof.read(str(tmp_path / "out")).name == "h€at é"
+    out = run_cxx(build, tmp_path, body, 2)
+    assert [p.name for p in out.iterdir()] == ["h_at__.0-of-1.tp"]
+    assert tinyprof.read(str(out)).name == "h€at é"
 
 
 # -- CMake ------------------------------------------------------------------------
@@ -159,13 +153,16 @@ def test_flush_at_mpi_finalize_with_an_open_event(build, tmp_path, nranks):
         s.enter("main")
         s.event("x", 5 + s.rank)
         s.event("x", 1)
-    prefix = tmp_path / "script"
-    write_scripts(prefix, nranks, body)
-    run([build(SCENARIO_CPP), prefix, tmp_path / "out"], nranks)
-    prof = tinyprof.read(str(tmp_path / "out"))
+    prof = tinyprof.read(str(run_cxx(build, tmp_path, body, nranks)))
     for rank in range(nranks):
         assert prof.series(("main",), rank) == [[]]
         assert prof.series(("main", "x"), rank) == [[(5 + rank) / 1e9, 1e-9]]
+
+
+def syntax_check(source: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(MPICXX), "-std=c++17", "-fsyntax-only", *flags,
+                           "-I", str(ROOT / "native/include"), str(source)],
+                          capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("args,ok", [('"x", "tag:1"', False), ('"x", 0', True), ('"x", false', True),
@@ -174,18 +171,15 @@ def test_constructor_overloads(tmp_path, args, ok):
     src = tmp_path / "ctor.cpp"
     src.write_text('#include <tinyprof/tinyprof.hpp>\n'
                    f'int main() {{ TinyProf::Event e({args}); }}\n')
-    result = subprocess.run([str(MPICXX), "-std=c++17", "-fsyntax-only", "-I", str(ROOT / "native/include"),
-                             str(src)], capture_output=True, text=True)
+    result = syntax_check(src)
     assert (result.returncode == 0) == ok, result.stderr
     if not ok:
         assert "deleted" in result.stderr
 
 
 def test_header_is_clean_under_strict_warnings():
-    flags = ["-std=c++17", "-Wall", "-Wextra", "-Wpedantic", "-Wshadow", "-Wconversion",
-             "-Wsign-conversion", "-Werror", "-fsyntax-only"]
-    result = subprocess.run([str(MPICXX), *flags, "-I", str(ROOT / "native/include"),
-                             str(ROOT / "native/examples/heat.cpp")], capture_output=True, text=True)
+    result = syntax_check(ROOT / "native/examples/heat.cpp", "-Wall", "-Wextra", "-Wpedantic",
+                          "-Wshadow", "-Wconversion", "-Wsign-conversion", "-Werror")
     assert result.returncode == 0, result.stderr
 
 
@@ -196,8 +190,5 @@ def test_profiler_destructor_flushes_while_mpi_is_live(build, tmp_path):
         s.event("main", 4)
         s.add("drop")
         s.event("main", 8)                    # after the Profiler: not written at MPI_Finalize
-    prefix = tmp_path / "script"
-    write_scripts(prefix, nranks, body)
-    run([build(SCENARIO_CPP), prefix, tmp_path / "out"], nranks)
-    prof = tinyprof.read(str(tmp_path / "out"))
+    prof = tinyprof.read(str(run_cxx(build, tmp_path, body, nranks)))
     assert [prof.series(("main",), r) for r in range(nranks)] == [[[4e-9]]] * nranks

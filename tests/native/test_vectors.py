@@ -72,6 +72,14 @@ def both(build, tmp_path: Path, body: Body, nranks: int = 0):
     return cxx, py
 
 
+def run_cxx(build, tmp_path: Path, body: Body, nranks: int = 0) -> Path:
+    """Run ``body`` with the C++ driver alone; return its output directory."""
+    prefix, out = tmp_path / "script", tmp_path / "out"
+    write_scripts(prefix, max(nranks, 1), body)
+    run([build(SCENARIO_CPP), prefix, out, *([] if nranks else ["--no-mpi"])], nranks)
+    return out
+
+
 def assert_identical(cxx: Path, py: Path) -> None:
     names = sorted(p.name for p in py.iterdir())
     assert names and sorted(p.name for p in cxx.iterdir()) == names
@@ -228,18 +236,13 @@ def test_mpi_vectors_split_over_aggregators(build, tmp_path, aggregators):
 
 
 def test_cxx_writes_the_golden_file(build, tmp_path):
-    prefix = tmp_path / "script"
-    write_scripts(prefix, 2, fig2)
-    run([build(SCENARIO_CPP), prefix, tmp_path / "out"], 2)
+    out = run_cxx(build, tmp_path, fig2, 2)
     golden = (ROOT / "tests/golden/fig3.tp").read_bytes()
-    assert (tmp_path / "out" / "fig2.0-of-1.tp").read_bytes() == golden
+    assert (out / "fig2.0-of-1.tp").read_bytes() == golden
 
 
 def test_cxx_profile_reads_back_exactly(build, tmp_path):
-    prefix = tmp_path / "script"
-    write_scripts(prefix, 3, uneven)
-    run([build(SCENARIO_CPP), prefix, tmp_path / "out"], 3)
-    prof = tinyprof.read(str(tmp_path / "out"))
+    prof = tinyprof.read(str(run_cxx(build, tmp_path, uneven, 3)))
     assert prof.nranks == 3 and prof.metrics == [("tag", True), ("mem", False)]
     assert [prof.executions(r) for r in range(3)] == [2, 3, 0]
     ns = lambda xs: [[t / 1e9 for t in ex] for ex in xs]   # noqa: E731
