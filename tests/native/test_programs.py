@@ -36,6 +36,14 @@ def test_example_application(build, tmp_path, nranks):
         assert all(m[0] > sum(c) + sum(e) for m, c, e in zip(main, compute, exchange))
 
 
+def test_aggregators_from_the_environment(build, tmp_path):
+    out = tmp_path / "out"
+    run([build("native/examples/heat.cpp"), 2, out], 3, TINYPROF_AGGREGATORS="2")
+    assert sorted(p.name for p in out.iterdir()) == ["heat.0-of-2.tp", "heat.1-of-2.tp"]
+    prof = tinyprof.read(str(out))
+    assert prof.nranks == 3 and [prof.executions(r) for r in range(3)] == [2, 2, 2]
+
+
 def test_convert_a_cxx_profile_to_csv(build, tmp_path):
     out = tmp_path / "out"
     run([build("native/examples/heat.cpp"), 3, out], 2)
