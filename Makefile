@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # Rank counts for the MPI test suite (odd ones on purpose).
 MPI_SIZES ?= 1 2 3 5 7 8
 
-.PHONY: install demo test test-serial test-mpi test-native bench clean
+.PHONY: install demo test test-serial test-mpi test-native bench bench-native clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,11 +41,18 @@ test-native: install
 	@if [ -d tests/native ]; then $(PY) -m pytest -q tests/native; \
 	else echo "== no native tests yet"; fi
 
-bench: install
+bench: install bench-native
 	$(PY) benchmarks/annotation.py
 	$(PY) benchmarks/formats.py
 	$(PY) benchmarks/flush.py
 	$(PY) benchmarks/continuous.py
 
+# The C++ annotation cost, built with the mpicxx of the mpich wheel.
+bench-native: install
+	mkdir -p native/build
+	$(BIN)/mpicxx -std=c++17 -O2 -Wall -Wextra -Werror -Inative/include \
+		benchmarks/native_event.cpp -o native/build/native_event
+	native/build/native_event
+
 clean:
-	rm -rf $(VENV) build *.egg-info tinyprof/*.so
+	rm -rf $(VENV) build *.egg-info tinyprof/*.so native/build

@@ -1,0 +1,1207 @@
+// tinyprof: always-on, annotation-based profiling for MPI applications (C++17).
+//
+// Header-only; depends only on MPI. The API is the paper's Listing 1:
+//
+//     TinyProf::Profiler prof("heat", 5, "tag:0,mem:1");   // once, after MPI_Init
+//     { TinyProf::Event e("main");                          // RAII region
+//       { TinyProf::Event c("compute", 1, ""); ... }        // loop mode 1
+//       { TinyProf::Event x("comm", 2, "tag:2,mem:4096"); } // loop mode 2, metrics
+//     }
+//     TinyProf::flush();                                     // collective under MPI
+//
+// Files are the Python side's, byte for byte (docs/format.md); the flush is its
+// three-phase flush (docs/flush.md). Usage, semantics and limits: docs/native.md.
+#pragma once
+
+#include <mpi.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+// The tinyprof release this header belongs to: written on each file's
+// `version` line, and equal to tinyprof/_version.py (the tests check it).
+#define TINYPROF_VERSION "0.1.0"
+
+#define TINYPROF_CONCAT_(a, b) a##b
+#define TINYPROF_CONCAT(a, b) TINYPROF_CONCAT_(a, b)
+// A region lasting to the end of the enclosing scope, with the arguments of
+// any Event constructor: TINYPROF_REGION("solve"); TINYPROF_REGION("it", 1, "");
+#define TINYPROF_REGION(...) \
+    ::TinyProf::Event TINYPROF_CONCAT(tinyprof_region_, __LINE__)(__VA_ARGS__)
+
+namespace TinyProf {
+
+using ClockFn = std::int64_t (*)();
+
+namespace detail {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+inline std::int64_t steady_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Tests inject deterministic timings here (set_clock); nullptr is the real clock.
+inline ClockFn clock_override = nullptr;
+
+inline std::int64_t now() noexcept { return clock_override ? clock_override() : steady_ns(); }
+
+// ---------------------------------------------------------------------------
+// The event map: one Node per callpath, per thread.
+
+struct Node {
+    std::string name;
+    Node* parent;
+    int loop;
+    bool common;
+    std::vector<std::unique_ptr<Node>> children;          // in order of first entry
+    std::unique_ptr<std::unordered_map<std::string_view, Node*>> index;  // many children
+    Node* last = nullptr;                                  // the child found last time
+    std::vector<std::int64_t> times;  // one per occurrence (loop 2: one per execution)
+    std::vector<std::int64_t> execs;  // (execution, first index) pairs, on change only
+    std::int64_t last_exec = -1;
+    std::vector<std::optional<double>> consistent;  // per consistent key, first given
+    std::vector<std::vector<double>> metrics;       // per inconsistent key, NaN = not given
+
+    Node(std::string_view n, Node* p, int l, bool c) : name(n), parent(p), loop(l), common(c) {}
+
+    // Loops enter the same child again and again: check the last one first,
+    // then a short linear search, and a hash map only for wide nodes.
+    Node* child(std::string_view key, int new_loop, bool new_common) {
+        if (last != nullptr && last->name == key) return last;
+        Node* found = nullptr;
+        if (index) {
+            auto it = index->find(key);
+            if (it != index->end()) found = it->second;
+        } else {
+            for (auto& c : children)
+                if (c->name == key) { found = c.get(); break; }
+        }
+        if (found == nullptr) found = add(key, new_loop, new_common);
+        last = found;
+        return found;
+    }
+
+  private:
+    static constexpr std::size_t kIndexFrom = 8;
+
+    Node* add(std::string_view key, int new_loop, bool new_common) {
+        children.push_back(std::make_unique<Node>(key, this, new_loop, new_common));
+        Node* node = children.back().get();
+        if (index) {
+            index->emplace(node->name, node);
+        } else if (children.size() > kIndexFrom) {
+            index = std::make_unique<std::unordered_map<std::string_view, Node*>>();
+            for (auto& c : children) index->emplace(c->name, c.get());
+        }
+        return node;
+    }
+};
+
+// One thread's call tree and open-event stack. The registry owns it, so its
+// values outlive the thread and the flush can merge every thread's tree.
+struct Tree {
+    Node root{"", nullptr, 0, true};
+    Node* current = &root;
+    std::uint64_t records = 0;        // events recorded, to skip a redundant flush
+};
+
+struct Metric {
+    bool consistent;
+    std::size_t slot;                 // index among the keys of its kind
+    double value;
+};
+
+struct Settings {
+    std::string name = "profile";
+    double frequency = 0;
+    std::vector<std::pair<std::string, bool>> metrics;    // (key, consistent), in order
+    std::string outdir = "profile.tinyprof";
+    int aggregators = 0;              // 0: the default, max(1, P / 16)
+    MPI_Comm comm = MPI_COMM_WORLD;
+};
+
+struct Registry {
+    std::mutex mutex;
+    std::vector<std::unique_ptr<Tree>> trees;   // in order of each thread's first event
+    std::string first_root;                     // name of the first root event
+    Settings settings;
+    const void* profiler = nullptr;             // the active Profiler, if any
+    Tree* profiler_tree = nullptr;              // its thread: auto snapshots happen there
+    std::int64_t last_flush_ns = 0;
+    std::uint64_t flushed_records = ~std::uint64_t{0};
+    int finalize_keyval = MPI_KEYVAL_INVALID;
+    std::vector<std::string> warned;            // undeclared metric keys already reported
+    std::map<std::pair<MPI_Comm, int>, MPI_Comm> groups;   // (comm, A) -> Split result
+};
+
+inline Registry& registry() {
+    static Registry* r = new Registry();        // never destroyed: Events may outlive main
+    return *r;
+}
+
+// The execution counter: -1 until the first root event, then bumped at each
+// entry of that same root event (in any thread).
+inline std::atomic<std::int64_t> execution{-1};
+inline std::atomic<bool> have_first_root{false};
+inline thread_local Tree* this_tree = nullptr;
+
+inline Tree* register_thread() {
+    Registry& reg = registry();
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    reg.trees.push_back(std::make_unique<Tree>());
+    this_tree = reg.trees.back().get();
+    return this_tree;
+}
+
+inline Tree& tree() {
+    Tree* t = this_tree;
+    return t != nullptr ? *t : *register_thread();
+}
+
+inline void enter_root(std::string_view name) {
+    if (!have_first_root.load(std::memory_order_acquire)) {
+        Registry& reg = registry();
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        if (!have_first_root.load(std::memory_order_relaxed)) {
+            reg.first_root = std::string(name);
+            execution.store(0, std::memory_order_relaxed);
+            have_first_root.store(true, std::memory_order_release);
+            return;
+        }
+    }
+    if (name == registry().first_root) execution.fetch_add(1, std::memory_order_relaxed);
+}
+
+inline void record(Node& node, std::int64_t elapsed) {
+    const std::int64_t e = execution.load(std::memory_order_relaxed);
+    auto& times = node.times;
+    if (node.last_exec != e) {
+        node.last_exec = e;
+        node.execs.push_back(e);
+        node.execs.push_back(static_cast<std::int64_t>(times.size()));
+        times.push_back(elapsed);
+    } else if (node.loop == 2) {
+        times.back() += elapsed;
+    } else {
+        times.push_back(elapsed);
+    }
+}
+
+// The metric values of the occurrence just recorded on `node`, as the Python
+// side's _eventmap.record_metrics: consistent keep the first value, loop-2
+// inconsistent values are summed per execution, NaN means "not given".
+inline void record_metrics(Node& node, const std::vector<Metric>& values) {
+    const std::size_t index = node.times.size() - 1;
+    for (const Metric& m : values) {
+        if (m.consistent) {
+            if (node.consistent.size() <= m.slot) node.consistent.resize(m.slot + 1);
+            if (!node.consistent[m.slot]) node.consistent[m.slot] = m.value;
+            continue;
+        }
+        if (m.value != m.value) continue;       // must not wipe a loop-2 sum
+        if (node.metrics.size() <= m.slot) node.metrics.resize(m.slot + 1);
+        auto& column = node.metrics[m.slot];
+        if (column.size() <= index) {
+            column.resize(index + 1, kNaN);
+            column[index] = m.value;
+        } else if (node.loop == 2 && column[index] == column[index]) {
+            column[index] += m.value;
+        } else {
+            column[index] = m.value;
+        }
+    }
+}
+
+inline std::string_view trim(std::string_view s) {
+    const char* ws = " \t\n\r\f\v";
+    const auto b = s.find_first_not_of(ws);
+    if (b == std::string_view::npos) return {};
+    return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+// Splits "a:0,b:1" style lists at commas, trimmed, empty items dropped.
+template <class F>
+inline void for_each_item(std::string_view list, F&& f) {
+    while (true) {
+        const auto comma = list.find(',');
+        const auto item = trim(list.substr(0, comma));
+        if (!item.empty()) f(item);
+        if (comma == std::string_view::npos) return;
+        list.remove_prefix(comma + 1);
+    }
+}
+
+inline std::vector<std::pair<std::string, bool>> parse_selfkeys(std::string_view selfkeys) {
+    std::vector<std::pair<std::string, bool>> keys;
+    for_each_item(selfkeys, [&](std::string_view item) {
+        const auto colon = item.rfind(':');
+        const auto flag = colon == std::string_view::npos ? std::string_view{} : item.substr(colon + 1);
+        if (colon == 0 || (flag != "0" && flag != "1"))
+            throw std::invalid_argument("tinyprof: bad selfkeys item '" + std::string(item) +
+                                        "': expected name:0 (consistent) or name:1 (inconsistent)");
+        std::string name(item.substr(0, colon));
+        bool taken = name == "time";
+        for (const auto& k : keys) taken = taken || k.first == name;
+        if (taken)
+            throw std::invalid_argument("tinyprof: metric '" + name + "' declared twice (or reserved)");
+        keys.emplace_back(std::move(name), flag == "0");
+    });
+    return keys;
+}
+
+inline double parse_double(std::string_view text, std::string_view event) {
+    double v = 0;
+    const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (r.ec != std::errc() || r.ptr != text.data() + text.size())
+        throw std::invalid_argument("tinyprof: Event '" + std::string(event) +
+                                    "': metric value '" + std::string(text) + "' is not a number");
+    return v;
+}
+
+// "tag:3,mem:4096" -> declared keys' slots and values, once per Event object.
+inline std::vector<Metric> parse_values(std::string_view event, std::string_view selfvalues) {
+    Registry& reg = registry();
+    std::vector<Metric> out;
+    for_each_item(selfvalues, [&](std::string_view item) {
+        const auto colon = item.rfind(':');
+        if (colon == std::string_view::npos || colon == 0)
+            throw std::invalid_argument("tinyprof: Event '" + std::string(event) +
+                                        "': bad selfvalues item '" + std::string(item) +
+                                        "': expected key:value");
+        const auto key = item.substr(0, colon);
+        const double value = parse_double(trim(item.substr(colon + 1)), event);
+        std::size_t slots[2] = {0, 0};                  // [inconsistent, consistent]
+        for (const auto& [k, consistent] : reg.settings.metrics) {
+            if (k == key) {
+                out.push_back({consistent, slots[consistent], value});
+                return;
+            }
+            ++slots[consistent];
+        }
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        for (const auto& w : reg.warned)
+            if (w == key) return;
+        reg.warned.emplace_back(key);
+        std::fprintf(stderr, "tinyprof: metric '%.*s' (event '%.*s') is not declared in "
+                     "Profiler(selfkeys); its values are not recorded\n",
+                     static_cast<int>(key.size()), key.data(),
+                     static_cast<int>(event.size()), event.data());
+    });
+    return out;
+}
+
+}  // namespace detail
+
+inline bool snapshot();
+
+// A profiled region, from construction to destruction (RAII). Not copyable
+// or movable: each Event is one frame of its thread's stack of open events.
+class Event {
+  public:
+    explicit Event(std::string_view name) : Event(name, true, 0, {}) {}
+    Event(std::string_view name, bool is_common) : Event(name, is_common, 0, {}) {}
+    Event(std::string_view name, int loop, std::string_view selfvalues)
+        : Event(name, true, loop, selfvalues) {}
+    // Event("x", "tag:1") would silently take the literal as is_common.
+    template <std::size_t N>
+    Event(std::string_view name, const char (&selfvalues)[N]) = delete;
+
+    Event(std::string_view name, bool is_common, int loop, std::string_view selfvalues) {
+        if (loop < 0 || loop > 2)
+            throw std::invalid_argument("tinyprof: Event '" + std::string(name) +
+                                        "': loop must be 0, 1 or 2");
+        if (!selfvalues.empty()) values_ = detail::parse_values(name, selfvalues);
+        detail::Tree& t = detail::tree();
+        detail::Node* parent = t.current;
+        node_ = parent->child(name, loop, is_common);
+        if (parent == &t.root) detail::enter_root(name);
+        t.current = node_;
+        tree_ = &t;
+        start_ = detail::now();
+    }
+
+    ~Event() {
+        const std::int64_t end = detail::now();
+        if (tree_->current != node_) {   // only a heap-allocated Event can get here
+            std::fprintf(stderr, "tinyprof: event '%s' exited out of order (innermost open "
+                         "event is '%s')\n", node_->name.c_str(), tree_->current->name.c_str());
+            std::abort();
+        }
+        tree_->current = node_->parent;
+        detail::record(*node_, end - start_);
+        ++tree_->records;
+        if (!values_.empty()) detail::record_metrics(*node_, values_);
+        if (node_->parent == &tree_->root) at_root_exit();
+    }
+
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+
+  private:
+    // The end of an execution on the profiler's thread is the safe point of
+    // periodic snapshots (docs/native.md, "Snapshots").
+    void at_root_exit() {
+        detail::Registry& reg = detail::registry();
+        if (reg.settings.frequency > 0 && tree_ == reg.profiler_tree &&
+            node_->name == reg.first_root)
+            snapshot();
+    }
+
+    detail::Tree* tree_;
+    detail::Node* node_;
+    std::int64_t start_;
+    std::vector<detail::Metric> values_;
+};
+
+// ---------------------------------------------------------------------------
+// The file format (docs/format.md): the same bytes as tinyprof/_format.py.
+
+namespace format {
+
+inline std::string escape(std::string_view text, bool key = false) {
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        switch (c) {
+            case '%': out += "%25"; break;
+            case '\n': out += "%0A"; break;
+            case '\r': out += "%0D"; break;
+            case ':': out += key ? "%3A" : ":"; break;
+            case ',': out += key ? "%2C" : ","; break;
+            case ' ': out += key ? "%20" : " "; break;
+            default: out += c;
+        }
+    }
+    return out;
+}
+
+// Canonical metric value text: Python's format_value, via the shortest
+// round-trip digits of std::to_chars, laid out by the format's own rule
+// (fixed for decimal exponents -4..15, else scientific without '+').
+inline std::string format_value(double v) {
+    if (v != v) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    if (v == std::trunc(v) && std::fabs(v) < 1e16) {
+        if (v == 0) return std::signbit(v) ? "-0" : "0";
+        return std::to_string(static_cast<long long>(v));
+    }
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    std::string_view s(buf, static_cast<std::size_t>(r.ptr - buf));  // [-]d[.ddd]e[+-]xx
+    std::string out;
+    if (s.front() == '-') {
+        out += '-';
+        s.remove_prefix(1);
+    }
+    const auto e = s.find('e');
+    std::string digits(1, s[0]);
+    if (e > 1) digits.append(s.substr(2, e - 2));
+    const int exp = std::atoi(std::string(s.substr(e + 1)).c_str());
+    const int n = static_cast<int>(digits.size());
+    if (exp >= -4 && exp < 16) {
+        if (exp < 0) out += "0." + std::string(static_cast<std::size_t>(-exp - 1), '0') + digits;
+        else if (exp + 1 < n) out += digits.insert(static_cast<std::size_t>(exp + 1), ".");
+        else out += digits + std::string(static_cast<std::size_t>(exp + 1 - n), '0');
+    } else {
+        out += digits[0];
+        if (n > 1) out += "." + digits.substr(1);
+        out += "e" + std::to_string(exp);
+    }
+    return out;
+}
+
+inline std::string created_now() {
+    const char* stamp = std::getenv("SOURCE_DATE_EPOCH");
+    bool digits = stamp != nullptr && *stamp != '\0';
+    for (const char* p = stamp; digits && *p; ++p) digits = *p >= '0' && *p <= '9';
+    const std::time_t secs = digits ? static_cast<std::time_t>(std::strtoll(stamp, nullptr, 10))
+                                    : std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+inline std::string rle(const std::vector<std::int64_t>& counts) {
+    std::string out;
+    for (std::size_t i = 0; i < counts.size();) {
+        std::size_t j = i;
+        while (j < counts.size() && counts[j] == counts[i]) ++j;
+        if (!out.empty()) out += ',';
+        out += std::to_string(counts[i]);
+        if (j - i > 1) out += "*" + std::to_string(j - i);
+        i = j;
+    }
+    return out;
+}
+
+// `<name>.<index>-of-<count>.tp`. Python keeps Unicode word characters too;
+// here every non-ASCII character becomes '_' (one per code point), a name
+// the Python reader and its file_name() agree with.
+inline std::string file_name(std::string_view name, int index, int count) {
+    std::string safe;
+    for (const char ch : name) {
+        const auto c = static_cast<unsigned char>(ch);
+        if ((c & 0xC0) == 0x80) continue;       // UTF-8 continuation byte
+        safe += (std::isalnum(c) && c < 0x80) || c == '_' || c == '.' || c == '+' || c == '-'
+                    ? static_cast<char>(c) : '_';
+    }
+    if (safe.empty()) safe = "profile";
+    std::string idx = std::to_string(index);
+    const std::string cnt = std::to_string(count);
+    if (idx.size() < cnt.size()) idx.insert(0, cnt.size() - idx.size(), '0');
+    return safe + "." + idx + "-of-" + cnt + ".tp";
+}
+
+// The file count of `entry` if it is a file of set `stem`, else -1 (the
+// Python reader's pattern `<name>.<index>-of-<count>.tp`).
+inline int set_count(std::string_view entry, std::string_view stem) {
+    auto all_digits = [](std::string_view s) {
+        return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    if (entry.size() < 3 || entry.substr(entry.size() - 3) != ".tp") return -1;
+    entry.remove_suffix(3);
+    const auto of = entry.rfind("-of-");
+    if (of == std::string_view::npos || !all_digits(entry.substr(of + 4))) return -1;
+    const auto dot = entry.rfind('.', of);
+    if (dot == std::string_view::npos || !all_digits(entry.substr(dot + 1, of - dot - 1)) ||
+        entry.substr(0, dot) != stem)
+        return -1;
+    return std::atoi(std::string(entry.substr(of + 4)).c_str());
+}
+
+// One write to a temporary name, fsync, rename: readers never see half a file.
+inline bool write_atomic(const std::string& path, const std::string& data) {
+    const std::string tmp = path + ".tmp" + std::to_string(getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return false;
+    std::size_t done = 0;
+    while (done < data.size()) {
+        const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+        if (n < 0) break;
+        done += static_cast<std::size_t>(n);
+    }
+    const bool ok = done == data.size() && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        ::unlink(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+}  // namespace format
+
+// ---------------------------------------------------------------------------
+// The flush (docs/flush.md): local encoding, then the paper's three phases.
+
+namespace detail {
+
+using Path = std::vector<std::string>;
+
+// One callpath of this process, all threads merged.
+struct LocalEvent {
+    Path path;
+    int loop;
+    bool common;
+    std::string field;        // this rank's values: exec;exec of occ+occ
+    std::string consistent;   // consistent metrics in header order
+};
+
+struct Occurrence {
+    std::int64_t exec;
+    std::int64_t time;
+    std::vector<double> metrics;   // per inconsistent key
+};
+
+// Python's merge_loop: the first mode wins, but mode 2 gives way to 0 or 1.
+inline void merge_loop(std::map<Path, int>& loops, std::vector<Path>& order, const Path& path,
+                       int loop) {
+    auto it = loops.find(path);
+    if (it == loops.end()) {
+        loops.emplace(path, loop);
+        order.push_back(path);
+    } else if (it->second == 2) {
+        it->second = loop;
+    }
+}
+
+inline double nan_sum(double a, double b) { return a != a ? b : b != b ? a : a + b; }
+
+// The rank field of one callpath (the Python side's encode_rank_field).
+inline std::string encode_field(const std::vector<Occurrence>& occ) {
+    std::string out;
+    std::int64_t groups = 0;
+    for (std::size_t i = 0; i < occ.size(); ++i) {
+        if (i > 0 && occ[i].exec == occ[i - 1].exec) {
+            out += '+';
+        } else {
+            for (; groups <= occ[i].exec; ++groups)
+                if (groups > 0) out += ';';
+        }
+        out += std::to_string(occ[i].time);
+        std::size_t used = occ[i].metrics.size();
+        while (used > 0 && occ[i].metrics[used - 1] != occ[i].metrics[used - 1]) --used;
+        for (std::size_t k = 0; k < used; ++k) {
+            out += ',';
+            if (occ[i].metrics[k] == occ[i].metrics[k]) out += format::format_value(occ[i].metrics[k]);
+        }
+    }
+    return out;
+}
+
+// Every thread's tree merged into one list of callpaths in pre-order (the
+// first thread first), each encoded at once. Occurrences of one execution
+// keep thread order; loop-2 callpaths sum them into one.
+inline std::vector<LocalEvent> collect_local(const Registry& reg) {
+    std::size_t ninc = 0, ncons = 0;
+    for (const auto& m : reg.settings.metrics) ++(m.second ? ncons : ninc);
+    struct Merged {
+        bool common;                                     // the first tree's hint
+        std::vector<Occurrence> occ;
+        std::vector<std::optional<double>> consistent;
+    };
+    std::vector<Path> order;
+    std::map<Path, int> loops;
+    std::map<Path, Merged> merged;
+    for (const auto& t : reg.trees) {
+        std::vector<std::pair<const Node*, Path>> stack;
+        for (auto it = t->root.children.rbegin(); it != t->root.children.rend(); ++it)
+            stack.emplace_back(it->get(), Path{});
+        while (!stack.empty()) {
+            auto [node, path] = std::move(stack.back());
+            stack.pop_back();
+            path.push_back(node->name);
+            merge_loop(loops, order, path, node->loop);
+            Merged& m = merged.try_emplace(path, Merged{node->common, {}, {}}).first->second;
+            m.consistent.resize(ncons);
+            for (std::size_t k = 0; k < node->consistent.size(); ++k)
+                if (!m.consistent[k]) m.consistent[k] = node->consistent[k];
+            for (std::size_t p = 0; p < node->execs.size(); p += 2) {
+                const auto first = static_cast<std::size_t>(node->execs[p + 1]);
+                const auto end = p + 2 < node->execs.size()
+                                     ? static_cast<std::size_t>(node->execs[p + 3])
+                                     : node->times.size();
+                for (std::size_t i = first; i < end; ++i) {
+                    Occurrence o{node->execs[p], node->times[i], std::vector<double>(ninc, kNaN)};
+                    for (std::size_t k = 0; k < node->metrics.size(); ++k)
+                        if (i < node->metrics[k].size()) o.metrics[k] = node->metrics[k][i];
+                    m.occ.push_back(std::move(o));
+                }
+            }
+            for (auto it = node->children.rbegin(); it != node->children.rend(); ++it)
+                stack.emplace_back(it->get(), path);
+        }
+    }
+    std::vector<LocalEvent> out;
+    out.reserve(order.size());
+    for (const Path& path : order) {
+        Merged& m = merged[path];
+        const int loop = loops[path];
+        if (reg.trees.size() > 1) {
+            std::stable_sort(m.occ.begin(), m.occ.end(),
+                             [](const Occurrence& a, const Occurrence& b) { return a.exec < b.exec; });
+            if (loop == 2) {
+                std::vector<Occurrence> sums;
+                for (auto& o : m.occ) {
+                    if (!sums.empty() && sums.back().exec == o.exec) {
+                        sums.back().time += o.time;
+                        for (std::size_t k = 0; k < ninc; ++k)
+                            sums.back().metrics[k] = nan_sum(sums.back().metrics[k], o.metrics[k]);
+                    } else {
+                        sums.push_back(std::move(o));
+                    }
+                }
+                m.occ = std::move(sums);
+            }
+        }
+        std::string cons;
+        for (std::size_t k = 0; k < ncons; ++k) {
+            if (k > 0) cons += ',';
+            if (m.consistent[k]) cons += format::format_value(*m.consistent[k]);
+        }
+        while (!cons.empty() && cons.back() == ',') cons.pop_back();
+        out.push_back({path, loop, m.common, encode_field(m.occ), std::move(cons)});
+        merged.erase(path);
+    }
+    return out;
+}
+
+// Names in order of first use, and each callpath as name ids.
+inline std::vector<std::string> name_table(const std::vector<Path>& order,
+                                           std::vector<std::vector<std::size_t>>* ids_out) {
+    std::vector<std::string> names;
+    std::unordered_map<std::string, std::size_t> ids;
+    for (const Path& path : order) {
+        std::vector<std::size_t> ids_of_path;
+        for (const auto& n : path) {
+            auto it = ids.try_emplace(n, names.size()).first;
+            if (it->second == names.size()) names.push_back(n);
+            ids_of_path.push_back(it->second);
+        }
+        if (ids_out) ids_out->push_back(std::move(ids_of_path));
+    }
+    return names;
+}
+
+struct FileHeader {
+    int nranks, first, count, index, nfiles;
+    std::vector<std::int64_t> executions;
+};
+
+// The whole file (the Python side's encode_file). fields(r, i) is rank
+// first+r's field of callpath i.
+template <class Fields>
+inline std::string encode_file(const Settings& s, const FileHeader& h, const std::vector<Path>& order,
+                               const std::map<Path, int>& loops,
+                               const std::vector<std::string>& consistent, Fields&& fields) {
+    std::vector<std::vector<std::size_t>> ids;
+    const auto names = name_table(order, &ids);
+    std::string out = "tinyprof 1\nname " + format::escape(s.name) + "\nnranks " +
+                      std::to_string(h.nranks) + "\nranks " + std::to_string(h.first) + " " +
+                      std::to_string(h.count) + "\nfile " + std::to_string(h.index) + " " +
+                      std::to_string(h.nfiles) + "\nunit ns\nmetrics ";
+    for (std::size_t k = 0; k < s.metrics.size(); ++k)
+        out += (k ? " " : "") + format::escape(s.metrics[k].first, true) +
+               (s.metrics[k].second ? ":0" : ":1");
+    out += "\ncreated " + format::created_now() + "\nversion " TINYPROF_VERSION "\nexecutions " +
+           format::rle(h.executions) + "\nnames " + std::to_string(names.size()) + "\n";
+    for (const auto& n : names) out += format::escape(n) + "\n";
+    out += "events " + std::to_string(order.size()) + "\n";
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        for (std::size_t d = 0; d < ids[i].size(); ++d) out += (d ? "<" : "") + std::to_string(ids[i][d]);
+        out += "|" + std::to_string(loops.at(order[i])) + "|";
+        out += consistent[i];
+        for (int r = 0; r < h.count; ++r) {
+            out += '|';
+            out += fields(r, i);
+        }
+        out += '\n';
+    }
+    out += "end\n";
+    return out;
+}
+
+inline void warn(const std::string& text) { std::fprintf(stderr, "tinyprof: %s\n", text.c_str()); }
+
+inline bool write_file(const Settings& s, const FileHeader& h, const std::string& data) {
+    const std::string path =
+        (std::filesystem::path(s.outdir) / format::file_name(s.name, h.index, h.nfiles)).string();
+    std::error_code ec;
+    std::filesystem::create_directories(s.outdir, ec);
+    if (!format::write_atomic(path, data)) {
+        warn("cannot write profile file " + path + ": " + std::strerror(errno) +
+             "; the profile is incomplete");
+        return false;
+    }
+    return true;
+}
+
+// Files of older sets of this profile whose file count is not `count`.
+inline std::vector<std::filesystem::path> stale_sets(const Settings& s, int count) {
+    std::vector<std::filesystem::path> out;
+    std::string stem = format::file_name(s.name, 0, 1);
+    stem.resize(stem.size() - std::string_view(".0-of-1.tp").size());
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(s.outdir, ec)) {
+        const int c = format::set_count(entry.path().filename().string(), stem);
+        if (c >= 0 && c != count) out.push_back(entry.path());
+    }
+    return out;
+}
+
+inline void remove_stale(const Settings& s, int count) {
+    for (const auto& p : stale_sets(s, count)) {
+        std::error_code ec;
+        std::filesystem::remove(p, ec);
+    }
+}
+
+// -- phase 1: event synchronisation ------------------------------------------
+
+// Callpaths and loop modes as int64 name ids; names not in `base` follow as
+// bytes. Layout: [new names, paths, ints, len of each new name..., (loop,
+// depth, ids...) per path...] then the new names' bytes.
+inline std::string encode_paths(const std::vector<std::pair<Path, int>>& paths,
+                                const std::vector<std::string>& base) {
+    std::unordered_map<std::string, std::int64_t> ids;
+    for (std::size_t i = 0; i < base.size(); ++i) ids.emplace(base[i], static_cast<std::int64_t>(i));
+    std::vector<std::string> fresh;
+    std::vector<std::int64_t> ints;
+    for (const auto& [path, loop] : paths) {
+        ints.push_back(loop);
+        ints.push_back(static_cast<std::int64_t>(path.size()));
+        for (const auto& name : path) {
+            auto [it, added] = ids.try_emplace(name, static_cast<std::int64_t>(ids.size()));
+            if (added) fresh.push_back(name);
+            ints.push_back(it->second);
+        }
+    }
+    std::vector<std::int64_t> head{static_cast<std::int64_t>(fresh.size()),
+                                   static_cast<std::int64_t>(paths.size()),
+                                   static_cast<std::int64_t>(ints.size())};
+    for (const auto& n : fresh) head.push_back(static_cast<std::int64_t>(n.size()));
+    head.insert(head.end(), ints.begin(), ints.end());
+    std::string out(reinterpret_cast<const char*>(head.data()), head.size() * sizeof(std::int64_t));
+    for (const auto& n : fresh) out += n;
+    return out;
+}
+
+inline std::vector<std::pair<Path, int>> decode_paths(const char* buf,
+                                                      const std::vector<std::string>& base) {
+    auto at = [buf](std::size_t i) {
+        std::int64_t v;
+        std::memcpy(&v, buf + 8 * i, 8);
+        return v;
+    };
+    const auto nnew = static_cast<std::size_t>(at(0)), npaths = static_cast<std::size_t>(at(1)),
+               nints = static_cast<std::size_t>(at(2));
+    std::vector<std::string> names = base;
+    std::size_t pos = 8 * (3 + nnew + nints);
+    for (std::size_t k = 0; k < nnew; ++k) {
+        const auto len = static_cast<std::size_t>(at(3 + k));
+        names.emplace_back(buf + pos, len);
+        pos += len;
+    }
+    std::vector<std::pair<Path, int>> out;
+    for (std::size_t p = 0, k = 3 + nnew; p < npaths; ++p) {
+        const int loop = static_cast<int>(at(k));
+        const auto depth = static_cast<std::size_t>(at(k + 1));
+        Path path;
+        for (std::size_t d = 0; d < depth; ++d) path.push_back(names[static_cast<std::size_t>(at(k + 2 + d))]);
+        out.emplace_back(std::move(path), loop);
+        k += 2 + depth;
+    }
+    return out;
+}
+
+// 63-bit FNV-1a of the ordered (callpath, loop) list: ranks compare lists cheaply.
+inline std::int64_t digest(const std::vector<std::pair<Path, int>>& paths) {
+    std::uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](std::string_view bytes) {
+        for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    };
+    for (const auto& [path, loop] : paths) {
+        mix(std::to_string(loop) + " " + std::to_string(path.size()));
+        for (const auto& name : path) {
+            mix(" " + std::to_string(name.size()) + ":");
+            mix(name);
+        }
+    }
+    return static_cast<std::int64_t>(h >> 1);
+}
+
+// The ordered callpath list of all ranks and each callpath's loop mode.
+// Ranks that agree on the ordered common list exchange only their
+// non-common callpaths; any disagreement exchanges every callpath.
+inline void synchronise(MPI_Comm comm, const std::vector<LocalEvent>& events,
+                        std::vector<Path>& order, std::map<Path, int>& loops) {
+    std::map<Path, bool> is_common{{Path{}, true}};
+    std::vector<std::pair<Path, int>> common, others, all;
+    for (const auto& e : events) {
+        const Path parent(e.path.begin(), e.path.end() - 1);
+        const bool c = e.common && is_common.count(parent) > 0;
+        if (c) is_common.emplace(e.path, true);
+        (c ? common : others).emplace_back(e.path, e.loop);
+        all.emplace_back(e.path, e.loop);
+    }
+    std::vector<Path> common_paths;
+    for (const auto& p : common) common_paths.push_back(p.first);
+    std::vector<std::string> base = name_table(common_paths, nullptr);
+    const std::string partial = encode_paths(others, base), full = encode_paths(all, {});
+    const std::int64_t n = static_cast<std::int64_t>(common.size()), d = digest(common);
+    std::int64_t stats[6] = {n, -n, d, -d, -static_cast<std::int64_t>(partial.size()),
+                             -static_cast<std::int64_t>(full.size())};
+    MPI_Allreduce(MPI_IN_PLACE, stats, 6, MPI_INT64_T, MPI_MIN, comm);
+    const bool hints_hold = stats[0] == -stats[1] && stats[2] == -stats[3];
+    const std::string& payload = hints_hold ? partial : full;
+    const auto size = static_cast<std::size_t>(-(hints_hold ? stats[4] : stats[5]));
+    if (hints_hold) {
+        for (const auto& [path, loop] : common) merge_loop(loops, order, path, loop);
+    } else {
+        base.clear();
+    }
+    int nranks = 0;
+    MPI_Comm_size(comm, &nranks);
+    std::string send(size, '\0');
+    std::memcpy(send.data(), payload.data(), payload.size());
+    std::vector<char> recv(size * static_cast<std::size_t>(nranks));
+    MPI_Allgather(send.data(), static_cast<int>(size), MPI_BYTE, recv.data(), static_cast<int>(size),
+                  MPI_BYTE, comm);
+    std::vector<std::string_view> seen;        // ranks alike send alike: decode each once
+    for (int r = 0; r < nranks; ++r) {
+        const std::string_view mine(recv.data() + size * static_cast<std::size_t>(r), size);
+        bool again = false;
+        for (const auto& s : seen) again = again || s == mine;
+        if (again) continue;
+        seen.push_back(mine);
+        for (const auto& [path, loop] : decode_paths(mine.data(), base))
+            merge_loop(loops, order, path, loop);
+    }
+}
+
+// -- phase 2: aggregation -------------------------------------------------------
+
+struct Group { int index, first, size; };
+
+// Ranks form `naggs` contiguous groups whose sizes differ by at most one;
+// the first rank of each is its aggregator (Python: _mpi.group_of).
+inline Group group_of(int rank, int nranks, int naggs) {
+    const int small = nranks / naggs, extra = nranks % naggs;
+    const int edge = extra * (small + 1);
+    const int index = rank < edge ? rank / (small + 1) : extra + (rank - edge) / small;
+    return {index, index * small + std::min(index, extra), small + (index < extra ? 1 : 0)};
+}
+
+inline int aggregator_count(const Settings& s, int nranks) {
+    int wanted = s.aggregators > 0 ? s.aggregators : nranks / 16;
+    return std::min(std::max(1, wanted), nranks);
+}
+
+constexpr std::size_t kRowHead = 16;   // int64 (used length, executions)
+
+// This rank's row: the head, then with consistent metrics one consistent
+// field per callpath each followed by '|', then one rank field per callpath
+// joined by '|'; empty where this rank lacks the callpath.
+inline std::string encode_row(const std::vector<Path>& order, const std::vector<LocalEvent>& events,
+                              bool with_consistent, std::int64_t executions) {
+    std::map<Path, const LocalEvent*> by_path;
+    for (const auto& e : events) by_path.emplace(e.path, &e);
+    std::string row(kRowHead, '\0');
+    if (with_consistent) {
+        for (const Path& p : order) {
+            auto it = by_path.find(p);
+            if (it != by_path.end()) row += it->second->consistent;
+            row += '|';
+        }
+    }
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        if (i) row += '|';
+        auto it = by_path.find(order[i]);
+        if (it != by_path.end()) row += it->second->field;
+    }
+    const std::int64_t head[2] = {static_cast<std::int64_t>(row.size()), executions};
+    std::memcpy(row.data(), head, kRowHead);
+    return row;
+}
+
+// One gathered row split at its '|' bytes.
+struct Row {
+    std::int64_t executions = 0;
+    std::vector<std::string_view> fields;   // consistent fields first, if any
+};
+
+inline Row split_row(const char* data) {
+    std::int64_t head[2];
+    std::memcpy(head, data, kRowHead);
+    Row row;
+    row.executions = head[1];
+    std::string_view rest(data + kRowHead, static_cast<std::size_t>(head[0]) - kRowHead);
+    while (true) {
+        const auto bar = rest.find('|');
+        row.fields.push_back(rest.substr(0, bar));
+        if (bar == std::string_view::npos) break;
+        rest.remove_prefix(bar + 1);
+    }
+    return row;
+}
+
+// Callpath i's consistent field: per metric, the lowest rank's value.
+inline std::string merge_consistent(const std::vector<Row>& rows, std::size_t i) {
+    std::vector<std::string_view> merged;
+    for (const auto& row : rows) {
+        std::string_view given = row.fields[i];
+        for (std::size_t k = 0; !given.empty(); ++k) {
+            const auto comma = given.find(',');
+            const auto token = given.substr(0, comma);
+            if (k == merged.size()) merged.push_back(token);
+            else if (merged[k].empty()) merged[k] = token;
+            given = comma == std::string_view::npos ? std::string_view{} : given.substr(comma + 1);
+        }
+    }
+    std::string out;
+    for (std::size_t k = 0; k < merged.size(); ++k) {
+        if (k) out += ',';
+        out += merged[k];
+    }
+    return out;
+}
+
+inline MPI_Comm group_comm(Registry& reg, MPI_Comm comm, int naggs, int index) {
+    auto key = std::make_pair(comm, naggs);
+    auto it = reg.groups.find(key);
+    if (it == reg.groups.end()) {
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        MPI_Comm group;
+        MPI_Comm_split(comm, index, rank, &group);
+        it = reg.groups.emplace(key, group).first;
+    }
+    return it->second;
+}
+
+// -- the flush -------------------------------------------------------------------
+
+inline bool mpi_live() {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    return initialized && !finalized;
+}
+
+inline std::int64_t executions_now() { return execution.load(std::memory_order_relaxed) + 1; }
+
+// One process, no MPI: one file of one rank, callpaths in pre-order.
+inline void flush_single(const Settings& s, const std::vector<LocalEvent>& events) {
+    std::vector<Path> order;
+    std::map<Path, int> loops;
+    std::vector<std::string> consistent;
+    for (const auto& e : events) {
+        merge_loop(loops, order, e.path, e.loop);
+        consistent.push_back(e.consistent);
+    }
+    const FileHeader h{1, 0, 1, 0, 1, {executions_now()}};
+    const std::string data = encode_file(s, h, order, loops, consistent,
+                                         [&](int, std::size_t i) -> const std::string& { return events[i].field; });
+    if (write_file(s, h, data)) remove_stale(s, 1);
+}
+
+inline void flush_mpi(Registry& reg, const std::vector<LocalEvent>& events) {
+    const Settings& s = reg.settings;
+    MPI_Comm comm = s.comm;
+    std::vector<Path> order;
+    std::map<Path, int> loops;
+    synchronise(comm, events, order, loops);
+
+    int nranks = 0, rank = 0;
+    MPI_Comm_size(comm, &nranks);
+    MPI_Comm_rank(comm, &rank);
+    const int naggs = aggregator_count(s, nranks);
+    const Group g = group_of(rank, nranks, naggs);
+    MPI_Comm group = group_comm(reg, comm, naggs, g.index);
+    bool with_consistent = false;
+    for (const auto& m : s.metrics) with_consistent = with_consistent || m.second;
+    std::string row = encode_row(order, events, with_consistent, executions_now());
+    std::int64_t width = static_cast<std::int64_t>(row.size());
+    MPI_Allreduce(MPI_IN_PLACE, &width, 1, MPI_INT64_T, MPI_MAX, group);
+    row.resize(static_cast<std::size_t>(width), '\0');
+    int group_rank = 0;
+    MPI_Comm_rank(group, &group_rank);
+    std::vector<char> rows(group_rank == 0 ? static_cast<std::size_t>(width * g.size) : 0);
+    MPI_Gather(row.data(), static_cast<int>(width), MPI_BYTE, rows.data(), static_cast<int>(width),
+               MPI_BYTE, 0, group);
+    row = std::string();
+
+    std::int64_t state[2] = {1, 1};    // [file written, no older set to remove]
+    if (group_rank == 0) {
+        std::vector<Row> split;
+        for (int r = 0; r < g.size; ++r) split.push_back(split_row(rows.data() + width * r));
+        const std::size_t offset = with_consistent ? order.size() : 0;
+        std::vector<std::string> consistent;
+        for (std::size_t i = 0; i < order.size(); ++i)
+            consistent.push_back(with_consistent ? merge_consistent(split, i) : std::string());
+        FileHeader h{nranks, g.first, g.size, g.index, naggs, {}};
+        for (const auto& r : split) h.executions.push_back(r.executions);
+        const std::string data = encode_file(s, h, order, loops, consistent,
+                                             [&](int r, std::size_t i) { return split[static_cast<std::size_t>(r)].fields[offset + i]; });
+        state[0] = write_file(s, h, data);
+        if (rank == 0 && state[0]) state[1] = stale_sets(s, naggs).empty();
+    }
+    MPI_Allreduce(MPI_IN_PLACE, state, 2, MPI_INT64_T, MPI_MIN, comm);
+    if (state[0] && !state[1]) {
+        if (rank == 0) remove_stale(s, naggs);
+        MPI_Barrier(comm);     // no rank returns, and reads, before the old set is gone
+    }
+}
+
+inline std::uint64_t total_records(const Registry& reg) {
+    std::uint64_t n = 0;
+    for (const auto& t : reg.trees) n += t->records;
+    return n;
+}
+
+inline int on_finalize(MPI_Comm, int, void*, void*);
+
+// The work of flush(). Events still open (at MPI_Finalize) appear with the
+// values they had so far.
+inline std::string write_profile() {
+    Registry& reg = registry();
+    const std::vector<LocalEvent> events = collect_local(reg);
+    if (mpi_live()) flush_mpi(reg, events);
+    else flush_single(reg.settings, events);
+    reg.last_flush_ns = steady_ns();
+    reg.flushed_records = total_records(reg);
+    return reg.settings.outdir;
+}
+
+// Flush at MPI_Finalize: MPI deletes MPI_COMM_SELF's attributes first thing in
+// MPI_Finalize, while MPI still works, on every rank: a safe collective point.
+inline void hook_finalize(Registry& reg) {
+    if (reg.finalize_keyval != MPI_KEYVAL_INVALID || !mpi_live()) return;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &reg.finalize_keyval, nullptr);
+    MPI_Comm_set_attr(MPI_COMM_SELF, reg.finalize_keyval, nullptr);
+}
+
+}  // namespace detail
+
+// Writes everything recorded so far as one profile and returns the output
+// directory. Collective over the profiler's communicator while MPI is
+// initialised and not finalised (every rank must call it); otherwise one
+// single-rank file. Call it outside every event, while no other thread
+// records. Recording goes on afterwards; a later flush rewrites the profile.
+inline std::string flush() {
+    detail::Tree& t = detail::tree();
+    if (t.current != &t.root)
+        throw std::logic_error("tinyprof: flush() called inside the open event '" +
+                               t.current->name + "': flush outside every event");
+    return detail::write_profile();
+}
+
+namespace detail {
+
+// flush() unless no rank recorded anything since the last flush. Collective.
+inline void flush_if_new() {
+    Registry& reg = registry();
+    std::int64_t fresh = total_records(reg) != reg.flushed_records;
+    if (mpi_live()) MPI_Allreduce(MPI_IN_PLACE, &fresh, 1, MPI_INT64_T, MPI_MAX, reg.settings.comm);
+    if (fresh) write_profile();
+}
+
+}  // namespace detail
+
+// A periodic snapshot: flushes if `frequency` seconds passed since the last
+// flush, as rank 0's clock says (one broadcast agrees). Collective like
+// flush(); called by itself at the end of every execution on the profiler's
+// thread when frequency > 0. Returns whether it flushed.
+inline bool snapshot() {
+    detail::Registry& reg = detail::registry();
+    int due = reg.settings.frequency > 0 &&
+              static_cast<double>(detail::steady_ns() - reg.last_flush_ns) >= reg.settings.frequency * 1e9;
+    if (detail::mpi_live()) MPI_Bcast(&due, 1, MPI_INT, 0, reg.settings.comm);
+    if (due) flush();
+    return due != 0;
+}
+
+// Replaces the nanosecond clock of the hot path (tests inject exact timings);
+// nullptr restores std::chrono::steady_clock.
+inline void set_clock(ClockFn clock) { detail::clock_override = clock; }
+
+// The one-time, global settings of a run (paper Fig. 1 (3)): create it once,
+// after MPI_Init, on every rank. It arranges a flush at MPI_Finalize; its
+// destructor flushes if MPI is still live or was never used.
+class Profiler {
+  public:
+    explicit Profiler(std::string name = "profile", double frequency = 0,
+                      std::string_view selfkeys = "") {
+        if (!(frequency >= 0))
+            throw std::invalid_argument("tinyprof: Profiler frequency must be >= 0 seconds");
+        detail::Settings s;
+        s.metrics = detail::parse_selfkeys(selfkeys);
+        s.outdir = name + ".tinyprof";
+        s.name = std::move(name);
+        s.frequency = frequency;
+        s.aggregators = env_aggregators();
+        detail::Tree* mine = &detail::tree();
+        detail::Registry& reg = detail::registry();
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        reg.settings = std::move(s);
+        reg.warned.clear();
+        reg.profiler = this;
+        reg.profiler_tree = mine;
+        reg.last_flush_ns = detail::steady_ns();
+        detail::hook_finalize(reg);
+    }
+
+    // Output directory, default `<name>.tinyprof`.
+    Profiler& set_outdir(std::string outdir) {
+        detail::registry().settings.outdir = std::move(outdir);
+        return *this;
+    }
+    // Number of files (aggregators) of an MPI flush, clamped to [1, P].
+    Profiler& set_aggregators(int aggregators) {
+        if (aggregators < 1) throw std::invalid_argument("tinyprof: aggregators must be >= 1");
+        detail::registry().settings.aggregators = aggregators;
+        return *this;
+    }
+    // The communicator to flush over (default MPI_COMM_WORLD).
+    Profiler& set_comm(MPI_Comm comm) {
+        detail::registry().settings.comm = comm;
+        return *this;
+    }
+
+    ~Profiler() {
+        detail::Registry& reg = detail::registry();
+        if (reg.profiler != this) return;
+        int initialized = 0;
+        MPI_Initialized(&initialized);
+        if (detail::mpi_live() || !initialized) {
+            try {
+                detail::flush_if_new();
+            } catch (const std::exception& e) {
+                detail::warn(std::string("profile not written: ") + e.what());
+            }
+        }
+        reg.profiler = nullptr;
+    }
+
+    Profiler(const Profiler&) = delete;
+    Profiler& operator=(const Profiler&) = delete;
+
+  private:
+    static int env_aggregators() {
+        const char* text = std::getenv("TINYPROF_AGGREGATORS");
+        if (text == nullptr || detail::trim(text).empty()) return 0;
+        const std::string_view v = detail::trim(text);
+        int n = 0;
+        const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (r.ec != std::errc() || r.ptr != v.data() + v.size() || n < 1)
+            throw std::invalid_argument("tinyprof: TINYPROF_AGGREGATORS must be an integer >= 1, not '" +
+                                        std::string(v) + "'");
+        return n;
+    }
+};
+
+namespace detail {
+
+inline int on_finalize(MPI_Comm, int, void*, void*) {
+    Registry& reg = registry();
+    reg.finalize_keyval = MPI_KEYVAL_INVALID;
+    if (reg.profiler == nullptr) return MPI_SUCCESS;
+    try {
+        flush_if_new();
+    } catch (const std::exception& e) {
+        warn(std::string("profile not written at MPI_Finalize: ") + e.what());
+    }
+    return MPI_SUCCESS;
+}
+
+}  // namespace detail
+
+}  // namespace TinyProf

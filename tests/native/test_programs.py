@@ -1,0 +1,202 @@
+"""C++ programs under mpiexec at several rank counts, their profiles read back
+with the Python reader: the example application, threads, snapshots, exit
+behaviour, tinyprof-convert, and the CMake routes."""
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tinyprof
+
+from conftest import BIN, MPICXX, ROOT, run
+from test_vectors import RankScript, run_cxx
+
+
+@pytest.mark.parametrize("nranks", [1, 3, 4])
+def test_example_application(build, tmp_path, nranks):
+    out = tmp_path / "out"
+    run([build("native/examples/heat.cpp"), 5, out], nranks)    # flushed at MPI_Finalize
+    prof = tinyprof.read(str(out))
+    assert prof.name == "heat" and prof.nranks == nranks
+    assert prof.callpaths == [("main",), ("main", "compute"), ("main", "exchange"),
+                              ("main", "exchange", "comm"), ("main", "report")]
+    assert prof.loop(("main", "compute")) == 1 and prof.loop(("main", "exchange", "comm")) == 2
+    assert prof.value(("main", "exchange", "comm"), "tag") == 2.0
+    for rank in range(nranks):
+        assert prof.executions(rank) == 2
+        compute = prof.series(("main", "compute"), rank)
+        assert [len(ex) for ex in compute] == [5, 5] and min(min(compute)) > 0
+        assert prof.series(("main", "exchange", "comm"), rank, "mem") == [[80.0], [80.0]]
+        assert [len(ex) for ex in prof.series(("main", "report"), rank)] == ([1, 1] if rank == 0 else [0, 0])
+        main, exchange = prof.series(("main",), rank), prof.series(("main", "exchange"), rank)
+        assert all(m[0] > sum(c) + sum(e) for m, c, e in zip(main, compute, exchange))
+
+
+def test_aggregators_from_the_environment(build, tmp_path):
+    out = tmp_path / "out"
+    run([build("native/examples/heat.cpp"), 2, out], 3, TINYPROF_AGGREGATORS="2")
+    assert sorted(p.name for p in out.iterdir()) == ["heat.0-of-2.tp", "heat.1-of-2.tp"]
+    prof = tinyprof.read(str(out))
+    assert prof.nranks == 3 and [prof.executions(r) for r in range(3)] == [2, 2, 2]
+
+
+def test_convert_a_cxx_profile_to_csv(build, tmp_path):
+    out = tmp_path / "out"
+    run([build("native/examples/heat.cpp"), 3, out], 2)
+    result = subprocess.run([str(BIN / "tinyprof-convert"), str(out), "--to", "csv",
+                             "-o", str(tmp_path / "heat.csv")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    with open(tmp_path / "heat.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    # per rank and execution: main, 3 compute, 3 exchange, 1 summed comm; rank 0 adds report
+    assert len(rows) == 2 * 2 * 8 + 2
+    assert {r["rank"] for r in rows} == {"0", "1"}
+
+
+@pytest.mark.parametrize("nranks", [1, 3])
+def test_threads_record_into_one_profile(build, tmp_path, nranks):
+    out = tmp_path / "out"
+    run([build("tests/native/threads.cpp"), out], nranks)
+    prof = tinyprof.read(str(out))
+    assert prof.callpaths == [("main",), ("main", "after"), ("task",), ("task", "step"),
+                              ("task", "sum")]
+    for rank in range(nranks):
+        assert prof.executions(rank) == 2
+        assert [len(ex) for ex in prof.series(("task",), rank)] == [4, 4]
+        assert [len(ex) for ex in prof.series(("task", "step"), rank)] == [406, 406]
+        assert [len(ex) for ex in prof.series(("task", "sum"), rank)] == [1, 1]
+        assert [len(ex) for ex in prof.series(("main", "after"), rank)] == [1, 1]
+
+
+@pytest.mark.parametrize("nranks", [1, 3])
+def test_snapshot_survives_a_killed_job(build, tmp_path, nranks):
+    out = tmp_path / "out"
+    result = run([build("tests/native/snapshot.cpp"), out, "1e-9"], nranks, check=False)
+    assert result.returncode != 0           # killed in the 4th execution
+    prof = tinyprof.read(str(out))
+    for rank in range(nranks):
+        assert prof.executions(rank) == 3
+        assert [len(ex) for ex in prof.series(("main", "work"), rank)] == [1, 1, 1]
+    assert not [p for p in out.iterdir() if ".tmp" in p.name]
+
+
+def test_no_snapshot_before_the_interval(build, tmp_path):
+    out = tmp_path / "out"
+    run([build("tests/native/snapshot.cpp"), out, "3600"], 2, check=False)
+    assert not out.exists()
+
+
+def test_serial_program_flushes_when_the_profiler_goes(build, tmp_path):
+    def body(s: RankScript) -> None:          # no MPI, no flush call
+        s.profiler("serial", 0, "mem:1")
+        s.enter("main")
+        s.event("x", 5, values="mem:3")
+        s.tick(1)
+        s.exit()
+    prof = tinyprof.read(str(run_cxx(build, tmp_path, body)))
+    assert prof.series(("main",), 0) == [[6e-9]]
+    assert prof.series(("main", "x"), 0, "mem") == [[3.0]]
+
+
+def test_unicode_profile_name_gives_a_readable_set(build, tmp_path):
+    def body(s: RankScript) -> None:
+        s.profiler("h€at é", 0, "")
+        s.event("main", 1)
+        s.add("flush")
+    out = run_cxx(build, tmp_path, body, 2)
+    assert [p.name for p in out.iterdir()] == ["h_at__.0-of-1.tp"]
+    assert tinyprof.read(str(out)).name == "h€at é"
+
+
+# -- CMake ------------------------------------------------------------------------
+
+CMAKE_APP = """\
+cmake_minimum_required(VERSION 3.16)
+project(heat_app CXX)
+{how}
+add_executable(heat {example})
+target_link_libraries(heat PRIVATE tinyprof::tinyprof)
+"""
+
+
+def cmake(*args: str, cwd: Path) -> None:
+    result = subprocess.run(["cmake", *args], cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, f"cmake {' '.join(args)}\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.mark.parametrize("route", ["add_subdirectory", "find_package"])
+def test_cmake_routes(tmp_path, route):
+    if shutil.which("cmake") is None:
+        pytest.skip("no cmake")
+    native = ROOT / "native"
+    mpi = [f"-DMPI_CXX_COMPILER={MPICXX}"]
+    if route == "add_subdirectory":
+        how = f'add_subdirectory("{native}" tinyprof)'
+        prefix_args = []
+    else:
+        build_lib, prefix = tmp_path / "lib-build", tmp_path / "prefix"
+        cmake("-S", str(native), "-B", str(build_lib), f"-DCMAKE_INSTALL_PREFIX={prefix}", *mpi,
+              cwd=tmp_path)
+        cmake("--install", str(build_lib), cwd=tmp_path)
+        how = "find_package(tinyprof REQUIRED)"
+        prefix_args = [f"-DCMAKE_PREFIX_PATH={prefix}"]
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "CMakeLists.txt").write_text(CMAKE_APP.format(how=how, example=native / "examples/heat.cpp"))
+    cmake("-S", str(app), "-B", str(app / "build"), *mpi, *prefix_args,
+          "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Werror", cwd=tmp_path)
+    cmake("--build", str(app / "build"), cwd=tmp_path)
+    run([app / "build" / "heat", 2, tmp_path / "out"], 2)
+    assert tinyprof.read(str(tmp_path / "out")).nranks == 2
+
+
+@pytest.mark.parametrize("nranks", [1, 3])
+def test_flush_at_mpi_finalize_with_an_open_event(build, tmp_path, nranks):
+    def body(s: RankScript) -> None:          # no flush call; "main" still open at MPI_Finalize
+        s.profiler("open", 0, "")
+        s.enter("main")
+        s.event("x", 5 + s.rank)
+        s.event("x", 1)
+    prof = tinyprof.read(str(run_cxx(build, tmp_path, body, nranks)))
+    for rank in range(nranks):
+        assert prof.series(("main",), rank) == [[]]
+        assert prof.series(("main", "x"), rank) == [[(5 + rank) / 1e9, 1e-9]]
+
+
+def syntax_check(source: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(MPICXX), "-std=c++17", "-fsyntax-only", *flags,
+                           "-I", str(ROOT / "native/include"), str(source)],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args,ok", [('"x", "tag:1"', False), ('"x", 0', True), ('"x", false', True),
+                                     ('"x", 2, "tag:1"', True), ('"x", 1, ""', True)])
+def test_constructor_overloads(tmp_path, args, ok):
+    src = tmp_path / "ctor.cpp"
+    src.write_text('#include <tinyprof/tinyprof.hpp>\n'
+                   f'int main() {{ TinyProf::Event e({args}); }}\n')
+    result = syntax_check(src)
+    assert (result.returncode == 0) == ok, result.stderr
+    if not ok:
+        assert "deleted" in result.stderr
+
+
+def test_header_is_clean_under_strict_warnings():
+    result = syntax_check(ROOT / "native/examples/heat.cpp", "-Wall", "-Wextra", "-Wpedantic",
+                          "-Wshadow", "-Wconversion", "-Wsign-conversion", "-Werror")
+    assert result.returncode == 0, result.stderr
+
+
+def test_profiler_destructor_flushes_while_mpi_is_live(build, tmp_path):
+    nranks = 2
+    def body(s: RankScript) -> None:          # the Profiler goes before MPI_Finalize
+        s.profiler("scoped", 0, "")
+        s.event("main", 4)
+        s.add("drop")
+        s.event("main", 8)                    # after the Profiler: not written at MPI_Finalize
+    prof = tinyprof.read(str(run_cxx(build, tmp_path, body, nranks)))
+    assert [prof.series(("main",), r) for r in range(nranks)] == [[[4e-9]]] * nranks

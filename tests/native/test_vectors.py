@@ -1,0 +1,259 @@
+"""Shared test vectors: the same event sequence with the same injected
+timings gives byte-identical profiles from the Python and the C++ writers,
+single-process and under MPI; and the C++ writer gives the golden file."""
+from __future__ import annotations
+
+import math
+import random
+import re
+import struct
+import sys
+from pathlib import Path
+from typing import Callable, List
+
+import pytest
+
+import tinyprof
+from tinyprof._format import escape, format_value
+
+from conftest import ROOT, run
+
+SCENARIO_CPP = "tests/native/scenario.cpp"
+SCENARIO_PY = Path(__file__).with_name("scenario.py")
+
+
+class RankScript:
+    """The script of one rank (language: tests/native/scenario.cpp)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.lines: List[str] = []
+
+    def add(self, *fields) -> None:
+        self.lines.append("\t".join(map(str, fields)))
+
+    def profiler(self, name: str, frequency: float = 0, selfkeys: str = "") -> None:
+        self.add("profiler", escape(name), frequency, selfkeys)
+
+    def enter(self, name: str, common: bool = True, loop: int = 0, values: str = "") -> None:
+        self.add("enter", escape(name), int(common), loop, values)
+
+    def exit(self) -> None:
+        self.add("exit")
+
+    def event(self, name: str, ticks: int, common: bool = True, loop: int = 0, values: str = ""):
+        self.enter(name, common, loop, values)
+        self.tick(ticks)
+        self.exit()
+
+    def tick(self, ns: int) -> None:
+        self.add("tick", ns)
+
+
+Body = Callable[[RankScript], None]
+
+
+def write_scripts(prefix: Path, nranks: int, body: Body) -> None:
+    for rank in range(nranks):
+        script = RankScript(rank)
+        body(script)
+        Path(f"{prefix}.{rank}.txt").write_text("\n".join(script.lines) + "\n", encoding="utf-8")
+
+
+def both(build, tmp_path: Path, body: Body, nranks: int = 0):
+    """Run ``body`` with the C++ and the Python driver; return both output dirs
+    (``nranks`` 0: single process, no MPI)."""
+    prefix = tmp_path / "script"
+    write_scripts(prefix, max(nranks, 1), body)
+    tail = [] if nranks else ["--no-mpi"]
+    cxx, py = tmp_path / "cxx", tmp_path / "py"
+    run([build(SCENARIO_CPP), prefix, cxx, *tail], nranks)
+    run([sys.executable, SCENARIO_PY, prefix, py, *tail], nranks)
+    return cxx, py
+
+
+def run_cxx(build, tmp_path: Path, body: Body, nranks: int = 0) -> Path:
+    """Run ``body`` with the C++ driver alone; return its output directory."""
+    prefix, out = tmp_path / "script", tmp_path / "out"
+    write_scripts(prefix, max(nranks, 1), body)
+    run([build(SCENARIO_CPP), prefix, out, *([] if nranks else ["--no-mpi"])], nranks)
+    return out
+
+
+def assert_identical(cxx: Path, py: Path) -> None:
+    names = sorted(p.name for p in py.iterdir())
+    assert names and sorted(p.name for p in cxx.iterdir()) == names
+    for name in names:
+        assert (cxx / name).read_bytes() == (py / name).read_bytes(), name
+
+
+# -- scenarios ----------------------------------------------------------------
+
+def fig2(s: RankScript) -> None:
+    """tests/test_golden.py's Fig. 2 program (rank 1 runs update)."""
+    s.profiler("fig2", 5, "tag:0,mem:1")
+    s.add("aggregators", 1)
+    r = s.rank
+    for x in range(2):
+        s.enter("main", values=f"mem:{1024 * (r + 1) + x}")
+        s.tick(5)
+        for i in range(3):
+            s.event("compute", 1000 * (i + 1) + 100 * r + 10 * x, loop=1)
+        s.enter("exchange")
+        s.tick(50)
+        for j in range(2):
+            s.event("comm", 200 * (j + 1) + 10 * x + r, loop=2,
+                    values=f"tag:2,mem:{1.25 * (j + 1) * (r + 1) + x!r}")
+        s.exit()
+        if r == 1:
+            s.event("update", 300 + x, common=False)
+        s.exit()
+    s.add("flush")
+
+
+def awkward(s: RankScript) -> None:
+    """Escaped names and keys, every number form, loop modes, missing values,
+    recursion, gaps between executions, other root events, a second flush."""
+    s.profiler("awk ward", 0, "tag:0, my key:1,m%x:1,c2:0")
+    r = s.rank
+    values = ["1e-7", "2.5e16", "-0.0", "0.1", "0.3333333333333333", "1e300", "-1.5",
+              "123456.789", "inf", "-inf", "nan", "4096", "1e16", "0.0001", "1.0e-5"]
+    for x in range(3):
+        if x:
+            s.event("setup", 7, values="tag:1")   # a root event that is not the first root
+        s.enter("main")                           # the first root: starts each execution
+        s.tick(3 + r)
+        for i, v in enumerate(values):
+            s.event("a|b<c%d", 10 + i, loop=1, values=f"my key:{v},c2:{values[-1 - i]}")
+        if x != 1:
+            s.event("only 0 and 2", 4, values="m%x:2.5")
+        for k in range(3):
+            s.event("summed", 5 * k + x, loop=2,
+                    values="my key:1.5" if k != 1 else "m%x:0.25,tag:7")
+        s.enter("f")
+        s.enter("f")
+        s.event("f", 1 + r, values=f"tag:{x}")
+        s.exit()
+        s.exit()
+        s.event("é 漢字 \r\n%0A", 2 * x + 1, common=(r % 2 == 0))
+        s.exit()
+        s.event("other root", 9)                 # not the first root: no new execution
+        if x == 0:
+            s.add("flush")
+    s.add("flush")
+
+
+def uneven(s: RankScript) -> None:
+    """MPI hints gone wrong: rank-only events hinted common, common events in
+    another order, clashing loop modes, a rank with no events, consistent
+    values given by higher ranks only."""
+    r = s.rank
+    s.profiler("uneven", 0, "tag:0,mem:1")
+    if r == 2:
+        s.add("flush")
+        return
+    for x in range(2 + r % 2):
+        s.enter("main")
+        s.tick(1)
+        order = ["b", "a"] if r == 1 else ["a", "b"]
+        for name in order:
+            s.event(name, 10 * r + x, loop=2 if r == 0 else 1,
+                    values=f"tag:{r}" if r >= 1 and name == "a" else f"mem:{r + 0.5}")
+        if r % 3 == 0:
+            s.event(f"rank{r}", 3, common=True)   # a wrong hint
+        if r >= 1:
+            s.event("late", 2, common=False, values=f"tag:{r * 10}")
+        s.exit()
+    s.add("flush")
+
+
+def common_only(s: RankScript) -> None:
+    """Hints right: common events on every rank, plus correctly hinted rank-only ones."""
+    r = s.rank
+    s.profiler("common", 0, "mem:1")
+    for x in range(2):
+        s.enter("main")
+        for i in range(3):
+            s.event("step", 100 + r + i, loop=1, values=f"mem:{r * i}")
+        s.event("halo", 7 * (r + 1), loop=2)
+        if r % 2:
+            s.enter("odd", common=False)
+            s.event("inner", 5)
+            s.exit()
+        s.exit()
+    s.add("flush")
+
+
+SCENARIOS = {"fig2": fig2, "awkward": awkward, "uneven": uneven, "common_only": common_only}
+
+
+# -- tests ----------------------------------------------------------------------
+
+def test_header_version_is_the_package_version():
+    header = (ROOT / "native/include/tinyprof/tinyprof.hpp").read_text()
+    assert re.search(r'#define TINYPROF_VERSION "([^"]+)"', header)[1] == tinyprof.__version__
+
+
+def test_metric_values_are_formatted_as_python_does(build, tmp_path):
+    rng = random.Random(6)
+    values = [0.0, -0.0, 1.0, -7.0, 0.25, 1e16, 1e16 - 2, 9999999999999998.0, 1e15 + 0.5,
+              1e-4, 1e-5, 0.0001234, 123456789012345.6, 2.5e16, 1e300, 5e-324,
+              -1.7976931348623157e308, 2.2250738585072014e-308, math.pi, 1 / 3, 0.1 + 0.2]
+    values += [rng.uniform(-1e6, 1e6) for _ in range(3000)]
+    values += [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(5000)]
+    values += [rng.randint(-10**17, 10**17) * 10.0 ** rng.randint(-30, 5) for _ in range(3000)]
+    values = [v for v in values if v == v and not math.isinf(v)]
+    src = tmp_path / "values.txt"
+    src.write_text("".join(f"{struct.unpack('<Q', struct.pack('<d', v))[0]:016x}\n" for v in values))
+    out = run([build("tests/native/values.cpp"), src]).stdout.split("\n")[:-1]
+    assert len(out) == len(values)
+    bad = [(v, c) for v, c in zip(values, out) if c != format_value(v)]
+    assert not bad, bad[:10]
+
+
+@pytest.mark.parametrize("name", ["awkward", "fig2", "common_only"])
+def test_single_process_vectors_are_byte_identical(build, tmp_path, name):
+    cxx, py = both(build, tmp_path, SCENARIOS[name])
+    assert_identical(cxx, py)
+
+
+@pytest.mark.parametrize("nranks,name", [(1, "awkward"), (3, "uneven"), (4, "uneven"),
+                                         (3, "common_only"), (4, "awkward")])
+def test_mpi_vectors_are_byte_identical(build, tmp_path, nranks, name):
+    cxx, py = both(build, tmp_path, SCENARIOS[name], nranks)
+    assert_identical(cxx, py)
+
+
+@pytest.mark.parametrize("aggregators", [1, 2, 3])
+def test_mpi_vectors_split_over_aggregators(build, tmp_path, aggregators):
+    def body(s: RankScript) -> None:
+        common_only(s)
+        s.lines.insert(1, f"aggregators\t{aggregators}")
+        s.add("flush")
+    cxx, py = both(build, tmp_path, body, 3)
+    assert len(list(cxx.iterdir())) == aggregators
+    assert_identical(cxx, py)
+
+
+def test_cxx_writes_the_golden_file(build, tmp_path):
+    out = run_cxx(build, tmp_path, fig2, 2)
+    golden = (ROOT / "tests/golden/fig3.tp").read_bytes()
+    assert (out / "fig2.0-of-1.tp").read_bytes() == golden
+
+
+def test_cxx_profile_reads_back_exactly(build, tmp_path):
+    prof = tinyprof.read(str(run_cxx(build, tmp_path, uneven, 3)))
+    assert prof.nranks == 3 and prof.metrics == [("tag", True), ("mem", False)]
+    assert [prof.executions(r) for r in range(3)] == [2, 3, 0]
+    ns = lambda xs: [[t / 1e9 for t in ex] for ex in xs]   # noqa: E731
+    assert prof.series(("main", "a"), 0) == ns([[0], [1]])
+    assert prof.series(("main", "a"), 1) == ns([[10], [11], [12]])
+    assert prof.series(("main", "b"), 2) == []
+    assert prof.series(("main", "a"), 0, "mem") == [[0.5], [0.5]]
+    assert prof.loop(("main", "a")) == 1         # rank 0's 2 gives way to rank 1's 1
+    assert prof.value(("main", "a"), "tag") == 1.0
+    assert prof.value(("main", "late"), "tag") == 10.0
+    assert prof.series(("main", "rank0"), 0) == ns([[3], [3]])
+    assert prof.series(("main", "rank0"), 1) == [[], [], []]
+    assert set(prof.callpaths) == {("main",), ("main", "a"), ("main", "b"), ("main", "rank0"),
+                                   ("main", "late")}
