@@ -15,7 +15,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): $(PY) setup.cfg setup.py pyproject.toml tinyprof/_core.c
-	$(PY) -m pip install -q -e '.[mpi,hatchet,callflow,test]'
+	$(PY) -m pip install -q -e '.[mpi,hatchet,callflow,test,bench]'
 	$(PY) -c 'import tinyprof._core' || echo 'tinyprof: C core not built, using the pure-Python fallback'
 	touch $@
 
