@@ -45,6 +45,7 @@ bench: install
 	$(PY) benchmarks/annotation.py
 	$(PY) benchmarks/formats.py
 	$(PY) benchmarks/flush.py
+	$(PY) benchmarks/peers.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info tinyprof/*.so
