@@ -197,17 +197,21 @@ def run_once(tool: str, nranks: int, args: argparse.Namespace) -> Dict[str, floa
 def table(title: str, runs: Dict[str, List[Dict[str, float]]]) -> str:
     """Medians per tool. The overhead is paired by round (each run against the
     no-profiling run of its own round), which cancels slow drifts of the
-    machine's load; its range is the min..max over the rounds."""
+    machine's load; its range is the min..max over the rounds. "Best runs"
+    compares the fastest run of the tool with the fastest without profiling:
+    the least disturbed by other jobs."""
     med = {t: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for t, rs in runs.items()}
-    lines = [title, "", "| tool | run s | overhead (median, range) | write s | output | load s |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    best_none = min(r["run"] + r["write"] for r in runs["none"])
+    lines = [title, "", "| tool | run s | overhead (median, range) | overhead, best runs "
+             "| write s | output | load s |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for tool, m in med.items():
         ratios = [(r["run"] + r["write"]) / (n["run"] + n["write"]) - 1
                   for r, n in zip(runs[tool], runs["none"])]
+        best = min(r["run"] + r["write"] for r in runs[tool]) / best_none - 1
         lost = " (ring buffer overflowed: oldest entries lost)" if m["lost"] else ""
         lines.append(f"| {tool} | {m['run']:.3f} | {statistics.median(ratios):+.1%} "
-                     f"({min(ratios):+.0%}..{max(ratios):+.0%}) | {m['write']:.3f} | "
-                     f"{_size(m['bytes'])}{lost} | {m['load']:.3f} |")
+                     f"({min(ratios):+.0%}..{max(ratios):+.0%}) | {best:+.1%} | "
+                     f"{m['write']:.3f} | {_size(m['bytes'])}{lost} | {m['load']:.3f} |")
     return "\n".join(lines)
 
 
@@ -230,6 +234,7 @@ def main() -> None:
     parser.add_argument("--cols", type=int, default=1024, help="demo columns")
     parser.add_argument("--regions", type=int, default=1_000_000,
                         help="annotated regions of the micro-benchmark")
+    parser.add_argument("--raw", metavar="FILE", help="also write every run's figures as JSON")
     parser.add_argument("--tools", default=",".join(TOOLS), help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tool", help=argparse.SUPPRESS)
@@ -248,6 +253,9 @@ def main() -> None:
         for nranks in workloads:
             for tool in tools:
                 runs[nranks][tool].append(run_once(tool, nranks, args))
+    if args.raw:
+        with open(args.raw, "w") as f:
+            json.dump({"args": vars(args), "runs": runs}, f)
     for nranks in workloads:
         title = (f"Demo at {nranks} ranks, {args.steps} steps" if nranks else
                  f"Micro-benchmark, {args.regions:,} regions in one process")

@@ -21,6 +21,7 @@ import tempfile
 from typing import Dict, List, Optional, Sequence
 
 from . import _sweep
+from ._profiler import _env_aggregators, clamp_aggregators
 
 # Totals within this fraction of the fastest count as a tie: the fewest files win.
 TOLERANCE = 0.10
@@ -45,9 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=_positive, default=5,
                         help="flushes per aggregator count; the median is kept (default 5)")
     parser.add_argument("--outdir", default=".",
-                        help="an existing directory on the file system to tune for: the "
-                             "profiles are written to a fresh subdirectory of it, then "
-                             "removed (default: the current directory)")
+                        help="an existing directory, shared by all ranks, on the file "
+                             "system to tune for: the profiles are written to a fresh "
+                             "subdirectory of it, then removed (default: the current directory)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,10 +67,7 @@ def counts(nranks: int) -> List[int]:
 
 def current(nranks: int) -> int:
     """The aggregator count a flush over ``nranks`` ranks uses today."""
-    from ._profiler import _env_aggregators
-
-    wanted = _env_aggregators()
-    return min(max(1, nranks // 16 if wanted is None else wanted), nranks)
+    return clamp_aggregators(_env_aggregators(), nranks)
 
 
 def recommend(runs: Sequence[Dict], tolerance: float = TOLERANCE) -> Dict:
@@ -136,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         _sweep.record(rank, args.callpaths, args.iterations)
         runs = _sweep.sweep(comm, scratch, counts(nranks), args.repeats, "tune")
+        comm.Barrier()                          # no rank uses the files any more
     finally:
-        comm.Barrier()
         if rank == 0:
             shutil.rmtree(scratch, ignore_errors=True)
     if rank == 0:
