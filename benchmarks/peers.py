@@ -50,8 +50,9 @@ OUTER = 1000                      # micro-benchmark: steps, each with regions/OU
 
 
 class Session:
-    """One tool on one process: ``event`` annotates a region, ``start()``
-    begins profiling, ``write(path)`` stops it and saves this process's output."""
+    """One tool on one process: ``event`` annotates a region (None: the tool
+    uses no annotations), ``start()`` begins profiling, ``write()`` stops it
+    and saves this process's output."""
 
     def __init__(self, tool: str, outdir: str, rank: int, regions: int) -> None:
         import tinyprof
