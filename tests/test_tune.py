@@ -47,6 +47,22 @@ def test_recommendation_prefers_fewer_files_within_the_tolerance():
     assert tune.recommend(runs, tolerance=0.0)["A"] == 16
 
 
+def test_report_says_when_the_recommendation_is_within_the_noise(monkeypatch):
+    monkeypatch.delenv("TINYPROF_AGGREGATORS", raising=False)
+    args = tune._parser().parse_args(["--repeats", "3"])
+
+    def run(a, total, low, high):
+        return {"A": a, "bytes": 100, "median": [total] + [0.0] * 6, "range": [low, high]}
+
+    apart = tune.report([run(64, 0.5, 0.4, 0.6), run(4, 0.9, 0.8, 1.0)], 64, args)
+    assert apart.splitlines()[-1] == "export TINYPROF_AGGREGATORS=64"
+    assert "4 *" in apart and "0.4..0.6" not in apart and "400.0..600.0" in apart
+    assert "note:" not in apart
+    close = tune.report([run(64, 0.5, 0.4, 0.85), run(4, 0.9, 0.8, 1.0)], 64, args)
+    assert "note: the totals of A = 64 and A = 4 overlap" in close
+    assert close.splitlines()[-1] == "export TINYPROF_AGGREGATORS=64"
+
+
 @needs_mpi
 def test_tune_on_three_ranks(tmp_path):
     scratch = tmp_path / "scratch"
@@ -60,7 +76,8 @@ def test_tune_on_three_ranks(tmp_path):
     rows = [line.split() for line in proc.stdout.splitlines() if re.match(r"\s+\d+ ", line)]
     assert [row[0] for row in rows] == ["3", "1"]
     assert rows[1][1] == "*"                     # the default, P // 16 clamped to 1
-    assert all(len(row) == 3 + len(_sweep.PARTS) + (row[1] == "*") for row in rows)  # A, total, parts, bytes
+    # A, total, min..max, the phases, bytes
+    assert all(len(row) == 4 + len(_sweep.PARTS) + (row[1] == "*") for row in rows)
     last = proc.stdout.splitlines()[-1]
     assert re.fullmatch(r"export TINYPROF_AGGREGATORS=[13]", last), proc.stdout
     assert os.listdir(scratch) == []

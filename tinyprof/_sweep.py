@@ -99,7 +99,8 @@ def sweep(comm, outdir: str, counts: Sequence[int], repeats: int,
 
     Collective over ``comm``. Returns, on rank 0 only (``[]`` elsewhere), one
     dict per count: ``A`` (files written), ``bytes`` (their total size) and
-    ``median``, the medians of :data:`COLUMNS` in seconds. The profile files
+    ``median``, the medians of :data:`COLUMNS` in seconds, and ``range``, the
+    fastest and the slowest total over the repeats. The profile files
     stay in ``outdir`` (the last count's set).
     """
     import numpy as np
@@ -129,5 +130,6 @@ def sweep(comm, outdir: str, counts: Sequence[int], repeats: int,
             files = [f for f in os.listdir(outdir) if f.startswith(f"{name}.")]
             runs.append({"A": len(files),
                          "bytes": sum(os.path.getsize(os.path.join(outdir, f)) for f in files),
-                         "median": [statistics.median(c) for c in zip(*samples)]})
+                         "median": [statistics.median(c) for c in zip(*samples)],
+                         "range": [min(c[0] for c in samples), max(c[0] for c in samples)]})
     return runs

@@ -82,18 +82,22 @@ def report(runs: Sequence[Dict], nranks: int, args: argparse.Namespace) -> str:
     """The table and the recommendation, as printed by rank 0."""
     now = current(nranks)
     lines = [f"tinyprof tune: P = {nranks} ranks, {args.callpaths} callpaths x "
-             f"{args.iterations} iterations per rank, median of {args.repeats} flushes "
-             f"(each the slowest rank's), times in ms",
+             f"{args.iterations} iterations per rank, median of {args.repeats} flushes, "
+             "times in ms",
+             "total: the slowest rank's flush; each phase: its own slowest rank, so the "
+             "phases need not add up to the total",
              "",
-             f"{'A (files)':>12} {'total':>9} " + " ".join(f"{p:>9}" for p in _sweep.PARTS)
-             + f" {'bytes':>12}"]
+             f"{'A (files)':>12} {'total':>9} {'min..max':>15} "
+             + " ".join(f"{p:>9}" for p in _sweep.PARTS) + f" {'bytes':>12}"]
     for r in runs:
         label = f"{r['A']}{' *' if r['A'] == now else '  '}"
         total, *parts = r["median"][:1 + len(_sweep.PARTS)]
-        lines.append(f"{label:>12} {1e3 * total:9.1f} "
+        spread = f"{1e3 * r['range'][0]:.1f}..{1e3 * r['range'][1]:.1f}"
+        lines.append(f"{label:>12} {1e3 * total:9.1f} {spread:>15} "
                      + " ".join(f"{1e3 * t:9.1f}" for t in parts) + f" {r['bytes']:12,}")
     fastest = min(runs, key=lambda r: r["median"][0])
     best = recommend(runs)
+    in_force = next(r for r in runs if r["A"] == now)
     source = "TINYPROF_AGGREGATORS" if os.environ.get("TINYPROF_AGGREGATORS", "").strip() \
         else "default P // 16"
     lines += ["", f"* = the count in force now ({source})",
@@ -101,6 +105,10 @@ def report(runs: Sequence[Dict], nranks: int, args: argparse.Namespace) -> str:
     if best is not fastest:
         lines.append(f"A = {best['A']} is within {TOLERANCE:.0%} of the fastest with fewer "
                      "files: recommended (fewer files, less load on the file system's metadata)")
+    if best is not in_force and best["range"][1] >= in_force["range"][0]:
+        lines.append(f"note: the totals of A = {best['A']} and A = {now} overlap over the "
+                     "repeats: the difference is within this machine's noise; rerun with "
+                     "more --repeats to be sure")
     lines += [f"recommended: A = {best['A']} (P/{nranks / best['A']:.3g}); for other rank "
               "counts keep the ratio, or rerun at that P",
               f"export TINYPROF_AGGREGATORS={best['A']}"]
