@@ -15,7 +15,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): $(PY) setup.cfg setup.py pyproject.toml tinyprof/_core.c
-	$(PY) -m pip install -q -e '.[mpi,hatchet,callflow,test]'
+	$(PY) -m pip install -q -e '.[mpi,hatchet,callflow,test,bench]'
 	$(PY) -c 'import tinyprof._core' || echo 'tinyprof: C core not built, using the pure-Python fallback'
 	touch $@
 
@@ -45,6 +45,7 @@ bench: install bench-native
 	$(PY) benchmarks/annotation.py
 	$(PY) benchmarks/formats.py
 	$(PY) benchmarks/flush.py
+<<<<<<< HEAD
 	$(PY) benchmarks/continuous.py
 
 # The C++ annotation cost, built with the mpicxx of the mpich wheel.
@@ -53,6 +54,9 @@ bench-native: install
 	$(BIN)/mpicxx -std=c++17 -O2 -Wall -Wextra -Werror -Inative/include \
 		benchmarks/native_event.cpp -o native/build/native_event
 	native/build/native_event
+=======
+	$(PY) benchmarks/peers.py
+>>>>>>> tune
 
 clean:
 	rm -rf $(VENV) build *.egg-info tinyprof/*.so native/build

@@ -21,6 +21,8 @@ iterations, with the real clock. Then, in one mpiexec launch per P:
   above the level before the flush, over the bytes of the file it wrote.
 
 Prints Markdown tables (the ones in docs/performance.md, section "Flush").
+The workload and the timed sweep are tinyprof._sweep's, shared with
+``tinyprof tune``.
 """
 from __future__ import annotations
 
@@ -28,92 +30,31 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Dict, List
+
+from tinyprof._sweep import halvings
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # numpy's idle BLAS threads off our cores
 
-GROUPS, LEAVES, ITERATIONS, VARIANTS = 18, 9, 100, 4
-PARTS = ("encode", "sync", "gather", "write")       # keys of tinyprof._flush.last_timings
-
-
-def record(rank: int, iterations: int) -> None:
-    """181 common callpaths plus 19 non-common ones: 200 per rank."""
-    from tinyprof import Event
-    variant = f"variant{rank % VARIANTS}"
-    with Event("main"):
-        for _ in range(iterations):
-            for g in range(GROUPS):
-                with Event(f"group{g}", loop=1):
-                    for leaf in range(LEAVES):
-                        with Event(f"kernel{leaf}", loop=1):
-                            pass
-            with Event(variant, is_common=False, loop=1):
-                for leaf in range(2 * LEAVES):
-                    with Event(f"kernel{leaf}", loop=1):
-                        pass
-
-
-class TimedComm:
-    """Forwards to an mpi4py communicator, adding the CPU time spent inside its
-    calls (and those of the communicators split from it) to ``spent[0]``."""
-
-    def __init__(self, comm, spent: List[float]) -> None:
-        self._comm, self._spent = comm, spent
-
-    def __getattr__(self, name: str):
-        attr = getattr(self._comm, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args, **kwargs):
-            start = time.thread_time()
-            try:
-                out = attr(*args, **kwargs)
-            finally:
-                self._spent[0] += time.thread_time() - start
-            return TimedComm(out, self._spent) if name == "Split" else out
-        return call
+CALLPATHS, ITERATIONS = 200, 100
 
 
 def worker(args: argparse.Namespace) -> None:
     """Runs on every rank of one launch; rank 0 prints one JSON line."""
-    import numpy as np
     from mpi4py import MPI
 
     import tinyprof
-    from tinyprof import _flush
+    from tinyprof import _sweep
 
     comm = MPI.COMM_WORLD
-    rank, size = comm.Get_rank(), comm.Get_size()
-    spent = [0.0]
-    timed = TimedComm(comm, spent)
-    record(rank, args.iterations)
+    rank = comm.Get_rank()
+    _sweep.record(rank, CALLPATHS, args.iterations)
     counts = [int(a) for a in args.aggregators.split(",")]
-    result: Dict[str, list] = {"runs": [], "memory": []}
-    for naggs in counts:
-        tinyprof.Profiler("bench", outdir=args.outdir, aggregators=naggs, comm=timed)
-        samples = []
-        for _ in range(args.repeats):
-            comm.Barrier()
-            spent[0] = 0.0
-            start, cpu = MPI.Wtime(), time.thread_time()
-            tinyprof.flush()
-            own = time.thread_time() - cpu - spent[0]
-            mine = np.array([MPI.Wtime() - start, *(_flush.last_timings[k] for k in PARTS), own])
-            worst, total = np.zeros(len(mine)), np.zeros(len(mine))
-            comm.Reduce(mine, worst, op=MPI.MAX, root=0)
-            comm.Reduce(mine, total, op=MPI.SUM, root=0)
-            samples.append([*worst.tolist(), total[-1] / size])   # ..., own max, own mean
-        if rank == 0:
-            files = sorted(f for f in os.listdir(args.outdir) if f.endswith(".tp"))
-            written = sum(os.path.getsize(os.path.join(args.outdir, f)) for f in files)
-            result["runs"].append({"A": len(files), "bytes": written,
-                                   "median": [statistics.median(c) for c in zip(*samples)]})
+    result = {"runs": _sweep.sweep(comm, args.outdir, counts, args.repeats, "bench"),
+              "memory": []}
     if args.memory:
         for naggs in counts:
             tinyprof.Profiler("bench", outdir=args.outdir, aggregators=naggs)
@@ -177,13 +118,9 @@ def main() -> None:
         return
     columns = "total | encode | sync | gather | write | own CPU mean | own CPU max"
 
-    counts, a = [], args.ranks
-    while a >= 1:
-        counts.append(a)
-        a //= 2
-    sweep = launch(args.ranks, counts, args.repeats, args.iterations, memory=True)
-    print(f"Sweep at P = {args.ranks}, 200 callpaths x {args.iterations} iterations per rank, "
-          f"median of {args.repeats} flushes, times in ms.\n")
+    sweep = launch(args.ranks, halvings(args.ranks), args.repeats, args.iterations, memory=True)
+    print(f"Sweep at P = {args.ranks}, {CALLPATHS} callpaths x {args.iterations} iterations "
+          f"per rank, median of {args.repeats} flushes, times in ms.\n")
     print(f"| A (files) | {columns} | bytes written | rank 0: peak extra memory / its file |")
     print("| ---: " * 10 + "|")
     for run, mem in zip(sweep["runs"], sweep["memory"]):

@@ -73,8 +73,12 @@ def _env_aggregators() -> Optional[int]:
 
 def aggregator_count(prof: Profiler, nranks: int) -> int:
     """Number of aggregators (files) of a flush over ``nranks`` ranks."""
-    wanted = prof.aggregators if prof.aggregators is not None else nranks // 16
-    return min(max(1, wanted), nranks)
+    return clamp_aggregators(prof.aggregators, nranks)
+
+
+def clamp_aggregators(wanted: Optional[int], nranks: int) -> int:
+    """``wanted`` aggregators (None: the default P // 16) clamped to [1, P]."""
+    return min(max(1, wanted if wanted is not None else nranks // 16), nranks)
 
 
 def active() -> Profiler:

@@ -2,6 +2,7 @@
 
 ``tinyprof show PROFILE`` prints a per-callpath summary across ranks;
 ``tinyprof callflow PROFILE`` opens a profile in CallFlow;
+``mpiexec -n P tinyprof tune`` recommends an aggregator count (``tune.py``);
 ``tinyprof-convert PROFILE --to FORMAT -o OUT`` converts a profile for
 Hatchet, CallFlow or pandas (see docs/convert.md). Bad input ends with a
 one-line message naming the file and exit status 2, never a traceback.
@@ -12,6 +13,7 @@ import argparse
 import sys
 from typing import List, Optional
 
+from . import tune
 from ._format import FormatError
 from ._version import __version__
 from .converters import TARGETS, ConvertError
@@ -77,6 +79,13 @@ def _parser() -> argparse.ArgumentParser:
     flow.add_argument("--host", help="address to serve on (default: CALLFLOW_APP_HOST or 127.0.0.1)")
     flow.add_argument("--port", type=int, help="port to serve on (default: CALLFLOW_APP_PORT or 5000)")
     flow.set_defaults(run=_callflow)
+    tuner = commands.add_parser(
+        "tune", help="recommend an aggregator count for this machine (run under mpiexec)",
+        description="Run the aggregator sweep (paper Fig. 6) on the ranks this is launched "
+                    "on, print the flush time per aggregator count and recommend one for "
+                    "TINYPROF_AGGREGATORS. Usage: mpiexec -n P tinyprof tune ...")
+    tune.add_arguments(tuner)
+    tuner.set_defaults(run=tune.run)
     return parser
 
 
