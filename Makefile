@@ -45,8 +45,8 @@ bench: install bench-native
 	$(PY) benchmarks/annotation.py
 	$(PY) benchmarks/formats.py
 	$(PY) benchmarks/flush.py
-<<<<<<< HEAD
 	$(PY) benchmarks/continuous.py
+	$(PY) benchmarks/peers.py
 
 # The C++ annotation cost, built with the mpicxx of the mpich wheel.
 bench-native: install
@@ -54,9 +54,6 @@ bench-native: install
 	$(BIN)/mpicxx -std=c++17 -O2 -Wall -Wextra -Werror -Inative/include \
 		benchmarks/native_event.cpp -o native/build/native_event
 	native/build/native_event
-=======
-	$(PY) benchmarks/peers.py
->>>>>>> tune
 
 clean:
 	rm -rf $(VENV) build *.egg-info tinyprof/*.so native/build
