@@ -278,6 +278,15 @@ def test_kill_switch_makes_everything_a_noop(tmp_path, run_python):
             return 7
 
         assert f(1) == 2 and g() == 7
+        try:
+            with tinyprof.Event("raises"):
+                raise KeyError("through")
+            raise AssertionError("the no-op swallowed the exception")
+        except KeyError as e:
+            assert e.args == ("through",)
+        # the C core's no-op is one shared object; the pure-Python one is not
+        shared = tinyprof.Event("a") is tinyprof.Event("b", loop=2)
+        assert shared == hasattr(tinyprof._annotate.impl, "NullEvent"), shared
         assert tinyprof.flush() is None
         print(sorted(os.listdir(".")))
     """, cwd=tmp_path, env={"TINYPROF": "0"})

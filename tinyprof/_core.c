@@ -1268,6 +1268,74 @@ mod_set_metric_hook(PyObject *m, PyObject *hook)
     Py_RETURN_NONE;
 }
 
+/* ---- NullEvent: what Event is under TINYPROF=0 ------------------------------------
+ * Constructing it returns one shared object whose methods do nothing, so a
+ * switched-off annotation costs a call and a with statement, no allocation
+ * of its own and no argument parsing. */
+
+static PyObject *null_event;    /* the one instance */
+
+static PyObject *
+null_vectorcall_new(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    (void)type; (void)args; (void)nargsf; (void)kwnames;
+    return Py_NewRef(null_event);
+}
+
+static PyObject *
+null_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)type; (void)args; (void)kwds;
+    return Py_NewRef(null_event);
+}
+
+static PyObject *
+null_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *
+null_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self; (void)args; (void)nargs;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+null_call(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    /* As a decorator: the function, unchanged. */
+    (void)self;
+    PyObject *func;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "tinyprof.Event decorator takes one function");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "Event", 1, 1, &func))
+        return NULL;
+    return Py_NewRef(func);
+}
+
+static PyMethodDef null_methods[] = {
+    {"__enter__", null_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))null_exit, METH_FASTCALL, NULL},
+    {NULL}
+};
+
+static PyTypeObject NullEventType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tinyprof._core.NullEvent",
+    .tp_doc = "What Event is when TINYPROF=0: it records nothing.",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = null_new,
+    .tp_vectorcall = null_vectorcall_new,
+    .tp_call = null_call,
+    .tp_methods = null_methods,
+};
+
 static PyMethodDef module_methods[] = {
     {"root", mod_root, METH_NOARGS, "The root Node of the event map."},
     {"current", mod_current, METH_NOARGS, "The innermost open Node in this context."},
@@ -1293,6 +1361,7 @@ PyInit__core(void)
 {
     if (PyType_Ready(&NodeType) < 0 || PyType_Ready(&EventType) < 0 ||
         PyType_Ready(&WrapperType) < 0 || PyType_Ready(&MethodType) < 0 ||
+        PyType_Ready(&NullEventType) < 0 ||
         add_method("__enter__", 0) < 0 || add_method("__exit__", 1) < 0)
         return NULL;
     PyType_Modified(&EventType);
@@ -1313,10 +1382,15 @@ PyInit__core(void)
 #endif
     if (PyModule_AddObject(m, "_fast_context", PyBool_FromLong(fast)) < 0)
         goto fail;
+    null_event = PyType_GenericAlloc(&NullEventType, 0);
+    if (null_event == NULL)
+        goto fail;
     Py_INCREF(&NodeType);
     Py_INCREF(&EventType);
+    Py_INCREF(&NullEventType);
     if (PyModule_AddObject(m, "Node", (PyObject *)&NodeType) < 0 ||
-        PyModule_AddObject(m, "Event", (PyObject *)&EventType) < 0)
+        PyModule_AddObject(m, "Event", (PyObject *)&EventType) < 0 ||
+        PyModule_AddObject(m, "NullEvent", (PyObject *)&NullEventType) < 0)
         goto fail;
     return m;
 fail:
