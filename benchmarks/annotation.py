@@ -86,6 +86,12 @@ def core_decorated(n: int) -> None:
         core_empty()
 
 
+def core_switched_off(n: int) -> None:
+    for _ in range(n):
+        with _core.NullEvent("x"):
+            pass
+
+
 def pure_with(n: int) -> None:
     for _ in range(n):
         with _pyevent.Event("x"):
@@ -144,6 +150,7 @@ ROWS = [   # case, label, baseline subtracted besides the empty loop
     (core_with, '`with Event("x")`, C core', None),
     (core_with_nested, '`with Event("x")` inside an open event, C core', None),
     (core_decorated, '`@Event("x")` empty function, C core, minus the bare call', bare_call),
+    (core_switched_off, '`with Event("x")` under `TINYPROF=0`, C core', None),
     (pure_with, '`with Event("x")`, pure Python', None),
     (pure_decorated, '`@Event("x")` empty function, pure Python, minus the bare call', bare_call),
     (trivial_with, "`with Trivial()`: empty context manager, new object each time", None),
