@@ -132,8 +132,9 @@ def test_a_rank_raising_at_the_end_does_not_hang(tmp_path):
 def test_a_rank_raising_under_mpi4py_aborts_without_hanging(tmp_path):
     out = tmp_path / "out"
     proc = _run(4, out, 0.1, mode="raise_mid", runner=("-m", "mpi4py"))
+    # Not asserted: MPICH's "MPI_Abort" line, which the process manager may
+    # cut off when it kills the job first (seen once in a clean-clone run).
     assert proc.returncode != 0 and "rank 1 fails" in proc.stderr
-    assert "MPI_Abort" in proc.stderr
 
 
 @needs_mpi
