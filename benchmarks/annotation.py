@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # numpy's idle BLAS threads off our cores
 
 import tinyprof  # noqa: E402  (after the environment setting)
-from tinyprof import _pyevent  # noqa: E402
+from tinyprof import _annotate, _eventmap, _pyevent  # noqa: E402
 
 try:
     from tinyprof import _core
@@ -86,9 +86,22 @@ def core_decorated(n: int) -> None:
         core_empty()
 
 
+def core_with_metrics(n: int) -> None:
+    # The demo's events: a consistent and an inconsistent metric value each.
+    for _ in range(n):
+        with _core.Event("x", kind=1, bytes=8):
+            pass
+
+
 def core_switched_off(n: int) -> None:
     for _ in range(n):
         with _core.NullEvent("x"):
+            pass
+
+
+def pure_switched_off(n: int) -> None:
+    for _ in range(n):
+        with _annotate._NullEvent("x"):
             pass
 
 
@@ -150,7 +163,9 @@ ROWS = [   # case, label, baseline subtracted besides the empty loop
     (core_with, '`with Event("x")`, C core', None),
     (core_with_nested, '`with Event("x")` inside an open event, C core', None),
     (core_decorated, '`@Event("x")` empty function, C core, minus the bare call', bare_call),
+    (core_with_metrics, '`with Event("x", kind=1, bytes=8)`, C core, metrics `kind:0,bytes:1`', None),
     (core_switched_off, '`with Event("x")` under `TINYPROF=0`, C core', None),
+    (pure_switched_off, '`with Event("x")` under `TINYPROF=0`, pure Python', None),
     (pure_with, '`with Event("x")`, pure Python', None),
     (pure_decorated, '`@Event("x")` empty function, pure Python, minus the bare call', bare_call),
     (trivial_with, "`with Trivial()`: empty context manager, new object each time", None),
@@ -164,6 +179,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--iterations", type=int, default=200_000)
     args = parser.parse_args(argv)
+    _eventmap.configure([("kind", True), ("bytes", False)])   # the metrics core_with_metrics gives
 
     skipped = {case.__name__: why for case, _, _ in ROWS if (why := usable(case))}
     cases = [empty_loop] + [case for case, _, _ in ROWS if case.__name__ not in skipped]

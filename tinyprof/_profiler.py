@@ -20,8 +20,9 @@ class Profiler:
     ``COMM_WORLD`` when MPI is in use. ``keep`` is the snapshot keep policy:
     ``"last"`` (the newest complete snapshot only) or ``"all"`` (a time series).
 
-    Under MPI, create it after MPI is initialised; with ``frequency`` it is
-    collective (one broadcast of the start time).
+    Under MPI, create it after MPI is initialised: it is collective (one
+    ``Dup`` of the communicator and, with ``frequency``, one broadcast of the
+    snapshot clock's start time).
     """
 
     def __init__(self, name: str = "profile", frequency: float = 0, selfkeys: str = "", *,
