@@ -37,7 +37,7 @@ from typing import Dict, List, Tuple
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # numpy's idle BLAS threads off our cores
 
 import tinyprof                                     # noqa: E402
-from tinyprof import _annotate, _snapshot           # noqa: E402
+from tinyprof import _annotate, _layout, _session   # noqa: E402
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 MODES = {"off": ({"TINYPROF": "0"}, 0.0), "on": ({}, 0.0), "snapshots": ({}, None)}
@@ -119,11 +119,11 @@ def snapshot_cost(args: argparse.Namespace) -> None:
             tinyprof.Profiler("bench", frequency=3600, selfkeys="kind:0,bytes:1",
                               outdir=os.path.join(work, str(steps)))
             _record_demo_steps(steps)
-            snap = _snapshot._current
+            snap = _session.current().snapshotter
             t0, c0 = time.perf_counter(), snap.cpu
             snap.take(1)
             first, first_cpu = time.perf_counter() - t0, snap.cpu - c0
-            size = os.path.getsize(os.path.join(_snapshot.snapshot_dir(snap.prof.outdir, 1),
+            size = os.path.getsize(os.path.join(_layout.snapshot_dir(snap.settings.outdir, 1),
                                                 "bench.0-of-1.tp"))
             spent, cpu = [], []
             for k in range(2, args.repeats + 2):

@@ -82,10 +82,10 @@ def _rank_times(rng: np.random.Generator, paths: List[tuple], parent: np.ndarray
 
 def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
     """The profile of ``nranks`` ranks, one file per RANKS_PER_FILE ranks."""
-    from tinyprof import _flush, _format
+    from tinyprof import _assemble, _format
 
     paths = _tree()
-    names, ids = _flush.name_table(paths)
+    names, ids = _assemble.name_table(paths)
     noncommon = _noncommon(paths)
     parent = np.array([paths.index(p[:-1]) if len(p) > 1 else -1 for p in paths])
     rng = np.random.default_rng(seed)

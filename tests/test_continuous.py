@@ -15,7 +15,7 @@ import time
 import pytest
 
 import tinyprof
-from tinyprof import _snapshot
+from tinyprof import _session
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "_snapshot_app.py")
@@ -37,14 +37,16 @@ def _run(*args, timeout=60, **kwargs) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def _signal_when_running(cmd, signum, wait: float = 0.0) -> subprocess.CompletedProcess:
+def _signal_when_running(cmd, signum, until=lambda: True) -> subprocess.CompletedProcess:
     """Start ``cmd`` in its own process group, signal the whole group (as a
-    scheduler does) ``wait`` s after rank 0 printed ``running``."""
+    scheduler does) once rank 0 printed ``running`` and ``until()`` holds."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
         assert proc.stdout.readline() == "running\n", proc.stderr.read()
-        time.sleep(wait)
+        deadline = time.monotonic() + 60        # a hang guard, not a timing assumption
+        while not until() and time.monotonic() < deadline:
+            time.sleep(0.02)
         os.killpg(proc.pid, signum)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -64,7 +66,8 @@ def _steps(profile, rank):
 @needs_mpi
 def test_sigkill_mid_run_leaves_the_last_complete_snapshot(tmp_path):
     out = tmp_path / "out"
-    _signal_when_running(_command(4, out, 0.2, keep="all"), signal.SIGKILL, wait=1.0)
+    _signal_when_running(_command(4, out, 0.2, keep="all"), signal.SIGKILL,
+                         until=lambda: len(tinyprof.snapshots(out)) >= 3)
     done = tinyprof.snapshots(out)
     assert len(done) >= 3, sorted(os.listdir(out / "snapshots"))
     latest = tinyprof.read(out)
@@ -81,7 +84,8 @@ def test_sigkill_mid_run_leaves_the_last_complete_snapshot(tmp_path):
 @needs_mpi
 def test_keep_last_leaves_one_complete_snapshot(tmp_path):
     out = tmp_path / "out"
-    _signal_when_running(_command(2, out, 0.1), signal.SIGKILL, wait=0.8)
+    _signal_when_running(_command(2, out, 0.1), signal.SIGKILL,
+                         until=lambda: (tinyprof.snapshots(out) or [0])[-1] >= 4)
     done = tinyprof.snapshots(out)
     # Two only if the kill fell between completing the newest and removing the older.
     assert len(done) in (1, 2) and done[-1] >= 4, done
@@ -166,7 +170,7 @@ def test_thread_level_single_falls_back_to_safe_points(tmp_path):
 def snap(tmp_path):
     """This process's snapshotter, with no periodic snapshot due during the test."""
     tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s", keep="all")
-    return _snapshot._current
+    return _session.current().snapshotter
 
 
 def _record(n):
@@ -209,7 +213,7 @@ def test_keep_last_removes_older_complete_snapshots(tmp_path):
     tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s")
     _record(1)
     for k in (1, 2, 3):
-        assert _snapshot._current.take(k)
+        assert _session.current().snapshotter.take(k)
     assert os.listdir(tmp_path / "s" / "snapshots") == ["000003"]
 
 
@@ -219,13 +223,13 @@ def test_write_failures_warn_and_keep_the_data(tmp_path):
     prof = tinyprof.Profiler("s", frequency=3600, outdir=bad)
     _record(2)
     with pytest.warns(RuntimeWarning, match=f"cannot write snapshot file {bad}/snapshots/"):
-        assert not _snapshot._current.take(1)
+        assert not _session.current().snapshotter.take(1)
     with pytest.warns(RuntimeWarning, match=f"cannot write profile file {bad}/s.0-of-1.tp"):
         assert tinyprof.flush() == bad
-    assert not prof.flushed             # the exit flush will try again
-    prof.outdir = str(tmp_path / "good")
+    assert prof.session.flushed is None     # the exit flush will try again
+    good = tinyprof.Profiler("s", outdir=tmp_path / "good")
     tinyprof.flush()
-    assert len(tinyprof.read(prof.outdir).series(STEP, 0)[0]) == 2
+    assert len(tinyprof.read(good.outdir).series(STEP, 0)[0]) == 2
 
 
 def test_snapshots_of_a_directory_without_any():
@@ -239,11 +243,11 @@ def test_bad_keep_policy():
 
 def test_a_snapshot_while_another_thread_records(tmp_path):
     tinyprof.Profiler("s", frequency=0.01, outdir=tmp_path / "s", keep="all")
-    end = time.monotonic() + 0.5
-    while time.monotonic() < end:
+    deadline = time.monotonic() + 60        # a hang guard: the loop ends on the count
+    while len(tinyprof.snapshots(tmp_path / "s")) < 5 and time.monotonic() < deadline:
         _record(50)
         time.sleep(0.001)
-    _snapshot._current.close()
+    _session.current().snapshotter.close()
     done = tinyprof.snapshots(tmp_path / "s")
     assert len(done) >= 5
     profiles = [tinyprof.read(tmp_path / "s", snapshot=k) for k in done]
@@ -257,7 +261,7 @@ def test_incremental_snapshots_write_what_a_flush_writes(tmp_path, clock):
     still change): after any history, a snapshot's file is the flush's file."""
     tinyprof.Profiler("s", frequency=3600, selfkeys="tag:0,mem:1", outdir=tmp_path / "s",
                       keep="all")
-    snap = _snapshot._current
+    snap = _session.current().snapshotter
     for k in range(1, 6):
         with tinyprof.Event("main"):                    # a new execution each time
             for i in range(k):

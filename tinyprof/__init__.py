@@ -14,10 +14,9 @@ Annotate regions, flush, read back::
 The file format is specified in docs/format.md.
 """
 from ._annotate import Event, event
-from ._flush import flush
 from ._format import FormatError
 from ._profile import Profile, read, snapshots
-from ._profiler import Profiler
+from ._profiler import Profiler, flush
 from ._version import __version__
 
 __all__ = ["Event", "event", "Profiler", "flush", "read", "snapshots", "Profile", "FormatError",

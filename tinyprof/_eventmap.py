@@ -22,24 +22,6 @@ _warned: set = set()
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
-    """``"tag:0,mem:1"`` -> ``[("tag", True), ("mem", False)]``.
-
-    As in the paper's Fig. 2, flag 0 marks a consistent metric (one value per
-    callpath) and 1 an inconsistent one (a value per occurrence).
-    """
-    keys: List[Tuple[str, bool]] = []
-    for item in filter(None, (s.strip() for s in selfkeys.split(","))):
-        name, sep, flag = item.rpartition(":")
-        if not sep or flag not in ("0", "1") or not name:
-            raise ValueError(f"tinyprof: bad selfkeys item {item!r}: expected name:0 "
-                             "(consistent) or name:1 (inconsistent)")
-        if name == "time" or name in dict(keys):
-            raise ValueError(f"tinyprof: metric {name!r} declared twice (or reserved)")
-        keys.append((name, flag == "0"))
-    return keys
-
-
 def configure(keys: Sequence[Tuple[str, bool]]) -> None:
     _keys.clear()
     _keys.update(keys)

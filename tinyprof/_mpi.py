@@ -7,13 +7,12 @@
    encoded rows (equal-size uint8 buffers) to its first rank, the aggregator.
 3. File I/O: each aggregator writes its file with one atomic write.
 
-Imported only when the application uses MPI (see ``_flush.flush``), so that
-``import tinyprof`` never imports mpi4py. Design notes: docs/flush.md.
+Imported only when the application uses MPI (see ``_session.Session.flush``),
+so that ``import tinyprof`` never imports mpi4py. Design notes: docs/flush.md.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 import warnings
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -21,10 +20,11 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 from mpi4py import MPI
 
-from . import _annotate, _flush
-from ._eventmap import LocalEvent, collect
-from ._format import Header, encode_consistent, encode_file, encode_rank_field, file_name
-from ._profiler import Profiler, aggregator_count
+from . import _assemble, _layout
+from ._assemble import HeaderMaker
+from ._eventmap import LocalEvent
+from ._format import Header, encode_consistent, encode_file, encode_rank_field
+from ._settings import Settings
 
 Callpath = Tuple[str, ...]
 Meta = Tuple[Callpath, int, bool]        # callpath, loop mode, is_common hint
@@ -34,51 +34,55 @@ _ROW_HEAD = 16          # a rank row starts with int64 (used length, executions)
 
 # How phase 1 agreed in the last flush: "common" (hints held) or "full" (tests).
 last_sync = ""
-# (communicator, A) -> (communicator, group communicator): Split is collective
-# and not free, so each grouping is made once; the parent is kept alive.
-_groups: Dict[Tuple[int, int], tuple] = {}
+# Seconds this rank spent in the last flush (benchmarks): "encode" (copy and
+# encode the event map), then the phases "sync", "gather" and "write".
+last_timings: Dict[str, float] = {}
 
 
-def flush(prof: Profiler, comm) -> bool:
-    """The collective flush of this rank's event map over ``comm``; whether
-    every file of the new set was written (the same on all ranks)."""
+def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
+          events: List[LocalEvent], executions: int, groups: Dict[int, object]) -> bool:
+    """The collective flush of this rank's ``events`` over ``comm``: the set of
+    files ``<settings.outdir>/<stem>.<i>-of-<A>.tp``; whether every file of
+    it was written (the same on all ranks). Consumes ``events``. ``groups``
+    caches the group communicator of each aggregator count: Split is
+    collective and not free, so each grouping is made once per session."""
     t0 = time.perf_counter()
-    impl = _annotate.impl
-    keys = [k for k, c in prof.metrics if c]
-    meta, fields, consistent = _encode_local(collect(impl.root()), prof.metrics)
-    executions = impl.executions()
+    keys = [k for k, c in settings.metrics if c]
+    meta, fields, consistent = _encode_local(events, settings.metrics)
     t_encoded = time.perf_counter()
     order, loops = _synchronise(comm, meta)
     del meta
     t1 = time.perf_counter()
 
     nranks, rank = comm.Get_size(), comm.Get_rank()
-    naggs = aggregator_count(prof, nranks)
+    naggs = settings.aggregator_count(nranks)
     index, first, size = group_of(rank, nranks, naggs)
-    group = _group_comm(comm, naggs, index)
+    if naggs not in groups:
+        groups[naggs] = comm.Split(index, rank)
+    group = groups[naggs]
     box = [_encode_row(order, fields, consistent if keys else None, executions)]
     rows = _gather(group, box)                  # takes the row out of the box: freed once copied
     t2 = time.perf_counter()
 
     # [file written, no older set to remove], then the minimum over all ranks
     state = np.ones(2, np.int64)
+    outdir = settings.outdir
     if rows is not None:
         ranks = [_Row(rows, r, len(order), bool(keys)) for r in range(size)]
         del rows                # now the _Rows hold the buffer, and free it once encoded
-        header = _flush._header(prof, nranks, first, size, index, naggs)
-        state[0] = _write(prof, header, ranks, order, loops)
+        header = make_header(nranks, first, size, index, naggs)
+        state[0] = _write(outdir, stem, header, ranks, order, loops)
         if rank == 0 and state[0]:
-            state[1] = not _flush.stale_sets(prof.outdir, prof.name, naggs)
+            state[1] = not _layout.stale_sets(outdir, stem, naggs)
     comm.Allreduce(MPI.IN_PLACE, state, op=MPI.MIN)   # everyone knows: the new set is complete
     if state[0] and not state[1]:
         if rank == 0:
-            for path in _flush.stale_sets(prof.outdir, prof.name, naggs):
-                _flush.remove(path)
+            for path in _layout.stale_sets(outdir, stem, naggs):
+                _layout.remove(path)
         comm.Barrier()          # no rank returns, and reads, before the old set is gone
     t3 = time.perf_counter()
-    _flush.last_timings.clear()
-    _flush.last_timings.update(encode=t_encoded - t0, sync=t1 - t_encoded, gather=t2 - t1,
-                               write=t3 - t2)
+    last_timings.clear()
+    last_timings.update(encode=t_encoded - t0, sync=t1 - t_encoded, gather=t2 - t1, write=t3 - t2)
     return bool(state[0])
 
 
@@ -111,13 +115,6 @@ def group_of(rank: int, nranks: int, naggs: int) -> Tuple[int, int, int]:
     return index, index * small + min(index, extra), small + (index < extra)
 
 
-def _group_comm(comm, naggs: int, index: int):
-    key = (id(comm), naggs)
-    if key not in _groups:
-        _groups[key] = (comm, comm.Split(index, comm.Get_rank()))
-    return _groups[key][1]
-
-
 # -- phase 1: event synchronisation ---------------------------------------------
 
 def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callpath, int]]:
@@ -134,7 +131,7 @@ def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callp
             common_paths[path] = None
     common = [(path, loop) for path, loop, _ in meta if path in common_paths]
     others = [(path, loop) for path, loop, _ in meta if path not in common_paths]
-    base, _ = _flush.name_table([path for path, _ in common])
+    base, _ = _assemble.name_table([path for path, _ in common])
     partial, full = _encode_paths(others, base), _encode_paths([m[:2] for m in meta], [])
     digest = _digest(common)
     stats = np.array([len(common), -len(common), digest, -digest, -len(partial), -len(full)],
@@ -154,7 +151,7 @@ def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callp
         if payload not in seen:          # ranks alike send alike: decode each kind once
             seen.add(payload)
             for path, loop in _decode_paths(payload, base):
-                _flush.merge_loop(loops, path, loop)
+                _assemble.merge_loop(loops, path, loop)
     return list(loops), loops
 
 
@@ -285,19 +282,19 @@ class _Row:
 
 # -- phase 3: file I/O ---------------------------------------------------------------
 
-def _write(prof: Profiler, header: Header, ranks: List[_Row], order: Sequence[Callpath],
-           loops: Dict[Callpath, int]) -> bool:
+def _write(outdir: str, stem: str, header: Header, ranks: List[_Row],
+           order: Sequence[Callpath], loops: Dict[Callpath, int]) -> bool:
     """Assemble and write this aggregator's file; False (and a warning) if it cannot."""
     n = len(order)
     header.executions = [row.executions for row in ranks]
     consistent = [_merge_consistent(ranks, i) if ranks[0].offset else b"" for i in range(n)]
-    names, paths = _flush.name_table(order)
+    names, paths = _assemble.name_table(order)
     data = encode_file(header, names, paths, [loops[p] for p in order], consistent, ranks)
-    path = os.path.join(prof.outdir, file_name(prof.name, header.file_index, header.file_count))
-    failure = _flush.write_file(prof.outdir, path, data)
+    path = _layout.set_file(outdir, stem, header.file_index, header.file_count)
+    failure = _layout.write_file(outdir, path, data)
     if failure:
         warnings.warn(f"tinyprof: cannot write profile file {path}: {failure}; "
-                      "the profile is incomplete", RuntimeWarning, stacklevel=4)
+                      "the profile is incomplete", RuntimeWarning, stacklevel=2)
     return not failure
 
 

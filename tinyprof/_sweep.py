@@ -14,7 +14,7 @@ from typing import Dict, List, Sequence
 
 # Kernels per group, and the number of variant events (ranks differ in which one they run).
 LEAVES, VARIANTS = 9, 4
-# Keys of tinyprof._flush.last_timings, in the order of the flush.
+# Keys of tinyprof._mpi.last_timings, in the order of the flush.
 PARTS = ("encode", "sync", "gather", "write")
 # Columns of a sample: the flush's wall time, its parts, own CPU (maximum over
 # ranks), then own CPU (mean over ranks).
@@ -106,7 +106,7 @@ def sweep(comm, outdir: str, counts: Sequence[int], repeats: int,
     import numpy as np
     from mpi4py import MPI
 
-    from . import Profiler, _flush, flush
+    from . import Profiler, _mpi, flush
 
     rank, size = comm.Get_rank(), comm.Get_size()
     spent = [0.0]
@@ -121,7 +121,7 @@ def sweep(comm, outdir: str, counts: Sequence[int], repeats: int,
             start, cpu = MPI.Wtime(), time.thread_time()
             flush()
             own = time.thread_time() - cpu - spent[0]
-            mine = np.array([MPI.Wtime() - start, *(_flush.last_timings[k] for k in PARTS), own])
+            mine = np.array([MPI.Wtime() - start, *(_mpi.last_timings[k] for k in PARTS), own])
             worst, total = np.zeros(len(mine)), np.zeros(len(mine))
             comm.Reduce(mine, worst, op=MPI.MAX, root=0)
             comm.Reduce(mine, total, op=MPI.SUM, root=0)

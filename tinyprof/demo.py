@@ -25,7 +25,7 @@ from typing import Any, Callable, List, Optional
 import numpy as np
 
 import tinyprof
-from tinyprof import Event, _snapshot
+from tinyprof import Event, _session
 
 HOT, COLD = 100.0, 0.0
 COMPUTE, COMM = 1, 2                   # values of the consistent "kind" metric
@@ -126,7 +126,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     residual = solve(comm, args.steps, args.rows, args.cols)
     tinyprof.flush()
     elapsed = comm.reduce(MPI.Wtime() - start, op=MPI.MAX)
-    snap = _snapshot._current
+    snap = _session.current().snapshotter
     taken = comm.reduce(snap.taken if snap else 0, op=MPI.MAX)
     cpu = comm.reduce(snap.cpu if snap else 0.0, op=MPI.MAX)
     if comm.Get_rank() == 0:

@@ -21,7 +21,7 @@ import tempfile
 from typing import Dict, List, Optional, Sequence
 
 from . import _sweep
-from ._profiler import _env_aggregators, clamp_aggregators
+from ._settings import clamp_aggregators, env_aggregators
 
 # Totals within this fraction of the fastest count as a tie: the fewest files win.
 TOLERANCE = 0.10
@@ -67,7 +67,7 @@ def counts(nranks: int) -> List[int]:
 
 def current(nranks: int) -> int:
     """The aggregator count a flush over ``nranks`` ranks uses today."""
-    return clamp_aggregators(_env_aggregators(), nranks)
+    return clamp_aggregators(env_aggregators(), nranks)
 
 
 def recommend(runs: Sequence[Dict], tolerance: float = TOLERANCE) -> Dict:

@@ -1,0 +1,329 @@
+"""The profiling session: the one owner of a run's mutable state.
+
+A :class:`Session` holds the settings, the communicators, the run id, the
+flush count, the snapshotter and what the last flush wrote. ``start()``
+makes it live (collective under MPI), ``close()`` ends it; lifecycle events
+(exit, SIGTERM, fork: ``_lifecycle.py``) call its methods. The hot path
+(``_annotate``) knows nothing of it: the session reads the event map when it
+writes. ``Profiler(...)`` (``_profiler.py``) is the friendly front.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+import threading
+import time
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from . import _annotate, _assemble, _eventmap, _layout, _lifecycle
+from ._eventmap import collect
+from ._format import Header
+from ._settings import Settings, enabled
+from ._snapshot import Snapshotter
+
+# Environment variables by which MPI launchers tell a process its rank and size.
+_LAUNCH_VARS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"))
+_RUN_RE = re.compile("[0-9a-f]{16}")
+_VOTE, _DECISION = 1, 2            # message tags of the exit agreement
+
+
+def launched_rank() -> Optional[Tuple[int, int]]:
+    """``(rank, size)`` when an MPI launcher started this process, else None."""
+    for rank_var, size_var in _LAUNCH_VARS:
+        rank, size = os.environ.get(rank_var, ""), os.environ.get(size_var, "")
+        if rank.isdigit() and size.isdigit():
+            return int(rank), int(size)
+    return None
+
+
+def _live_mpi() -> Any:
+    """The mpi4py.MPI module if MPI is initialised and not finalised, else None."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return mpi
+    return None
+
+
+def _world(explicit: Any) -> Any:
+    """The communicator a new session profiles over, or None for one process.
+
+    ``explicit`` wins. Else COMM_WORLD when the application has MPI running,
+    or when a launcher started this process as one of several ranks: then
+    tinyprof initialises MPI itself through mpi4py (if installed), so that
+    the profile holds every rank. A fork child never touches its parent's MPI.
+    """
+    if explicit is not None:
+        return explicit
+    if _lifecycle.forked_child():
+        return None
+    if "mpi4py.MPI" not in sys.modules:
+        launch = launched_rank()
+        if launch is None or launch[1] < 2:
+            return None
+        try:
+            from mpi4py import MPI      # noqa: F401  (initialises MPI)
+        except Exception:               # not installed, or no working MPI library
+            return None
+    mpi = _live_mpi()
+    return None if mpi is None else mpi.COMM_WORLD
+
+
+def _run_id() -> str:
+    """A new run id: 16 hex digits, or ``TINYPROF_RUN_ID`` (reproducible files)."""
+    given = os.environ.get("TINYPROF_RUN_ID", "")
+    return given if _RUN_RE.fullmatch(given) else os.urandom(8).hex()
+
+
+def fingerprint(root: Any, executions: int) -> Tuple[int, int, int, int]:
+    """A summary of the event map that changes whenever anything is recorded:
+    executions, nodes, stored values, and the newest value of every loop-2
+    node (a loop-2 record adds to a value instead of storing one)."""
+    nodes = total = 0
+    lasts: List[bytes] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        nodes += 1
+        total += node.count
+        if node.loop == 2 and node.count:
+            lasts.append(node.data()[0][-8:])
+        stack.extend(list(node.children.values()))
+    return executions, nodes, total, hash(b"".join(lasts))
+
+
+class Session:
+    """One profiling session; see the module docstring."""
+
+    def __init__(self, settings: Settings, comm: Any = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.user_comm = comm           # as given to Profiler(comm=...)
+        self.clock = clock
+        self.private: Any = None        # tinyprof's own Dup of the communicator
+        self.groups: Dict[int, Any] = {}    # aggregator count -> group communicator
+        self.rank, self.size = 0, 1
+        self.run = "0" * 16
+        self.stem = settings.name       # file names: <stem>.<i>-of-<n>.tp
+        self.flushes = 0                # number of the next flush set
+        self.flushed: Optional[tuple] = None   # fingerprint of what the last flush wrote
+        self.snapshotter: Optional[Snapshotter] = None
+        self.live = False
+        self._pending: list = []        # buffers of exit-vote requests never completed
+        self._warned: set = set()
+
+    # -- start and close -------------------------------------------------------------
+
+    def start(self) -> "Session":
+        """Make the session live: agree on the run id and the snapshot clock
+        (collective over the communicator), attach to the lifecycle events,
+        start periodic snapshots. Nothing when profiling is off."""
+        if not enabled():
+            return self
+        if _lifecycle.take_inherited():     # a fork child profiling itself: from scratch
+            _annotate.impl.reset()
+        settings = self.settings
+        _eventmap.configure(settings.metrics)
+        run, start, timer = _run_id(), self.clock(), False
+        comm = _world(self.user_comm)
+        if comm is not None:
+            self.rank, self.size = comm.Get_rank(), comm.Get_size()
+            self.private = comm.Dup()       # its collectives never match the application's
+            run, start = self.private.bcast((run, start), root=0)
+            if settings.frequency:
+                from mpi4py import MPI
+                timer = MPI.Query_thread() == MPI.THREAD_SINGLE
+        else:
+            launch = launched_rank()
+            if launch is not None and launch[1] > 1 and not _lifecycle.forked_child():
+                self.stem = f"{settings.name}.rank{launch[0]}"
+                self.warn("no-mpi", f"rank {launch[0]} of {launch[1]} started by an MPI "
+                          "launcher, but mpi4py cannot initialise MPI: each rank writes "
+                          f"its own profile, {self.stem}.*")
+        self.run = run
+        self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
+                                       self.header_maker("snapshot", 0), self.clock)
+        self.live = True
+        _lifecycle.attach(self)
+        if settings.frequency:
+            self.snapshotter.run_periodic(timer)
+        return self
+
+    def close(self) -> None:
+        """Stop snapshots and free the communicators (collective under MPI)."""
+        if not self.live:
+            return
+        self.live = False
+        _lifecycle.detach(self)
+        if self.snapshotter is not None:
+            self.snapshotter.close()
+        if self.private is not None and _live_mpi() is not None:
+            for group in self.groups.values():
+                group.Free()
+            self.private.Free()
+        self.private, self.groups = None, {}
+
+    def forked(self) -> None:
+        """In a fork child: this session is the parent's; it writes nothing more."""
+        self.live = False
+        if self.snapshotter is not None:
+            self.snapshotter.stop.set()
+        self.private, self.groups = None, {}    # the parent's MPI: never used, never freed
+
+    # -- writing ---------------------------------------------------------------------
+
+    def header_maker(self, kind: str, number: int) -> _assemble.HeaderMaker:
+        """Headers of the files of set ``kind`` (flush or snapshot) ``number``."""
+        s = self.settings
+        return functools.partial(_assemble.header, s.name, s.metrics, self.run, kind, number)
+
+    def flush(self) -> Optional[str]:
+        """Write everything recorded so far as flush set ``self.flushes``;
+        collective over the communicator. Returns the output directory."""
+        if not self.live:
+            return None
+        impl = _annotate.impl
+        events = collect(impl.root())
+        executions = impl.executions()      # after collect: never fewer than the fields hold
+        state = fingerprint(impl.root(), executions)
+        make_header = self.header_maker("flush", self.flushes)
+        self.flushes += 1                   # every attempt takes a number, on all ranks alike
+        if self.private is not None and _live_mpi() is not None:
+            from . import _mpi         # imports mpi4py, which is running already
+            written = _mpi.flush(self.private, self.settings, self.stem, make_header,
+                                 events, executions, self.groups)
+        else:
+            written = self._flush_alone(make_header(1, 0, 1, 0, 1), events, executions)
+        if written:
+            self.flushed = state
+        return self.settings.outdir
+
+    def _flush_alone(self, header: Header, events: list, executions: int) -> bool:
+        outdir = self.settings.outdir
+        data = _assemble.build_file(header, [events], [executions])
+        path = _layout.set_file(outdir, self.stem, 0, 1)
+        failure = _layout.write_file(outdir, path, data)
+        if failure:
+            self.warn(outdir, f"cannot write profile file {path}: {failure}; "
+                      "the data stays in memory for the next flush")
+            return False
+        for stale in _layout.stale_sets(outdir, self.stem, 1):
+            _layout.remove(stale)
+        return True
+
+    def warn(self, key: str, message: str) -> None:
+        """Warn once per ``key``."""
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(f"tinyprof: {message}", RuntimeWarning, stacklevel=3)
+
+    # -- lifecycle events ------------------------------------------------------------
+
+    def at_exit(self, aborting: bool) -> None:
+        """Flush what the last flush did not write: collective while MPI is
+        still alive (atexit runs before mpi4py's MPI_Finalize) if every rank
+        exits normally, else each rank's own snapshot, which needs no other rank.
+        Events still open are written as open (no value yet)."""
+        snap = self.snapshotter
+        if not self.live or snap is None:
+            return
+        snap.close()
+        impl = _annotate.impl
+        need = bool(impl.root().children) and \
+            fingerprint(impl.root(), impl.executions()) != self.flushed
+        try:
+            normal, needed = self._agree_at_exit(need, aborting)
+            if normal and needed:
+                self.flush()
+            elif need:
+                snap.take(snap.forced())
+        except Exception as e:      # the profiler never takes the application down
+            self.warn("exit", f"exit flush failed: {type(e).__name__}: {e}")
+
+    def _agree_at_exit(self, need: bool, aborting: bool) -> Tuple[bool, bool]:
+        """(every rank exits normally, some rank needs a flush), agreed over the
+        private communicator, so that no rank enters a collective flush that an
+        aborting rank will never join. Without MPI, a lone process flushes even
+        when aborting (its flush has no collective); ranks whose MPI is gone cannot.
+
+        Point-to-point, not a collective: an aborting rank posts its small
+        (eager) message and goes on to MPI_Abort or MPI_Finalize without waiting
+        for, or progressing, anyone. Rank 0 gathers the votes and sends the
+        decision; if rank 0 itself aborts, it sends "abort" at once.
+        """
+        comm = self.private
+        if comm is None or _live_mpi() is None:
+            return comm is None, need
+        mine = np.array([0 if aborting else 1, int(need)], np.int64)
+        self._pending.append(mine)
+        timeout = _lifecycle.TERM_TIMEOUT
+        if comm.Get_rank() != 0:
+            sent = comm.Isend(mine, dest=0, tag=_VOTE)
+            if aborting:
+                _wait([sent], timeout)
+                return False, need
+            decision = np.empty(2, np.int64)
+            self._pending.append(decision)
+            _wait([sent, comm.Irecv(decision, source=0, tag=_DECISION)])
+            return bool(decision[0]), bool(decision[1])
+        if not aborting:
+            votes = np.empty((comm.Get_size() - 1, 2), np.int64)
+            _wait([comm.Irecv(votes[r - 1], source=r, tag=_VOTE) for r in range(1, comm.Get_size())])
+            mine[0] &= int(votes[:, 0].all())
+            mine[1] |= int(votes[:, 1].any())
+        _wait([comm.Isend(mine, dest=r, tag=_DECISION) for r in range(1, comm.Get_size())],
+              timeout if aborting else None)
+        return bool(mine[0]), bool(mine[1])
+
+    def on_sigterm(self) -> None:
+        """This rank's SIGTERM snapshot, then (boundedly) wait until every rank's
+        file of it is there: the first rank to die makes mpiexec kill the rest."""
+        snap = self.snapshotter
+        if not self.live or snap is None or not _annotate.impl.root().children:
+            return
+        timeout = _lifecycle.TERM_TIMEOUT
+        end = time.monotonic() + timeout
+        k = snap.forced()
+        # A helper thread bounds the attempt: a hung file system cannot hold the exit.
+        worker = threading.Thread(target=snap.safe_take, args=(k,), daemon=True)
+        worker.start()
+        worker.join(timeout)
+        outdir = self.settings.outdir
+        while self.size > 1 and time.monotonic() < end and \
+                not _layout.snapshot_is_complete(outdir, k):
+            time.sleep(0.01)
+
+
+def _wait(requests: list, timeout: Optional[float] = None) -> None:
+    """Sleep-poll ``requests`` (no busy wait on slow ranks), at most ``timeout`` s."""
+    from mpi4py import MPI
+    end = None if timeout is None else time.monotonic() + timeout
+    while not MPI.Request.Testall(requests):
+        if end is not None and time.monotonic() > end:
+            return
+        time.sleep(0.001)
+
+
+_active: Optional[Session] = None
+
+
+def begin(settings: Settings, comm: Any = None) -> Session:
+    """Close the current session (if any) and start a new one."""
+    global _active
+    if _active is not None:
+        _active.close()
+    _active = Session(settings, comm)
+    return _active.start()
+
+
+def current() -> Session:
+    """The session of this process, started with default settings on first need
+    (or anew in a fork child, whose inherited session is the parent's)."""
+    if _active is None or (not _active.live and _lifecycle.forked_child()):
+        return begin(Settings.create())
+    return _active

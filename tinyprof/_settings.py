@@ -1,0 +1,107 @@
+"""The settings of a profiling session: one frozen, validated object.
+
+Everything configurable lives here: the ``Profiler(...)`` arguments, the
+environment variables that change them, and the rules derived from them
+(the aggregator count). Nothing here has side effects or mutable state.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+Metrics = Tuple[Tuple[str, bool], ...]      # (key, consistent?) in declaration order
+
+KEEP_POLICIES = ("last", "all")
+
+
+def enabled() -> bool:
+    """Whether profiling is on: ``TINYPROF=0`` (or off/false/no) switches it off."""
+    return os.environ.get("TINYPROF", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
+    """``"tag:0,mem:1"`` -> ``[("tag", True), ("mem", False)]``.
+
+    As in the paper's Fig. 2, flag 0 marks a consistent metric (one value per
+    callpath) and 1 an inconsistent one (a value per occurrence).
+    """
+    if not isinstance(selfkeys, str):
+        raise TypeError(f"tinyprof: selfkeys must be a str such as 'tag:0,mem:1', "
+                        f"not {type(selfkeys).__name__}")
+    keys: List[Tuple[str, bool]] = []
+    for item in filter(None, (s.strip() for s in selfkeys.split(","))):
+        name, sep, flag = item.rpartition(":")
+        if not sep or flag not in ("0", "1") or not name:
+            raise ValueError(f"tinyprof: bad selfkeys item {item!r}: expected name:0 "
+                             "(consistent) or name:1 (inconsistent)")
+        if name == "time" or name in dict(keys):
+            raise ValueError(f"tinyprof: metric {name!r} declared twice (or reserved)")
+        keys.append((name, flag == "0"))
+    return keys
+
+
+def env_aggregators() -> Optional[int]:
+    """``TINYPROF_AGGREGATORS``, if set (an integer >= 1)."""
+    text = os.environ.get("TINYPROF_AGGREGATORS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"tinyprof: TINYPROF_AGGREGATORS must be an integer >= 1, not {text!r}")
+    return int(text)
+
+
+def clamp_aggregators(wanted: Optional[int], nranks: int) -> int:
+    """``wanted`` aggregators (None: the default P // 16) clamped to [1, P]."""
+    return min(max(1, wanted if wanted is not None else nranks // 16), nranks)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one session records and where it writes; see ``Profiler`` for the meaning.
+
+    Build it with :meth:`create`, which validates every value; a Settings
+    object is immutable, so every component of a session reads the same.
+    """
+
+    name: str = "profile"
+    frequency: float = 0.0
+    metrics: Metrics = ()
+    outdir: str = "profile.tinyprof"
+    aggregators: Optional[int] = None
+    keep: str = "last"
+
+    @classmethod
+    def create(cls, name: str = "profile", frequency: float = 0, selfkeys: str = "",
+               outdir: Optional[str] = None, aggregators: Optional[int] = None,
+               keep: str = "last") -> "Settings":
+        if not isinstance(name, str):
+            raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
+        try:
+            freq = float(frequency)
+        except (TypeError, ValueError):
+            raise TypeError(f"tinyprof.Profiler: frequency must be a number of seconds, "
+                            f"not {frequency!r}") from None
+        if isinstance(frequency, bool) or not math.isfinite(freq) or freq < 0:
+            raise ValueError(f"tinyprof.Profiler: frequency must be a finite number of "
+                             f"seconds >= 0, not {frequency!r}")
+        if aggregators is None:
+            aggregators = env_aggregators()
+        elif isinstance(aggregators, bool) or not isinstance(aggregators, int) or aggregators < 1:
+            raise ValueError(f"tinyprof.Profiler: aggregators must be an integer >= 1, "
+                             f"not {aggregators!r}")
+        if keep not in KEEP_POLICIES:
+            raise ValueError(f"tinyprof.Profiler: keep must be 'last' or 'all', not {keep!r}")
+        return cls(name=name, frequency=freq, metrics=tuple(parse_selfkeys(selfkeys)),
+                   outdir=os.fspath(outdir) if outdir is not None else f"{name}.tinyprof",
+                   aggregators=aggregators, keep=keep)
+
+    def aggregator_count(self, nranks: int) -> int:
+        """Number of aggregators (files) of a flush over ``nranks`` ranks."""
+        return clamp_aggregators(self.aggregators, nranks)
+
+    @property
+    def selfkeys(self) -> str:
+        """The metrics in ``Profiler(selfkeys=...)`` spelling."""
+        return ",".join(f"{k}:{0 if c else 1}" for k, c in self.metrics)
