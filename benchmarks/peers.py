@@ -31,6 +31,7 @@ Prints Markdown tables (docs/performance.md, "Against peers").
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -164,12 +165,8 @@ def load(tool: str, outdir: str) -> bool:
 
 def _import_loaders() -> None:
     """Import what ``load`` needs once, so that no load time includes imports."""
-    import pstats  # noqa: F401
-
-    import hatchet  # noqa: F401
-    from pyinstrument.session import Session as Loaded  # noqa: F401
-
-    from tinyprof.converters import hatchet as to_hatchet  # noqa: F401
+    for module in ("pstats", "hatchet", "pyinstrument.session", "tinyprof.converters.hatchet"):
+        importlib.import_module(module)
 
 
 def run_once(tool: str, nranks: int, args: argparse.Namespace) -> Dict[str, float]:

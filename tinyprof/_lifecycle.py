@@ -50,6 +50,7 @@ _read_end = -1
 _term_done = threading.Event()      # the watcher finished a SIGTERM snapshot
 _inherited = False          # the event map came from a profiled parent, by fork
 _forked = False             # this process is a fork child of a profiled process
+_term_was_blocked: Optional[bool] = None    # during fork(): SIGTERM's mask before
 
 
 def attach(target: Target) -> None:
@@ -92,7 +93,8 @@ def _install_process_hooks() -> None:
         return
     _process_hooks = True
     atexit.register(_at_exit)
-    os.register_at_fork(after_in_child=_after_fork_child)
+    os.register_at_fork(before=_block_term, after_in_parent=_unblock_term,
+                        after_in_child=_after_fork_child)
     # A main-thread exception ends the rank (and the job); a thread's does not,
     # so only the former rules out the collective exit flush.
     sys.excepthook = _marking(sys.excepthook, lambda *args: True)
@@ -123,8 +125,27 @@ def _at_exit() -> None:
         target.at_exit(_aborting)
 
 
+# SIGTERM stays blocked across fork() until the child has detached the parent's
+# wakeup pipe: a child killed at once (Process.terminate() right after start)
+# would otherwise wake the parent's watcher, which would kill the parent.
+
+def _block_term() -> None:
+    global _term_was_blocked
+    if _wakeup != -1:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        _term_was_blocked = signal.SIGTERM in old
+
+
+def _unblock_term() -> None:
+    global _term_was_blocked
+    if _term_was_blocked is False:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    _term_was_blocked = None
+
+
 def _after_fork_child() -> None:
-    """In a fork child: detach everything the parent installed per process."""
+    """In a fork child: detach everything the parent installed per process,
+    then let a pending SIGTERM take its default course."""
     global _target, _wakeup, _read_end, _sigterm_hooked, _term_done, _inherited, _forked
     if _target is not None:
         _inherited = _forked = True
@@ -148,6 +169,7 @@ def _after_fork_child() -> None:
             pass
         _sigterm_hooked = False
     _term_done = threading.Event()
+    _unblock_term()
 
 
 # -- SIGTERM ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ writes. ``Profiler(...)`` (``_profiler.py``) is the friendly front.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import re
 import sys
@@ -67,7 +68,7 @@ def _world(explicit: Any) -> Any:
         if launch is None or launch[1] < 2:
             return None
         try:
-            from mpi4py import MPI      # noqa: F401  (initialises MPI)
+            importlib.import_module("mpi4py.MPI")   # initialises MPI
         except Exception:               # not installed, or no working MPI library
             return None
     mpi = _live_mpi()

@@ -7,6 +7,7 @@ environment variables that change them, and the rules derived from them
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -78,12 +79,11 @@ class Settings:
                keep: str = "last") -> "Settings":
         if not isinstance(name, str):
             raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
-        try:
-            freq = float(frequency)
-        except (TypeError, ValueError):
+        if isinstance(frequency, bool) or not isinstance(frequency, numbers.Real):
             raise TypeError(f"tinyprof.Profiler: frequency must be a number of seconds, "
-                            f"not {frequency!r}") from None
-        if isinstance(frequency, bool) or not math.isfinite(freq) or freq < 0:
+                            f"not {frequency!r}")
+        freq = float(frequency)
+        if not math.isfinite(freq) or freq < 0:
             raise ValueError(f"tinyprof.Profiler: frequency must be a finite number of "
                              f"seconds >= 0, not {frequency!r}")
         if aggregators is None:

@@ -1,0 +1,281 @@
+"""The session lifecycle on the paths an ordinary program takes: forks,
+signals, generators, events open at exit, flushes before exit, settings,
+MPI launches without mpi4py, and snapshots whose ranks fell behind.
+
+Each program runs in a real process (and under a real mpiexec where MPI is
+the point); the profile it leaves is read back from disk.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import tinyprof
+from tinyprof import _assemble, _session
+from tinyprof._settings import Settings
+from tinyprof._snapshot import Snapshotter
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+needs_mpi = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
+    reason="needs mpi4py and mpiexec next to the Python executable (pip install mpi4py mpich)")
+
+
+def _python(tmp_path, code: str, nranks: int = 0, timeout: float = 120):
+    """Run ``code`` (in ``tmp_path``) alone or under ``mpiexec -n nranks``."""
+    script = tmp_path / "app.py"
+    script.write_text(textwrap.dedent(code))
+    cmd = [sys.executable, str(script)]
+    if nranks:
+        cmd = [MPIEXEC, "-n", str(nranks), *cmd]
+    env = {k: v for k, v in os.environ.items() if k not in ("TINYPROF", "TINYPROF_PURE")}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+                          env=env)
+
+
+def _ok(proc):
+    assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+# -- fork ------------------------------------------------------------------------------
+
+FORK_PRELUDE = """
+    import multiprocessing, os, signal, sys, time
+    import tinyprof
+    tinyprof.Profiler("app", outdir="out", frequency=3600)
+    def idle(_=None):
+        time.sleep(60)
+"""
+
+
+def test_pool_terminate_does_not_kill_the_parent(tmp_path):
+    _ok(_python(tmp_path, FORK_PRELUDE + """
+    with tinyprof.Event("main"):
+        pool = multiprocessing.get_context("fork").Pool(2)
+        pool.map_async(idle, range(2))
+        time.sleep(0.5)
+        pool.terminate()
+        pool.join()
+        with tinyprof.Event("after"):
+            pass
+    print("survived")
+    """))
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",), ("main", "after")]
+
+
+def test_process_terminate_does_not_kill_the_parent(tmp_path):
+    proc = _ok(_python(tmp_path, FORK_PRELUDE + """
+    with tinyprof.Event("main"):
+        child = multiprocessing.get_context("fork").Process(target=idle)
+        child.start()
+        child.terminate()
+        child.join()
+        print(child.exitcode)
+    """))
+    assert proc.stdout == f"{-signal.SIGTERM}\n"
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]
+
+
+def test_a_forked_child_killed_by_sigterm_leaves_the_parent_alone(tmp_path):
+    proc = _ok(_python(tmp_path, FORK_PRELUDE + """
+    with tinyprof.Event("main"):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(w, b"x")
+            idle()
+            os._exit(0)
+        os.read(r, 1)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        print(os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exit")
+    """))
+    assert proc.stdout == f"{int(signal.SIGTERM)}\n"
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]
+
+
+def test_a_forked_child_neither_writes_nor_overwrites_the_parents_profile(tmp_path):
+    _ok(_python(tmp_path, FORK_PRELUDE + """
+    with tinyprof.Event("parent"):
+        pass
+    tinyprof.flush()
+    pid = os.fork()
+    if pid == 0:                     # the child exits normally: atexit handlers run
+        with tinyprof.Event("child"):
+            pass
+        sys.exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert tinyprof.read("out").callpaths == [("parent",)]
+    with tinyprof.Event("parent"):
+        pass
+    """))
+    p = tinyprof.read(tmp_path / "out")
+    assert p.callpaths == [("parent",)] and len(p.series(("parent",), 0)) == 2
+
+
+def test_a_forked_child_can_profile_itself(tmp_path):
+    _ok(_python(tmp_path, FORK_PRELUDE + """
+    with tinyprof.Event("parent"):
+        pid = os.fork()
+        if pid == 0:
+            tinyprof.Profiler("kid", outdir="kid")
+            with tinyprof.Event("child"):
+                pass
+            sys.exit(0)
+        assert os.waitpid(pid, 0)[1] == 0
+    """))
+    assert tinyprof.read(tmp_path / "kid").callpaths == [("child",)]
+    assert tinyprof.read(tmp_path / "out").callpaths == [("parent",)]
+
+
+# -- exit paths ------------------------------------------------------------------------
+
+def test_a_suspended_generator_neither_crashes_nor_loses_the_profile(tmp_path):
+    _ok(_python(tmp_path, """
+    import tinyprof
+    tinyprof.Profiler("app", outdir="out")
+    def rows():
+        with tinyprof.Event("read_rows"):
+            yield from range(10)
+    with tinyprof.Event("main"):
+        g = rows(); next(g)
+    with tinyprof.Event("next"):
+        pass
+    """))
+    p = tinyprof.read(tmp_path / "out")
+    # read_rows is still open (the generator never finished): written as open
+    assert p.callpaths == [("main",), ("main", "read_rows"), ("next",)]
+    assert p.series(("main", "read_rows"), 0) == [[], []]
+    assert len(p.series(("next",), 0)[1]) == 1
+
+
+def test_events_open_at_exit_are_written_as_open(tmp_path):
+    _ok(_python(tmp_path, """
+    import tinyprof
+    tinyprof.Profiler("app", outdir="out")
+    tinyprof.Event("main").__enter__()
+    for _ in range(3):
+        with tinyprof.Event("step", loop=1):
+            pass
+    """))
+    p = tinyprof.read(tmp_path / "out")
+    assert p.callpaths == [("main",), ("main", "step")]
+    assert p.series(("main",), 0) == [[]] and len(p.series(("main", "step"), 0)[0]) == 3
+
+
+def test_data_recorded_after_an_explicit_flush_is_written_at_exit(tmp_path):
+    _ok(_python(tmp_path, """
+    import tinyprof
+    tinyprof.Profiler("app", outdir="out")
+    with tinyprof.Event("before"):
+        pass
+    tinyprof.flush()
+    with tinyprof.Event("after"):
+        pass
+    """))
+    p = tinyprof.read(tmp_path / "out")
+    assert p.callpaths == [("before",), ("after",)]
+
+
+def test_nothing_new_after_a_flush_means_no_rewrite_at_exit(tmp_path):
+    _ok(_python(tmp_path, """
+    import os, tinyprof
+    tinyprof.Profiler("app", outdir="out")
+    with tinyprof.Event("main"):
+        pass
+    tinyprof.flush()
+    os.chmod("out/app.0-of-1.tp", 0o444)
+    os.utime("out/app.0-of-1.tp", (0, 0))
+    """))
+    assert os.stat(tmp_path / "out" / "app.0-of-1.tp").st_mtime == 0
+
+
+@pytest.mark.parametrize("frequency", [math.nan, math.inf, -1, "5", True, None])
+def test_bad_frequencies_are_refused_at_once(frequency):
+    with pytest.raises((ValueError, TypeError), match="frequency"):
+        tinyprof.Profiler("s", frequency=frequency)
+
+
+def test_settings_are_frozen():
+    s = Settings.create("heat", 2, "tag:0,mem:1")
+    assert (s.outdir, s.metrics, s.selfkeys) == ("heat.tinyprof", (("tag", True), ("mem", False)),
+                                                 "tag:0,mem:1")
+    with pytest.raises(AttributeError):
+        s.frequency = 3
+    assert [s.aggregator_count(p) for p in (1, 15, 16, 40)] == [1, 1, 1, 2]
+
+
+# -- MPI launches ----------------------------------------------------------------------
+
+@needs_mpi
+def test_a_launched_program_without_mpi4py_gets_every_rank(tmp_path):
+    _ok(_python(tmp_path, """
+    import sys, tinyprof
+    assert "mpi4py" not in sys.modules
+    tinyprof.Profiler("app", outdir="out")
+    with tinyprof.Event("main"):
+        pass
+    tinyprof.flush()
+    """, nranks=3))
+    p = tinyprof.read(tmp_path / "out")
+    assert p.nranks == 3 and all(len(p.series(("main",), r)[0]) == 1 for r in range(3))
+
+
+@needs_mpi
+def test_without_mpi4py_each_rank_writes_its_own_profile(tmp_path):
+    proc = _ok(_python(tmp_path, """
+    import sys
+    sys.modules["mpi4py"] = None          # as if mpi4py were not installed
+    import tinyprof
+    tinyprof.Profiler("app", outdir="out")
+    with tinyprof.Event("main"):
+        pass
+    """, nranks=3))
+    assert proc.stderr.count("each rank writes its own profile") == 3
+    for rank in range(3):
+        p = tinyprof.read(tmp_path / "out" / f"app.rank{rank}.0-of-1.tp")
+        assert p.nranks == 1 and p.callpaths == [("main",)]
+
+
+# -- snapshots of ranks that fell behind --------------------------------------------------
+
+def test_a_rank_that_skipped_snapshots_completes_those_others_started(tmp_path):
+    """Rank 0 takes snapshots 1, 2, 3; rank 1, late, takes only 3: all three complete."""
+    tinyprof.Profiler("s", outdir=tmp_path / "s")
+    with tinyprof.Event("main"):
+        pass
+    settings = Settings.create("s", 3600, outdir=str(tmp_path / "s"), keep="all")
+    header = _session.current().header_maker("snapshot", 0)
+    ranks = [Snapshotter(settings, "s", r, 2, 0.0, header, clock=lambda: 0.0) for r in (0, 1)]
+    for k in (1, 2, 3):
+        assert ranks[0].take(k)
+    assert tinyprof.snapshots(tmp_path / "s") == []
+    assert ranks[1].take(3)
+    assert tinyprof.snapshots(tmp_path / "s") == [1, 2, 3]
+    assert tinyprof.read(tmp_path / "s", snapshot=2).nranks == 2
+
+
+def test_snapshot_numbers_follow_the_injected_clock(tmp_path):
+    now = [100.0]
+    settings = Settings.create("s", 2, outdir=str(tmp_path / "s"))
+    snap = Snapshotter(settings, "s", 0, 1, 100.0, _session.current().header_maker("snapshot", 0),
+                       clock=lambda: now[0])
+    assert (snap.due(), snap.forced()) == (0, 1)
+    now[0] = 107.5
+    assert (snap.due(), snap.forced()) == (3, 4)
+
+
+def test_the_header_names_run_and_set(tmp_path):
+    make = _session.current().header_maker("flush", 7)
+    h = make(4, 2, 2, 1, 2)
+    assert (h.set_kind, h.set_number, h.nranks, h.first_rank, h.rank_count) == ("flush", 7, 4, 2, 2)
+    assert h.run == _session.current().run
+    assert _assemble.header("n", (), "ab" * 8, "snapshot", 3, 1, 0, 1, 0, 1).set_kind == "snapshot"
