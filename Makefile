@@ -28,6 +28,7 @@ test: install test-serial test-mpi test-native
 
 # The annotation tests run twice: C core, then the pure-Python fallback.
 test-serial: install
+	$(PY) -m pyflakes tinyprof tests benchmarks
 	$(PY) -m pytest -q tests --ignore=tests/mpi --ignore=tests/native
 	TINYPROF_PURE=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_annotate.py
 

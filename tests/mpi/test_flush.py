@@ -153,3 +153,34 @@ def test_groups_are_contiguous_and_even(world):
             assert sum(sizes.values()) == nranks and max(sizes.values()) - min(sizes.values()) <= 1
             indices = [index for index, _, _ in groups]
             assert indices == sorted(indices)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_files_of_two_flushes_or_runs_are_never_read_as_one(world, mpi_tmp_path):
+    """A kill between two aggregators' renames, or a rank that failed to write
+    in a later run, leaves files of different sets side by side: refused."""
+    record(world)
+    tinyprof.Profiler("wl", selfkeys=SELFKEYS, outdir=mpi_tmp_path, aggregators=2)
+    first, second = (str(mpi_tmp_path / file_name("wl", i, 2)) for i in (0, 1))
+    errors = []
+    for kind in ("flush", "run"):
+        tinyprof.flush()
+        if world.Get_rank() == 0:
+            with open(second, "rb") as f:
+                old = f.read()
+        if kind == "run":           # a new session: a new run id
+            tinyprof.Profiler("wl", selfkeys=SELFKEYS, outdir=mpi_tmp_path, aggregators=2)
+        tinyprof.flush()
+        if world.Get_rank() == 0:
+            if tinyprof.read(mpi_tmp_path).nranks != world.Get_size():
+                errors.append("the complete set does not read")
+            with open(second, "wb") as f:
+                f.write(old)
+            try:
+                tinyprof.read(mpi_tmp_path)
+                errors.append(f"a set mixing files of two {kind}s was read")
+            except tinyprof.FormatError as e:
+                if e.path != second or first == second:
+                    errors.append(f"{kind}: the error names {e.path}, not {second}")
+        world.Barrier()
+    assert not all_errors(world, errors)
