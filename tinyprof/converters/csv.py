@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from tinyprof._profile import Profile
+from .._profile import Profile
 
 from .dataframe import to_dataframe
 
