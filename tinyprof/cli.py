@@ -13,10 +13,9 @@ import argparse
 import sys
 from typing import List, Optional
 
-from . import tune
-from ._format import FormatError
+from . import _command, tune
 from ._version import __version__
-from .converters import TARGETS, ConvertError
+from .converters import TARGETS
 from .converters._values import STATISTICS
 
 
@@ -109,32 +108,14 @@ def _convert_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(prog: str, args: argparse.Namespace) -> int:
-    try:
-        return args.run(args)
-    except (FormatError, ConvertError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:         # `tinyprof show ... | head`
-        return 0
-    except OSError as e:            # an output that cannot be written
-        where = getattr(args, "output", None) or e.filename
-        print(f"{prog}: {where}: {e.strerror or e}" if where else f"{prog}: {e}", file=sys.stderr)
-        return 2
-    except ModuleNotFoundError as e:
-        print(f"{prog}: needs the Python package {e.name!r}: "
-              "pip install 'tinyprof[hatchet,callflow]'", file=sys.stderr)
-        return 1
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``tinyprof`` console script."""
-    return _run("tinyprof", _parser().parse_args(argv))
+    return _command.run("tinyprof", _parser().parse_args(argv))
 
 
 def convert_main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``tinyprof-convert`` console script."""
-    return _run("tinyprof-convert", _convert_parser().parse_args(argv))
+    return _command.run("tinyprof-convert", _convert_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -5,19 +5,57 @@ by ``<``), ``time`` (inclusive, seconds, read back exactly), then the custom
 metrics in the profile's order: an inconsistent one empty where not given, a
 consistent one repeated on every row of its callpath. Every row repeats its
 callpath and context: the redundancy the tinyprof format removes.
+
+Text cells are made safe for spreadsheets and for UTF-8 (see docs/convert.md):
+a text cell starting with a formula character gets a leading ``'``, and a
+lone surrogate in a name is written as its escape ``\\udcff``.
 """
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from .._format import write_atomic
 from .._profile import Profile
-
 from .dataframe import to_dataframe
+
+if TYPE_CHECKING:                       # pandas is imported when to_dataframe runs
+    import pandas
+
+# What a spreadsheet takes for the start of a formula (OWASP, "CSV Injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def write(profile: Profile, path: "str | os.PathLike[str]") -> str:
-    """Write the standard CSV of ``profile`` to ``path``; needs pandas."""
+    """Write the standard CSV of ``profile`` to ``path`` atomically; needs pandas."""
     frame = to_dataframe(profile)
     columns = ["rank", "execution", "iteration", "callpath", "time", *(k for k, _ in profile.metrics)]
-    frame[columns].to_csv(path, index=False, lineterminator="\n")
+    text = safe_text(frame[columns]).to_csv(index=False, lineterminator="\n")
+    # backslashreplace: a lone surrogate (legal in a name) has no UTF-8 form.
+    write_atomic(os.fspath(path), text.encode("utf-8", "backslashreplace"))
     return os.fspath(path)
+
+
+def safe_cell(text: str) -> str:
+    """``text`` with a leading ``'`` if a spreadsheet would run it as a formula."""
+    return f"'{text}" if text.startswith(FORMULA_START) else text
+
+
+def safe_text(frame: "pandas.DataFrame") -> "pandas.DataFrame":
+    """A copy of ``frame`` with :func:`safe_cell` applied to the column names
+    and every text cell; numeric columns (negative numbers too) stay as they are."""
+    import pandas as pd
+
+    columns = []
+    for _, column in frame.items():
+        if isinstance(column.dtype, pd.CategoricalDtype):    # once per category, not per row
+            labels = np.array([safe_cell(c) for c in column.cat.categories] + [None], dtype=object)
+            column = pd.Series(labels[column.cat.codes.to_numpy()], index=frame.index)  # -1: None
+        elif not pd.api.types.is_numeric_dtype(column.dtype):
+            column = column.map(safe_cell, na_action="ignore")
+        columns.append(column)
+    out = pd.concat(columns, axis=1, ignore_index=True)
+    out.columns = [safe_cell(str(name)) for name in frame.columns]   # "'=x" and "=x" may both be
+    return out
