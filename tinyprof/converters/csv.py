@@ -12,8 +12,9 @@ lone surrogate in a name is written as its escape ``\\udcff``.
 """
 from __future__ import annotations
 
+import csv as std_csv
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Tuple
 
 import numpy as np
 
@@ -32,7 +33,11 @@ def write(profile: Profile, path: "str | os.PathLike[str]") -> str:
     """Write the standard CSV of ``profile`` to ``path`` atomically; needs pandas."""
     frame = to_dataframe(profile)
     columns = ["rank", "execution", "iteration", "callpath", "time", *(k for k, _ in profile.metrics)]
-    text = safe_text(frame[columns]).to_csv(index=False, lineterminator="\n")
+    safe, cr = safe_text(frame[columns])
+    # The csv module quotes a cell holding a CR only when the line terminator
+    # has one: with "\n" lines, a CR quotes every text cell instead.
+    text = safe.to_csv(index=False, lineterminator="\n",
+                       quoting=std_csv.QUOTE_NONNUMERIC if cr else std_csv.QUOTE_MINIMAL)
     # backslashreplace: a lone surrogate (legal in a name) has no UTF-8 form.
     write_atomic(os.fspath(path), text.encode("utf-8", "backslashreplace"))
     return os.fspath(path)
@@ -43,19 +48,23 @@ def safe_cell(text: str) -> str:
     return f"'{text}" if text.startswith(FORMULA_START) else text
 
 
-def safe_text(frame: "pandas.DataFrame") -> "pandas.DataFrame":
+def safe_text(frame: "pandas.DataFrame") -> "Tuple[pandas.DataFrame, bool]":
     """A copy of ``frame`` with :func:`safe_cell` applied to the column names
-    and every text cell; numeric columns (negative numbers too) stay as they are."""
+    and every text cell, numeric columns (negative numbers too) as they are;
+    and whether a text cell holds a CR."""
     import pandas as pd
 
-    columns = []
+    columns, texts = [], [str(name) for name in frame.columns]
     for _, column in frame.items():
         if isinstance(column.dtype, pd.CategoricalDtype):    # once per category, not per row
-            labels = np.array([safe_cell(c) for c in column.cat.categories] + [None], dtype=object)
-            column = pd.Series(labels[column.cat.codes.to_numpy()], index=frame.index)  # -1: None
+            labels = [safe_cell(c) for c in column.cat.categories]
+            texts += labels
+            column = pd.Series(np.array(labels + [None], dtype=object)[column.cat.codes.to_numpy()],
+                               index=frame.index)            # code -1 (missing): None
         elif not pd.api.types.is_numeric_dtype(column.dtype):
             column = column.map(safe_cell, na_action="ignore")
+            texts += column.dropna().tolist()
         columns.append(column)
     out = pd.concat(columns, axis=1, ignore_index=True)
     out.columns = [safe_cell(str(name)) for name in frame.columns]   # "'=x" and "=x" may both be
-    return out
+    return out, any("\r" in text for text in texts)
