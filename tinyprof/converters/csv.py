@@ -34,8 +34,8 @@ def write(profile: Profile, path: "str | os.PathLike[str]") -> str:
     frame = to_dataframe(profile)
     columns = ["rank", "execution", "iteration", "callpath", "time", *(k for k, _ in profile.metrics)]
     safe, cr = safe_text(frame[columns])
-    # The csv module quotes a cell holding a CR only when the line terminator
-    # has one: with "\n" lines, a CR quotes every text cell instead.
+    # Before 3.13 the csv module quotes a cell holding a CR only when the line
+    # terminator has one: with "\n" lines, a CR quotes every text cell instead.
     text = safe.to_csv(index=False, lineterminator="\n",
                        quoting=std_csv.QUOTE_NONNUMERIC if cr else std_csv.QUOTE_MINIMAL)
     # backslashreplace: a lone surrogate (legal in a name) has no UTF-8 form.
