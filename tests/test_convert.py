@@ -389,6 +389,15 @@ def test_lone_surrogates_convert_without_loss(tmp_path, clock):
     assert list(frame["callpath"]) == ["main", "main<bad\udcff"]
 
 
+def test_output_path_of_non_utf8_bytes_prints_without_traceback(profile_dir, tmp_path):
+    out = os.path.join(os.fsdecode(tmp_path), os.fsdecode(b"\xffconv.csv"))    # lone surrogate
+    done = subprocess.run([_script("tinyprof-convert"), profile_dir, "--to", "csv", "-o", out],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONIOENCODING="utf-8"))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout == out.replace("\udcff", "\\udcff") + "\n"
+    assert os.listdir(os.fsencode(tmp_path)) == [b"\xffconv.csv"]      # the bytes given
+
+
 FORMULAS = ["=SUM(A1:A2)", "+1", "-2", "@cmd", "\tx", "\rx"]
 
 

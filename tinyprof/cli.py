@@ -33,7 +33,7 @@ def _callflow(args: argparse.Namespace) -> int:
 
     profile = read(args.profile)
     directory = args.output or f"{callflow.run_name(profile)}.callflow"
-    print(f"tinyprof: wrote {callflow.write(profile, directory, args.statistic)}", flush=True)
+    _echo(f"tinyprof: wrote {callflow.write(profile, directory, args.statistic)}")
     callflow.run(directory, process_only=args.process_only, host=args.host, port=args.port)
     return 0
 
@@ -42,8 +42,17 @@ def _convert(args: argparse.Namespace) -> int:
     from ._profile import read
     from .converters import convert
 
-    print(convert(read(args.profile), args.target, args.output, args.statistic))
+    _echo(convert(read(args.profile), args.target, args.output, args.statistic))
     return 0
+
+
+def _echo(text: str) -> None:
+    """Print ``text``, which names paths the user gave: a path of non-UTF-8 bytes
+    holds lone surrogates, which a strict stdout cannot encode: those print as ``\\udcff``."""
+    try:
+        print(text, flush=True)
+    except UnicodeEncodeError:
+        print(text.encode("utf-8", "backslashreplace").decode("utf-8"), flush=True)
 
 
 def _add_statistic(parser: argparse.ArgumentParser, scope: str = "") -> None:
