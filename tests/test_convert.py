@@ -395,7 +395,7 @@ def test_output_path_of_non_utf8_bytes_prints_without_traceback(profile_dir, tmp
                           capture_output=True, text=True, env=dict(os.environ, PYTHONIOENCODING="utf-8"))
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout == out.replace("\udcff", "\\udcff") + "\n"
-    assert os.listdir(os.fsencode(tmp_path)) == [b"\xffconv.csv"]      # the bytes given
+    assert b"\xffconv.csv" in os.listdir(os.fsencode(tmp_path))        # the bytes given
 
 
 FORMULAS = ["=SUM(A1:A2)", "+1", "-2", "@cmd", "\tx", "\rx"]
