@@ -339,3 +339,85 @@ def test_core_does_not_import_pandas_or_hatchet(profile_dir):
 def test_tinyprof_main_still_reports_bad_input(tmp_path, capsys):
     assert main(["callflow", str(tmp_path / "nothing.tp"), "--process-only"]) == 2
     assert "nothing.tp" in capsys.readouterr().err
+
+
+def test_converters_live_inside_the_package():
+    import tinyprof.converters
+
+    here = os.path.dirname(tinyprof.__file__)
+    assert os.path.dirname(tinyprof.converters.__file__) == os.path.join(here, "converters")
+
+
+# -- names no spreadsheet or UTF-8 encoder takes as they are --------------------
+
+def _convert_in_a_process(profile_dir: str, target: str, out) -> None:
+    """The real ``tinyprof-convert``: success, the path on stdout, nothing on stderr."""
+    done = subprocess.run([_script("tinyprof-convert"), profile_dir, "--to", target, "-o", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.strip().startswith(str(out))
+
+
+def _csv_rows(path) -> List[List[str]]:
+    with open(path, newline="", encoding="utf-8") as f:      # strict UTF-8
+        return list(csv.reader(f))
+
+
+def test_lone_surrogates_convert_without_loss(tmp_path, clock):
+    """The Python writer writes lone surrogates (surrogatepass); the CSV spells them
+    ``\\udcff``, JSON as its own escape of the same code point, pandas keeps them."""
+    outdir = tmp_path / "sur"
+    tinyprof.Profiler("sur", selfkeys="mem:1,\ud800:0", outdir=outdir)
+    with Event("main"):
+        with Event("bad\udcff", mem=1.5, **{"\ud800": 2.0}):
+            clock.tick(1000)
+    profile = tinyprof.read(tinyprof.flush())
+    assert ("main", "bad\udcff") in profile.callpaths
+
+    _convert_in_a_process(str(outdir), "csv", tmp_path / "s.csv")
+    assert sorted(os.listdir(tmp_path)) == ["s.csv", "sur"]                # no temporary left
+    assert _csv_rows(tmp_path / "s.csv") == [
+        ["rank", "execution", "iteration", "callpath", "time", "mem", "\\ud800"],
+        ["0", "0", "0", "main", "1e-06", "", ""],
+        ["0", "0", "0", "main<bad\\udcff", "1e-06", "1.5", "2.0"]]
+
+    _convert_in_a_process(str(outdir), "hatchet", tmp_path / "s.json")
+    gf = ht.GraphFrame.from_caliper(str(tmp_path / "s.json"))
+    assert sorted(gf.dataframe["name"]) == ["bad\udcff", "main"]
+    assert list(gf.dataframe.set_index("name").loc["bad\udcff", ["time (inc)", "\ud800"]]) == [1e-6, 2.0]
+    frame = tinyprof.to_dataframe(profile)
+    assert list(frame["callpath"]) == ["main", "main<bad\udcff"]
+
+
+def test_output_path_of_non_utf8_bytes_prints_without_traceback(profile_dir, tmp_path):
+    out = os.path.join(os.fsdecode(tmp_path), os.fsdecode(b"\xffconv.csv"))    # lone surrogate
+    done = subprocess.run([_script("tinyprof-convert"), profile_dir, "--to", "csv", "-o", out],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONIOENCODING="utf-8"))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout == out.replace("\udcff", "\\udcff") + "\n"
+    assert b"\xffconv.csv" in os.listdir(os.fsencode(tmp_path))        # the bytes given
+
+
+FORMULAS = ["=SUM(A1:A2)", "+1", "-2", "@cmd", "\tx", "\rx"]
+
+
+@pytest.mark.parametrize("names", [FORMULAS[:-1], FORMULAS], ids=["plain", "with-CR"])
+def test_csv_quotes_text_cells_a_spreadsheet_would_run(tmp_path, clock, names):
+    """A formula-like text cell starts with ``'``; numbers, negative ones too, do not.
+    A CR quotes the text cells (the csv module would not), so that rows stay rows."""
+    outdir = tmp_path / "inj"
+    tinyprof.Profiler("inj", selfkeys="mem:1,=m:0", outdir=outdir)
+    for name in names:
+        with Event(name, mem=-1.5, **{"=m": -3}):
+            clock.tick(2)
+            with Event("=child"):
+                clock.tick(1)
+    tinyprof.flush()
+    _convert_in_a_process(str(outdir), "csv", tmp_path / "inj.csv")
+    head, *rows = _csv_rows(tmp_path / "inj.csv")
+    assert head == ["rank", "execution", "iteration", "callpath", "time", "mem", "'=m"]
+    want = []
+    for name in names:
+        want += [["0", "0", "0", f"'{name}", "3e-09", "-1.5", "-3.0"],
+                 ["0", "0", "0", f"'{name}<=child", "1e-09", "", ""]]
+    assert sorted(rows) == sorted(want)

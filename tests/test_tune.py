@@ -100,3 +100,25 @@ def test_bad_arguments_end_with_one_line_and_status_2(tmp_path, args, env, messa
     assert proc.stderr.splitlines()[-1].endswith(message), proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert os.listdir(tmp_path) == []
+
+
+def _imports(module: str) -> set:
+    """The tinyprof modules ``module`` imports anywhere in its code, by absolute name."""
+    import ast
+
+    import tinyprof
+
+    path = os.path.join(os.path.dirname(tinyprof.__file__), *module.split(".")[1:]) + ".py"
+    out = set()
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = ".".join(module.split(".")[:-node.level] + ([node.module] if node.module else []))
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return {m for m in out if m.startswith("tinyprof")}
+
+
+def test_cli_and_tune_do_not_import_each_other():
+    assert "tinyprof.tune" in _imports("tinyprof.cli")
+    assert not {m for m in _imports("tinyprof.tune") if m.startswith("tinyprof.cli")}

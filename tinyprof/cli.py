@@ -13,10 +13,9 @@ import argparse
 import sys
 from typing import List, Optional
 
-from . import tune
-from ._format import FormatError
+from . import _command, tune
 from ._version import __version__
-from .converters import TARGETS, ConvertError
+from .converters import TARGETS
 from .converters._values import STATISTICS
 
 
@@ -34,7 +33,7 @@ def _callflow(args: argparse.Namespace) -> int:
 
     profile = read(args.profile)
     directory = args.output or f"{callflow.run_name(profile)}.callflow"
-    print(f"tinyprof: wrote {callflow.write(profile, directory, args.statistic)}", flush=True)
+    _echo(f"tinyprof: wrote {callflow.write(profile, directory, args.statistic)}")
     callflow.run(directory, process_only=args.process_only, host=args.host, port=args.port)
     return 0
 
@@ -43,8 +42,17 @@ def _convert(args: argparse.Namespace) -> int:
     from ._profile import read
     from .converters import convert
 
-    print(convert(read(args.profile), args.target, args.output, args.statistic))
+    _echo(convert(read(args.profile), args.target, args.output, args.statistic))
     return 0
+
+
+def _echo(text: str) -> None:
+    """Print ``text``, which names paths the user gave: a path of non-UTF-8 bytes
+    holds lone surrogates, which a strict stdout cannot encode: those print as ``\\udcff``."""
+    try:
+        print(text, flush=True)
+    except UnicodeEncodeError:
+        print(text.encode("utf-8", "backslashreplace").decode("utf-8"), flush=True)
 
 
 def _add_statistic(parser: argparse.ArgumentParser, scope: str = "") -> None:
@@ -109,32 +117,14 @@ def _convert_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(prog: str, args: argparse.Namespace) -> int:
-    try:
-        return args.run(args)
-    except (FormatError, ConvertError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:         # `tinyprof show ... | head`
-        return 0
-    except OSError as e:            # an output that cannot be written
-        where = getattr(args, "output", None) or e.filename
-        print(f"{prog}: {where}: {e.strerror or e}" if where else f"{prog}: {e}", file=sys.stderr)
-        return 2
-    except ModuleNotFoundError as e:
-        print(f"{prog}: needs the Python package {e.name!r}: "
-              "pip install 'tinyprof[hatchet,callflow]'", file=sys.stderr)
-        return 1
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``tinyprof`` console script."""
-    return _run("tinyprof", _parser().parse_args(argv))
+    return _command.run("tinyprof", _parser().parse_args(argv))
 
 
 def convert_main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``tinyprof-convert`` console script."""
-    return _run("tinyprof-convert", _convert_parser().parse_args(argv))
+    return _command.run("tinyprof-convert", _convert_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from typing import Dict, List, Optional, Sequence
 
-from . import _sweep
+from . import _command, _sweep
 from ._settings import clamp_aggregators, env_aggregators
 
 # Totals within this fraction of the fastest count as a tie: the fewest files win.
@@ -153,9 +153,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of ``python -m tinyprof.tune``."""
-    from .cli import _run
-
-    return _run("tinyprof tune", _parser().parse_args(argv))
+    return _command.run("tinyprof tune", _parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import re
 import sys
 from typing import List, Optional
 
-from tinyprof._profile import Profile
+from .._profile import Profile
 
 from ._values import aggregate
 from .hatchet import write_aggregates

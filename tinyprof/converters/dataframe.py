@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
-from tinyprof._profile import _PER_SECOND, Profile
+from .._profile import _PER_SECOND, Profile
 
 from ._values import as_profile, check_columns, consistent, occurrences
 

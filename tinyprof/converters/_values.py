@@ -12,7 +12,7 @@ from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
-from tinyprof._profile import _PER_SECOND, Profile, read
+from .._profile import _PER_SECOND, Profile, read
 
 from . import ConvertError
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from tinyprof._profile import Profile
+from .._profile import Profile
 
 from . import _jsonsplit
 from ._values import Aggregates, aggregate, as_profile, check_columns

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from tinyprof._profile import Profile
+from .._profile import Profile
 
 TARGETS = ("hatchet", "callflow", "csv")
 
