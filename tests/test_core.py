@@ -5,6 +5,7 @@ clock and must leave identical event maps. The general annotation tests are in
 test_annotate.py (run with each implementation); these are about the C module:
 its choice, its parity, its fast ContextVar path, errors, references, memory.
 """
+import ast
 import asyncio
 import contextlib
 import contextvars
@@ -19,6 +20,7 @@ import threading
 import tracemalloc
 import weakref
 from array import array
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -740,3 +742,20 @@ def test_values_cost_at_most_eight_bytes_each():
         tracemalloc.stop()
     assert core.root().children["main"].children["x"].count == n
     assert grown < n * 8 * 1.3 + 64 * 1024      # int64 values, growth slack, a few objects
+
+
+def test_stub_declares_exactly_the_public_names():
+    """tinyprof/_core.pyi (for type checkers) against the built module."""
+    stub = ast.parse(Path(core.__file__).with_name("_core.pyi").read_text())
+
+    def declared(body):
+        return ({n.name for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} |
+                {n.target.id for n in body if isinstance(n, ast.AnnAssign)})
+    assert declared(stub.body) == {n for n in vars(core) if not n.startswith("__")}
+    assert Path(core.__file__).with_name("py.typed").exists()
+    for cls in (n for n in stub.body if isinstance(n, ast.ClassDef)):
+        for member in declared(cls.body):
+            assert hasattr(getattr(core, cls.name), member), (cls.name, member)
+        public = {n for n in vars(getattr(core, cls.name)) if not n.startswith("_")}
+        assert public <= declared(cls.body), cls.name
+
