@@ -18,6 +18,7 @@ import sys
 import sysconfig
 import threading
 import tracemalloc
+import warnings
 import weakref
 from array import array
 from pathlib import Path
@@ -630,6 +631,8 @@ def test_references_are_balanced():
             e = core.Event(name)
             with e:
                 pass
+            with core.Event(name, loop=True):   # through the shared validator
+                pass
         f(arg)
     body()                             # creates the nodes, which keep the name
     before = [sys.getrefcount(o) for o in (name, arg, f)]
@@ -648,20 +651,31 @@ def test_no_objects_leak():
             raise Boom
         return i
 
+    def rows():
+        with core.Event("rows"):
+            yield 1
+
     def body(i):
         with core.Event("main"):
             with core.Event("x", mem=i):
                 other.set(i % 2)          # the fallback path every other time
-            with core.Event("y"):
+            with core.Event("y", loop=True, is_common=1):    # the shared validator
                 pass
             try:
                 f(i)
             except Boom:
                 pass
+            g = rows()
+            next(g)                       # abandoned when "main" exits
+        core.Event("z").__exit__(None, None, None)           # misuse, ignored
+        with core.Event("main"):
+            del g                         # exits "rows" out of order
 
     def run(n):
-        for i in range(n):
-            body(i)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in range(n):
+                body(i)
     ctx = contextvars.copy_context()
     ctx.run(run, 100)                     # nodes, free lists, kept maps
     gc.collect()
