@@ -6,6 +6,9 @@
  * children in a dict (first-entry order), times in a growable int64 buffer.
  * The open-event stack is a contextvars.ContextVar holding the current Node
  * (unset means the root), so threads and asyncio tasks each have their own.
+ * Exits out of order never raise (docs/events.md); argument checks beyond
+ * the trivial ones and misuse warnings are tinyprof._args's, shared with
+ * the pure-Python twin.
  *
  * Thread safety rests on the GIL: no Python code runs while the tree or the
  * execution counter is being updated. The clock callback (tests only) and the

@@ -5,6 +5,8 @@ Both implementations expose the same names: ``Event``, ``Node``, ``root()``,
 ``current()``, ``executions()``, ``reset()``, ``set_clock()`` and
 ``set_metric_hook()``. The call tree *is* the event map: one ``Node`` per
 callpath, children in first-entry order, values appended in typed arrays.
+Exits out of order and misuse follow docs/events.md; ``tinyprof._args`` checks
+the arguments of both implementations.
 """
 from __future__ import annotations
 
