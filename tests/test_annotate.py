@@ -16,7 +16,7 @@ import warnings
 import pytest
 
 import tinyprof
-from tinyprof import _annotate
+from tinyprof import _annotate, _args
 
 impl = _annotate.impl
 Event = tinyprof.Event
@@ -455,47 +455,256 @@ def test_exception_through_decorator_propagates_unchanged(tmp_path, clock, flush
     assert_ns(flush_read(), "decorated", [[3]])
 
 
-def test_exit_twice_raises_and_map_is_intact(clock, flush_read, assert_ns):
+@pytest.fixture
+def warns():
+    """Record warnings; the once-per-kind misuse warnings are re-armed."""
+    _args.warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+    _args.warned.clear()
+
+
+def test_misuse_warns_once_per_kind_and_is_ignored(clock, flush_read, assert_ns, warns):
     ev = Event("main")
     ev.__enter__()
     clock.tick(2)
     ev.__exit__(None, None, None)
-    with pytest.raises(RuntimeError, match="exited"):
-        ev.__exit__(None, None, None)
-    with pytest.raises(RuntimeError, match="exited"):
-        Event("never").__exit__(None, None, None)
-    with Event("main"):
+    ev.__exit__(None, None, None)                 # exited twice
+    ev.__exit__(None, None, None)
+    Event("never").__exit__(None, None, None)     # exited without being entered
+    with ev:
         clock.tick(1)
+        assert ev.__enter__() is ev               # entered again while open
+    with Event("main"):
+        clock.tick(4)
+    assert [(w.category, str(w.message)) for w in warns] == [
+        (RuntimeWarning, "tinyprof: event 'main' exited twice; ignored (warned once)"),
+        (RuntimeWarning, "tinyprof: event 'never' exited without being entered; "
+                         "ignored (warned once)"),
+        (RuntimeWarning, "tinyprof: event 'main' entered again while it is open; "
+                         "ignored (warned once)")]
+    assert {w.filename for w in warns} == {__file__}     # the application's lines
     p = flush_read()
     assert p.callpaths == [("main",)]
-    assert_ns(p, "main", [[2], [1]])
+    assert_ns(p, "main", [[2], [1], [4]])
 
 
-def test_exit_out_of_order_raises_and_map_is_intact(clock, flush_read, assert_ns):
-    a, b = Event("a"), Event("b")
+def test_loop_true_is_loop_1():
+    assert Event("x", loop=True).loop == 1
+    assert Event("x", True, False).loop == 0
+
+
+def test_suspended_generator_does_not_break_the_application(clock, flush_read, assert_ns, warns):
+    """The issue's program: "main" exits while the generator's event is open."""
+    def rows():
+        with Event("read_rows"):
+            clock.tick(1)
+            yield from range(10)
+
+    with Event("main"):
+        g = rows()
+        next(g)
+        clock.tick(2)
+    assert impl.current() is impl.root()          # "read_rows" abandoned here
+    with Event("main"):
+        clock.tick(4)
+        assert sum(g) == 45                       # exits "read_rows": current stays "main"
+        assert impl.current().name == "main"
+        with Event("after"):
+            clock.tick(8)
+    p = flush_read()
+    assert p.callpaths == [("main",), ("main", "read_rows"), ("main", "after")]
+    assert_ns(p, "main", [[3], [12]])
+    assert_ns(p, "main<read_rows", [[], [7]])     # entered in execution 0, exited in 1
+    assert_ns(p, "main<after", [[], [8]])
+    assert not warns
+
+
+def test_generator_closed_later_by_the_garbage_collector(clock, flush_read, assert_ns):
+    def rows():
+        with Event("read_rows"):
+            yield 1
+
+    with Event("main"):
+        with Event("load"):
+            g = rows()
+            next(g)
+            clock.tick(1)
+        clock.tick(2)                             # "load" exited over the open "read_rows"
+        assert impl.current().name == "main"
+        with Event("compute"):
+            clock.tick(4)
+            del g                                 # GeneratorExit: "read_rows" exits here
+            assert impl.current().name == "compute"
+            clock.tick(8)
+    p = flush_read()
+    assert p.callpaths == [("main",), ("main", "load"), ("main", "load", "read_rows"),
+                           ("main", "compute")]
+    assert_ns(p, "main", [[15]])
+    assert_ns(p, "main<load", [[1]])
+    assert_ns(p, "main<load<read_rows", [[7]])
+    assert_ns(p, "main<compute", [[12]])
+
+
+def test_generator_exhausted_in_order_closes_normally(clock, flush_read, assert_ns):
+    def rows():
+        with Event("read_rows", loop=2):
+            for i in range(3):
+                clock.tick(1)
+                yield i
+
+    with Event("main"):
+        for _ in rows():
+            with Event("use"):                    # nested inside the open "read_rows"
+                clock.tick(10)
+    p = flush_read()
+    assert p.callpaths == [("main",), ("main", "read_rows"), ("main", "read_rows", "use")]
+    assert_ns(p, "main<read_rows", [[33]])
+    assert_ns(p, "main<read_rows<use", [[10, 10, 10]])
+
+
+def test_tasks_with_overlapping_events(clock, flush_read, assert_ns):
+    async def step(name, ticks):
+        with Event(name):
+            clock.tick(ticks)
+            await asyncio.sleep(0)
+            clock.tick(ticks)
+
+    async def main():
+        with Event("main"):
+            first = asyncio.create_task(step("a", 1))
+            with Event("wait"):
+                await asyncio.sleep(0)            # "a" enters, in the task's own context
+                await first
+            await asyncio.gather(step("b", 10), step("c", 100))
+
+    asyncio.run(main())
+    p = flush_read()
+    assert p.callpaths == [("main",), ("main", "wait"), ("main", "a"), ("main", "b"),
+                           ("main", "c")]
+    assert_ns(p, "main<a", [[2]])
+    assert_ns(p, "main<wait", [[2]])
+    assert_ns(p, "main<b", [[120]])               # b's interval spans c's first step
+    assert_ns(p, "main<c", [[210]])
+    assert_ns(p, "main", [[222]])
+
+
+def test_async_generator_left_open_then_closed(clock, flush_read, assert_ns):
+    async def stream():
+        with Event("stream"):
+            clock.tick(1)
+            yield 1
+            yield 2
+
+    async def main():
+        with Event("main"):
+            with Event("consume"):
+                s = stream()
+                assert await s.__anext__() == 1
+                clock.tick(2)
+            assert impl.current().name == "main"  # "consume" exited over "stream"
+            with Event("other"):
+                clock.tick(4)
+                await s.aclose()                  # "stream" records; "other" stays current
+                assert impl.current().name == "other"
+
+    asyncio.run(main())
+    p = flush_read()
+    assert p.callpaths == [("main",), ("main", "consume"), ("main", "consume", "stream"),
+                           ("main", "other")]
+    assert_ns(p, "main<consume", [[3]])
+    assert_ns(p, "main<consume<stream", [[7]])
+    assert_ns(p, "main<other", [[4]])
+    assert_ns(p, "main", [[7]])
+
+
+def test_callbacks_enter_and_exit_an_event_in_different_contexts(clock, flush_read, assert_ns):
+    """asyncio runs each callback in a copy of the context it was scheduled from."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        request = Event("request")
+        with Event("main"):
+            loop.call_soon(request.__enter__)
+            await asyncio.sleep(0)                # "request" opens in the callback's copy
+            assert impl.current().name == "main"
+            clock.tick(5)
+            loop.call_soon(request.__exit__, None, None, None)
+            await asyncio.sleep(0)                # ... and records its time in another copy
+            with Event("next"):
+                clock.tick(1)
+
+    asyncio.run(main())
+    p = flush_read()
+    assert p.callpaths == [("main",), ("main", "request"), ("main", "next")]
+    assert_ns(p, "main<request", [[5]])
+    assert_ns(p, "main<next", [[1]])
+    assert_ns(p, "main", [[6]])
+
+
+def test_exit_of_an_ancestor_abandons_the_inner_events(clock, flush_read, assert_ns, warns):
+    a, b, c = Event("a"), Event("b"), Event("c")
     a.__enter__()
     b.__enter__()
+    c.__enter__()
     clock.tick(1)
-    with pytest.raises(RuntimeError, match="out of order"):
-        a.__exit__(None, None, None)
-    b.__exit__(None, None, None)
-    clock.tick(1)
+    b.__exit__(None, None, None)                  # c left open: "a" is current again
+    assert impl.current().name == "a"
+    with Event("d"):
+        clock.tick(2)
+        c.__exit__(None, None, None)              # abandoned: recorded, current unchanged
+        assert impl.current().name == "d"
     a.__exit__(None, None, None)
     p = flush_read()
-    assert_ns(p, "a", [[2]])
+    assert p.callpaths == [("a",), ("a", "b"), ("a", "b", "c"), ("a", "d")]
+    assert_ns(p, "a", [[3]])
     assert_ns(p, "a<b", [[1]])
+    assert_ns(p, "a<b<c", [[3]])
+    assert_ns(p, "a<d", [[2]])
+    assert impl.current() is impl.root() and not warns
 
 
-def test_entering_an_open_event_again_raises(clock, flush_read, assert_ns):
-    ev = Event("main")
-    with pytest.raises(RuntimeError, match="entered again"):
-        with ev:
-            clock.tick(4)
-            with ev:
-                pass
+def test_decorated_function_leaving_an_event_open(clock, flush_read, assert_ns):
+    @Event("f")
+    def leaves_open():
+        Event("inner").__enter__()
+        clock.tick(1)
+
+    with Event("main"):
+        leaves_open()
+        assert impl.current().name == "main"
     p = flush_read()
-    assert p.callpaths == [("main",)]
-    assert_ns(p, "main", [[4]])
+    assert_ns(p, "main<f", [[1]])
+    assert p.callpaths == [("main",), ("main", "f"), ("main", "f", "inner")]
+    assert_ns(p, "main<f<inner", [[]])           # never exited: no value
+
+
+def test_twenty_thousand_nested_levels():
+    """Entering and exiting is O(1) per level, whatever the depth (issue 11)."""
+    events = [Event("e") for _ in range(20_000)]
+    for ev in events:
+        ev.__enter__()
+    assert impl.current().depth == 20_000
+    for ev in reversed(events):
+        ev.__exit__(None, None, None)
+    assert impl.current() is impl.root()
+    node, depth = impl.root(), 0
+    while node.children:
+        node, depth = node.children["e"], depth + 1
+        assert node.count == 1
+    assert depth == 20_000
+
+
+def test_exiting_the_outermost_of_twenty_thousand_open_levels():
+    events = [Event("e") for _ in range(20_000)]
+    for ev in events:
+        ev.__enter__()
+    events[0].__exit__(None, None, None)          # one walk up, then all are abandoned
+    assert impl.current() is impl.root()
+    for ev in events[1:]:
+        ev.__exit__(None, None, None)             # each finds the root at once
+    assert impl.current() is impl.root()
+    assert impl.root().children["e"].children["e"].count == 1
 
 
 def test_flush_inside_an_open_event_raises(clock, flush_read, assert_ns):

@@ -2,7 +2,9 @@
 
 The hot path is the C core ``tinyprof._core`` when it was built, else the
 pure-Python ``tinyprof._pyevent``; ``TINYPROF_PURE=1`` forces the latter.
-``TINYPROF=0`` replaces both with a no-op that records nothing.
+``TINYPROF=0`` replaces both with a no-op that records nothing. Both
+implementations follow the same rules (docs/events.md): an exit out of order
+never raises, and misuse of an Event object warns once and is ignored.
 """
 from __future__ import annotations
 

@@ -6,6 +6,9 @@
  * children in a dict (first-entry order), times in a growable int64 buffer.
  * The open-event stack is a contextvars.ContextVar holding the current Node
  * (unset means the root), so threads and asyncio tasks each have their own.
+ * Exits out of order never raise (docs/events.md); argument checks beyond
+ * the trivial ones and misuse warnings are tinyprof._args's, shared with
+ * the pure-Python twin.
  *
  * Thread safety rests on the GIL: no Python code runs while the tree or the
  * execution counter is being updated. The clock callback (tests only) and the
@@ -174,6 +177,7 @@ struct Node {
     PyObject *consistent;   /* written by _eventmap.record_metrics */
     PyObject *metrics;
     int64_t last_exec;
+    Py_ssize_t depth;       /* the root's is 0: the out-of-order exit walks no further */
     int loop;
     char common;
     Buf times;              /* one value per occurrence (loop 2: per execution) */
@@ -202,6 +206,7 @@ node_create(PyObject *name, PyObject *parent, int loop, int common)
     n->parent = parent;
     n->consistent = n->metrics = n->base = n->vars = NULL;
     n->last_exec = -1;
+    n->depth = parent != NULL ? ((Node *)parent)->depth + 1 : 0;
     n->loop = loop;
     n->common = (char)common;
     n->times = (Buf){NULL, 0, 0};
@@ -314,6 +319,7 @@ static PyMemberDef node_members[] = {
     {"loop", T_INT, offsetof(Node, loop), READONLY, NULL},
     {"common", T_BOOL, offsetof(Node, common), READONLY, NULL},
     {"last_exec", T_LONGLONG, offsetof(Node, last_exec), READONLY, NULL},
+    {"depth", T_PYSSIZET, offsetof(Node, depth), READONLY, "number of ancestors"},
     {"consistent", T_OBJECT, offsetof(Node, consistent), 0, "consistent metrics, or None"},
     {"metrics", T_OBJECT, offsetof(Node, metrics), 0, "inconsistent metric columns, or None"},
     {NULL}
@@ -444,7 +450,10 @@ fast_restore(Node *node, PyObject *base)
     PyThreadState *ts = PyThreadState_Get();
     Ctx *ctx = (Ctx *)ts->context;
     Node *parent = (Node *)node->parent;
-    if (ctx != NULL && ctx->ctx_vars == node->vars && node->vars != NULL) {
+    /* base == node->base: the token is the map node->vars was made from, so
+     * swapping back changes this variable only (not so for a token of an
+     * earlier, abandoned entry of the node) */
+    if (ctx != NULL && ctx->ctx_vars == node->vars && node->vars != NULL && base == node->base) {
         PyObject *mine = ctx->ctx_vars;
         Py_INCREF(base);
         ctx->ctx_vars = base;
@@ -510,8 +519,13 @@ current_restore(Node *node, PyObject *token)
     if (fast_context)
         return fast_restore(node, token);
 #endif
-    (void)node;
-    return PyContextVar_Reset(current_var, token);
+    if (PyContextVar_Reset(current_var, token) == 0)
+        return 0;
+    /* the token is another context's (the event was entered there) */
+    PyErr_Clear();
+    token = PyContextVar_Set(current_var, node->parent);
+    Py_XDECREF(token);
+    return token != NULL ? 0 : -1;
 }
 
 /* ---- the shared enter / exit steps ----------------------------------------- */
@@ -585,22 +599,34 @@ fail:
     return NULL;
 }
 
-/* Check that `node` is the innermost open node, then make its parent current. */
+/* `node` exits but is not the innermost open node `cur` (borrowed, NULL:
+ * the root). If it is an ancestor of cur (the inner ones were left open, as
+ * by a suspended generator), its parent becomes current; otherwise (it was
+ * abandoned before, or opened in another context) nothing changes. */
 static int
-close_node(PyObject *name, Node *node, PyObject *token)
+close_out_of_order(Node *node, Node *cur)
+{
+    while (cur != NULL && cur->depth > node->depth)
+        cur = (Node *)cur->parent;
+    if (cur != node)
+        return 0;
+    PyObject *token = PyContextVar_Set(current_var, node->parent);
+    Py_XDECREF(token);
+    return token != NULL ? 0 : -1;
+}
+
+/* `node` exits: make its parent current if it is the innermost open node,
+ * else see close_out_of_order(). Fails only when out of memory. */
+static int
+close_node(Node *node, PyObject *token)
 {
     PyObject *cur;
     if (PyContextVar_Get(current_var, NULL, &cur) < 0)
         return -1;
-    if (cur != (PyObject *)node) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "tinyprof: event %R exited out of order (innermost open event is %R)",
-                     name, cur != NULL ? ((Node *)cur)->name : root_node->name);
-        Py_XDECREF(cur);
-        return -1;
-    }
-    Py_DECREF(cur);
-    return current_restore(node, token);
+    Py_XDECREF(cur);    /* kept alive by the context: only compared and walked */
+    if (cur == (PyObject *)node)
+        return current_restore(node, token);
+    return close_out_of_order(node, (Node *)cur);
 }
 
 /* Undo open_node() after a failure (the clock's), keeping that exception. */
@@ -656,63 +682,93 @@ typedef struct {
     int64_t start;
     int loop;
     char common;
+    char exited;        /* exited at least once: tells "exited twice" from "never entered" */
 } Event;
 
 static PyTypeObject EventType;
 
-static PyObject *check_values_fn;   /* tinyprof._pyevent._check_values, on first need */
-
-/* Validate the arguments as _pyevent.Event.__init__ does. kwargs (the metric
- * values) is NULL or a dict. Slow path: only when more than a name is given. */
-static int
-event_check(PyObject *name, PyObject *is_common, PyObject *loop, PyObject *kwargs,
-            int *common_out, int *loop_out, PyObject **values_out)
+/* A function of tinyprof._args (new reference), imported on first need. */
+static PyObject *
+args_fn(const char *attr)
 {
-    if (!PyUnicode_Check(name)) {
-        PyErr_Format(PyExc_TypeError, "tinyprof.Event name must be a str, not %s",
-                     Py_TYPE(name)->tp_name);
-        return -1;
-    }
+    PyObject *mod = PyImport_ImportModule("tinyprof._args");
+    if (mod == NULL)
+        return NULL;
+    PyObject *fn = PyObject_GetAttrString(mod, attr);
+    Py_DECREF(mod);
+    return fn;
+}
+
+/* The arguments the fast path takes as they are: loop absent or an exact
+ * int 0, 1 or 2, is_common absent or a bool, no metric values. */
+static int
+event_args_trivial(PyObject *name, PyObject *is_common, PyObject *loop, PyObject *kwargs,
+                   int *common_out, int *loop_out)
+{
+    if (!PyUnicode_CheckExact(name) || kwargs != NULL ||
+        (is_common != NULL && !PyBool_Check(is_common)))
+        return 0;
     *loop_out = 0;
     if (loop != NULL) {
-        int found = 0;
-        for (long i = 0; i < 3 && !found; i++) {
-            PyObject *small = PyLong_FromLong(i);
-            if (small == NULL)
-                return -1;
-            found = PyObject_RichCompareBool(loop, small, Py_EQ);
-            Py_DECREF(small);
-            if (found < 0)
-                return -1;
-            *loop_out = (int)i;
-        }
-        if (!found) {
-            PyErr_Format(PyExc_ValueError,
-                         "tinyprof.Event %R: loop must be 0, 1 or 2, not %R", name, loop);
-            return -1;
-        }
+        int overflow;
+        long v = PyLong_CheckExact(loop) ? PyLong_AsLongAndOverflow(loop, &overflow) : -1;
+        if (v < 0 || v > 2)
+            return 0;
+        *loop_out = (int)v;
     }
-    *common_out = 1;
-    if (is_common != NULL && (*common_out = PyObject_IsTrue(is_common)) < 0)
+    *common_out = is_common != Py_False;
+    return 1;
+}
+
+/* Everything else: tinyprof._args.event_args, which _pyevent.Event uses too,
+ * normalises or raises. kwargs (the metric values) is NULL or a dict. */
+static int
+event_args(PyObject **name, PyObject *is_common, PyObject *loop, PyObject *kwargs,
+           int *common_out, int *loop_out, PyObject **values_out)
+{
+    static PyObject *fn;
+    if (fn == NULL && (fn = args_fn("event_args")) == NULL)
         return -1;
-    *values_out = NULL;
-    if (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0)
-        return 0;
-    if (check_values_fn == NULL) {
-        PyObject *mod = PyImport_ImportModule("tinyprof._pyevent");
-        if (mod == NULL)
-            return -1;
-        check_values_fn = PyObject_GetAttrString(mod, "_check_values");
-        Py_DECREF(mod);
-        if (check_values_fn == NULL)
-            return -1;
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL)
+        return -1;
+    PyObject *args[4] = {*name, is_common != NULL ? is_common : Py_True,
+                         loop != NULL ? loop : zero, kwargs != NULL ? kwargs : Py_None};
+    PyObject *r = PyObject_Vectorcall(fn, args, 4, NULL);
+    Py_DECREF(zero);
+    if (r == NULL)
+        return -1;
+    int ok = PyTuple_CheckExact(r) && PyTuple_GET_SIZE(r) == 4;
+    if (ok) {
+        *name = PyTuple_GET_ITEM(r, 0);
+        *common_out = PyObject_IsTrue(PyTuple_GET_ITEM(r, 1));
+        *loop_out = (int)PyLong_AsLong(PyTuple_GET_ITEM(r, 2));
+        *values_out = PyTuple_GET_ITEM(r, 3);
+        ok = !PyErr_Occurred() && PyUnicode_Check(*name) && *loop_out >= 0 && *loop_out <= 2 &&
+             (*values_out == Py_None || PyDict_Check(*values_out));
     }
-    PyObject *args[2] = {name, kwargs};
-    PyObject *v = PyObject_Vectorcall(check_values_fn, args, 2, NULL);
-    if (v == NULL)
+    if (!ok) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_SystemError, "tinyprof._args.event_args gave a bad result");
+        Py_DECREF(r);
         return -1;
-    *values_out = v;
+    }
+    Py_INCREF(*name);   /* the caller owns name and values */
+    *values_out = *values_out == Py_None ? NULL : Py_NewRef(*values_out);
+    Py_DECREF(r);
     return 0;
+}
+
+/* Warn once per kind (tinyprof._args.warn_misuse) that `name` was misused. */
+static int
+warn_misuse(const char *kind, PyObject *name)
+{
+    static PyObject *fn;
+    if (fn == NULL && (fn = args_fn("warn_misuse")) == NULL)
+        return -1;
+    PyObject *r = PyObject_CallFunction(fn, "sOi", kind, name, 1);
+    Py_XDECREF(r);
+    return r != NULL ? 0 : -1;
 }
 
 static FreeList event_free;
@@ -730,6 +786,7 @@ event_alloc(PyObject *name, int loop, int common, PyObject *values)
     e->values = values;     /* stolen */
     e->node = NULL;
     e->token = NULL;
+    e->exited = 0;
     e->start = 0;
     e->loop = loop;
     e->common = (char)common;
@@ -737,7 +794,7 @@ event_alloc(PyObject *name, int loop, int common, PyObject *values)
 }
 
 /* Event(name, is_common=True, loop=0, **values) without a tuple or dict for
- * the common call Event("x"). */
+ * the common calls such as Event("x") or Event("x", loop=1). */
 static PyObject *
 event_vectorcall_new(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -779,11 +836,15 @@ event_vectorcall_new(PyObject *type, PyObject *const *args, size_t nargsf, PyObj
         goto fail;
     }
     int common, loop;
-    PyObject *values;
-    if (event_check(pos[0], pos[1], pos[2], kwargs, &common, &loop, &values) < 0)
+    if (event_args_trivial(pos[0], pos[1], pos[2], kwargs, &common, &loop))
+        return (PyObject *)event_alloc(pos[0], loop, common, NULL);
+    PyObject *name = pos[0], *values;
+    if (event_args(&name, pos[1], pos[2], kwargs, &common, &loop, &values) < 0)
         goto fail;
     Py_XDECREF(kwargs);
-    return (PyObject *)event_alloc(pos[0], loop, common, values);
+    PyObject *e = (PyObject *)event_alloc(name, loop, common, values);
+    Py_DECREF(name);
+    return e;
 fail:
     Py_XDECREF(kwargs);
     return NULL;
@@ -834,10 +895,10 @@ static PyObject *
 event_enter(Event *e, PyObject *unused)
 {
     (void)unused;
-    if (e->token != NULL) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "tinyprof: event %R entered again before it was exited", e->name);
-        return NULL;
+    if (e->token != NULL) {     /* still open: ignored */
+        if (warn_misuse("enter", e->name) < 0)
+            return NULL;
+        return Py_NewRef(e);
     }
     PyObject *token;
     Node *node = open_node(e->name, e->loop, e->common, &token);
@@ -863,17 +924,18 @@ event_exit(Event *e, PyObject *const *args, Py_ssize_t nargs)
     int64_t end;
     if (read_clock(&end) < 0)
         return NULL;
-    if (e->token == NULL) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "tinyprof: event %R exited without being entered (or exited twice)", e->name);
-        return NULL;
+    if (e->token == NULL) {     /* not open: ignored */
+        if (warn_misuse(e->exited ? "exit_twice" : "exit", e->name) < 0)
+            return NULL;
+        Py_RETURN_NONE;
     }
-    if (close_node(e->name, e->node, e->token) < 0)
+    if (close_node(e->node, e->token) < 0)
         return NULL;
     Node *node = e->node;       /* closed now: the hook may enter e again */
     PyObject *token = e->token;
     e->node = NULL;
     e->token = NULL;
+    e->exited = 1;
     int rc = record(node, end - e->start, e->values);
     Py_DECREF(token);
     Py_DECREF(node);
@@ -1071,7 +1133,7 @@ wrapper_vectorcall(Wrapper *w, PyObject *const *args, size_t nargsf, PyObject *k
         /* as in a with statement: the body's exception propagates after the
          * exit steps, or becomes the __context__ of an error they raise */
         PyObject *body_exc = result == NULL ? err_fetch() : NULL;
-        if (read_clock(&end) < 0 || close_node(w->name, node, token) < 0 ||
+        if (read_clock(&end) < 0 || close_node(node, token) < 0 ||
             record(node, end - start, w->values) < 0) {
             Py_CLEAR(result);
             PyObject *exc = err_fetch();

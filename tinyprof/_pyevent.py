@@ -5,6 +5,8 @@ Both implementations expose the same names: ``Event``, ``Node``, ``root()``,
 ``current()``, ``executions()``, ``reset()``, ``set_clock()`` and
 ``set_metric_hook()``. The call tree *is* the event map: one ``Node`` per
 callpath, children in first-entry order, values appended in typed arrays.
+Exits out of order and misuse follow docs/events.md; ``tinyprof._args`` checks
+the arguments of both implementations.
 """
 from __future__ import annotations
 
@@ -14,19 +16,22 @@ import time
 from array import array
 from typing import Any, Callable, Dict, Optional
 
+from ._args import event_args, warn_misuse
+
 _clock: Callable[[], int] = time.perf_counter_ns
 
 
 class Node:
     """One callpath of the event map: its values and its children."""
 
-    __slots__ = ("name", "parent", "children", "loop", "common", "times",
+    __slots__ = ("name", "parent", "depth", "children", "loop", "common", "times",
                  "execs", "last_exec", "consistent", "metrics")
 
     def __init__(self, name: str, parent: Optional["Node"], loop: int = 0,
                  common: bool = True) -> None:
         self.name = name
         self.parent = parent
+        self.depth: int = 0 if parent is None else parent.depth + 1   # the root's is 0
         self.children: Dict[str, Node] = {}
         self.loop = loop
         self.common = common
@@ -96,25 +101,23 @@ def _enter_root(name: str) -> None:
 
 
 class Event:
-    """A profiled region: ``with Event("solve"):`` or ``@Event("solve")``."""
+    """A profiled region: ``with Event("solve"):`` or ``@Event("solve")``.
+
+    Exits out of order never raise: see docs/events.md for where the time goes.
+    """
 
     __slots__ = ("name", "is_common", "loop", "values", "_node", "_token", "_start")
 
     def __init__(self, name: str, is_common: bool = True, loop: int = 0,
                  **values: Any) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"tinyprof.Event name must be a str, not {type(name).__name__}")
-        if loop not in (0, 1, 2):
-            raise ValueError(f"tinyprof.Event {name!r}: loop must be 0, 1 or 2, not {loop!r}")
-        self.name = name
-        self.is_common = bool(is_common)
-        self.loop = loop
-        self.values = _check_values(name, values)
-        self._token = None
+        self.name, self.is_common, self.loop, self.values = event_args(name, is_common, loop,
+                                                                       values)
+        self._node: Any = None      # the open Node; None: never entered; False: exited
 
     def __enter__(self) -> "Event":
-        if self._token is not None:
-            raise RuntimeError(f"tinyprof: event {self.name!r} entered again before it was exited")
+        if self._node:
+            warn_misuse("enter", self.name, 2)
+            return self
         parent = _current.get()
         node = parent.children.get(self.name)
         if node is None:    # setdefault: a racing thread's new node is not overwritten
@@ -129,16 +132,18 @@ class Event:
 
     def __exit__(self, *exc: Any) -> None:
         end = _clock()
-        token = self._token
-        if token is None:
-            raise RuntimeError(f"tinyprof: event {self.name!r} exited without being entered "
-                               "(or exited twice)")
         node = self._node
-        if _current.get() is not node:
-            raise RuntimeError(f"tinyprof: event {self.name!r} exited out of order "
-                               f"(innermost open event is {_current.get().name!r})")
-        _current.reset(token)
-        self._token = None
+        if not node:
+            warn_misuse("exit" if node is None else "exit_twice", self.name, 2)
+            return
+        self._node = False
+        if _current.get() is node:
+            try:
+                _current.reset(self._token)
+            except (ValueError, RuntimeError):   # entered in another context
+                _current.set(node.parent)
+        else:
+            _close_out_of_order(node)
         _record(node, end - self._start, self.values)
 
     def __call__(self, func: Callable) -> Callable:
@@ -149,6 +154,20 @@ class Event:
             with Event(name, is_common, loop, **values):
                 return func(*args, **kwargs)
         return wrapper
+
+
+def _close_out_of_order(node: Node) -> None:
+    """``node`` exits but is not the innermost open node of this context.
+
+    If it is an ancestor of that one (the inner ones were left open, as by a
+    suspended generator), its parent becomes current; otherwise (it was
+    abandoned before, or opened in another context) nothing changes.
+    """
+    cur = _current.get()
+    while cur.depth > node.depth:
+        cur = cur.parent
+    if cur is node:
+        _current.set(node.parent)
 
 
 def _record(node: Node, elapsed: int, values: Optional[dict]) -> None:
@@ -164,14 +183,3 @@ def _record(node: Node, elapsed: int, values: Optional[dict]) -> None:
         times.append(elapsed)
     if values:
         _metric_hook(node, values)
-
-
-def _check_values(name: str, values: dict) -> Optional[dict]:
-    """Metric values become floats once, at construction, not on every exit."""
-    if not values:
-        return None
-    try:
-        return {k: float(v) for k, v in values.items()}
-    except (TypeError, ValueError):
-        bad = {k: v for k, v in values.items() if not isinstance(v, (int, float))}
-        raise TypeError(f"tinyprof.Event {name!r}: metric values must be numbers, got {bad!r}") from None
