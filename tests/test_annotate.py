@@ -707,14 +707,17 @@ def test_exiting_the_outermost_of_twenty_thousand_open_levels():
     assert impl.root().children["e"].children["e"].count == 1
 
 
-def test_flush_inside_an_open_event_raises(clock, flush_read, assert_ns):
+def test_flush_inside_open_events_writes_them_as_open(clock, flush_read, assert_ns):
     with Event("main"):
         with Event("inner"):
             clock.tick(1)
-            with pytest.raises(RuntimeError, match="main<inner"):
-                tinyprof.flush()
-    p = flush_read()
-    assert_ns(p, "main<inner", [[1]])
+        with Event("inner"):
+            p = flush_read()
+            assert p.callpaths == [("main",), ("main", "inner")]
+            assert_ns(p, "main", [[]])
+            assert_ns(p, "main<inner", [[1]])         # the finished occurrence only
+            clock.tick(2)
+    assert_ns(flush_read(), "main<inner", [[1, 2]])
 
 
 def test_flush_twice_rewrites_with_everything_so_far(clock, flush_read, assert_ns):

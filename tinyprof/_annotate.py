@@ -12,10 +12,11 @@ import os
 from typing import Any, Callable, Optional, TypeVar
 
 from . import _eventmap, _pyevent
+from ._settings import enabled
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ENABLED = os.environ.get("TINYPROF", "1").strip().lower() not in ("0", "off", "false", "no")
+ENABLED = enabled()
 
 
 def _load_impl():
