@@ -131,8 +131,9 @@ def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callp
             common_paths[path] = None
     common = [(path, loop) for path, loop, _ in meta if path in common_paths]
     others = [(path, loop) for path, loop, _ in meta if path not in common_paths]
-    base, _ = _assemble.name_table([path for path, _ in common])
-    partial, full = _encode_paths(others, base), _encode_paths([m[:2] for m in meta], [])
+    known = [path for path, _ in common]
+    base = list(dict.fromkeys(path[-1] for path in known))
+    partial, full = _encode_paths(others, known, base), _encode_paths([m[:2] for m in meta], [], [])
     digest = _digest(common)
     stats = np.array([len(common), -len(common), digest, -digest, -len(partial), -len(full)],
                      dtype=np.int64)
@@ -140,7 +141,8 @@ def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callp
     if stats[0] == -stats[1] and stats[2] == -stats[3]:
         last_sync, payload, size, loops = "common", partial, -int(stats[4]), dict(common)
     else:
-        last_sync, payload, size, base, loops = "full", full, -int(stats[5]), [], {}
+        last_sync, payload, size, loops = "full", full, -int(stats[5]), {}
+        known, base = [], []
     send = np.zeros(size, np.uint8)
     send[:len(payload)] = np.frombuffer(payload, np.uint8)
     recv = np.empty(size * comm.Get_size(), np.uint8)
@@ -150,58 +152,67 @@ def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callp
         payload = recv[r * size:(r + 1) * size].tobytes()
         if payload not in seen:          # ranks alike send alike: decode each kind once
             seen.add(payload)
-            for path, loop in _decode_paths(payload, base):
+            for path, loop in _decode_paths(payload, known, base):
                 _assemble.merge_loop(loops, path, loop)
     return list(loops), loops
 
 
 def _digest(paths: Sequence[Tuple[Callpath, int]]) -> int:
-    """63-bit hash of the ordered (callpath, loop) list: ranks compare lists cheaply."""
+    """63-bit hash of the ordered (callpath, loop) list, a prefix-closed list in
+    pre-order: ranks compare lists cheaply. Each callpath is hashed as (loop,
+    parent's position, name), so the cost does not grow with the depth."""
     h = hashlib.blake2b(digest_size=8)
+    index: Dict[Callpath, int] = {}
     for path, loop in paths:
-        h.update(b"%d %d" % (loop, len(path)))
-        for name in path:
-            raw = name.encode("utf-8", "surrogatepass")
-            h.update(b" %d:" % len(raw) + raw)
+        parent = index[path[:-1]] if len(path) > 1 else -1
+        index[path] = len(index)
+        raw = path[-1].encode("utf-8", "surrogatepass")
+        h.update(b"%d %d %d:" % (loop, parent, len(raw)) + raw)
     return int.from_bytes(h.digest(), "little") >> 1
 
 
-def _encode_paths(paths: Sequence[Tuple[Callpath, int]], base: Sequence[str]) -> bytes:
-    """Callpaths and loop modes as int64 name ids; names not in ``base`` follow as UTF-8.
+def _encode_paths(paths: Sequence[Tuple[Callpath, int]], known: Sequence[Callpath],
+                  base: Sequence[str]) -> bytes:
+    """Callpaths and loop modes as int64 triples ``(loop, parent, name id)``:
+    ``parent`` indexes the list ``known + paths`` (-1 for a root callpath),
+    the name id the names ``base`` followed by the new names, which travel as
+    UTF-8. A callpath costs the same whatever its depth.
 
-    Layout: ``[new names, paths, ints, len of each new name..., (loop, depth,
-    ids...) per path...]`` in int64, then the new names' bytes.
+    Layout: ``[new names, paths, len of each new name..., (loop, parent, id)
+    per path...]`` in int64, then the new names' bytes.
     """
+    index = {path: i for i, path in enumerate(known)}
     ids = {n: i for i, n in enumerate(base)}
     new: List[bytes] = []
     ints: List[int] = []
     for path, loop in paths:
-        ints += (loop, len(path))
-        for name in path:
-            i = ids.get(name)
-            if i is None:
-                i = ids[name] = len(ids)
-                new.append(name.encode("utf-8", "surrogatepass"))
-            ints.append(i)
-    head = [len(new), len(paths), len(ints), *map(len, new)]
+        parent = index[path[:-1]] if len(path) > 1 else -1
+        index[path] = len(index)
+        i = ids.get(path[-1])
+        if i is None:
+            i = ids[path[-1]] = len(ids)
+            new.append(path[-1].encode("utf-8", "surrogatepass"))
+        ints += (loop, parent, i)
+    head = [len(new), len(paths), *map(len, new)]
     return np.array(head + ints, dtype=np.int64).tobytes() + b"".join(new)
 
 
-def _decode_paths(buf: bytes, base: Sequence[str]) -> Iterator[Tuple[Callpath, int]]:
+def _decode_paths(buf: bytes, known: Sequence[Callpath],
+                  base: Sequence[str]) -> Iterator[Tuple[Callpath, int]]:
     """Invert :func:`_encode_paths` (``buf`` may carry padding after)."""
-    nnew, npaths, nints = np.frombuffer(buf, np.int64, 3).tolist()
-    lens = np.frombuffer(buf, np.int64, nnew, 24).tolist()
-    ints = np.frombuffer(buf, np.int64, nints, 24 + 8 * nnew).tolist()
+    nnew, npaths = np.frombuffer(buf, np.int64, 2).tolist()
+    lens = np.frombuffer(buf, np.int64, nnew, 16).tolist()
+    triples = np.frombuffer(buf, np.int64, 3 * npaths, 16 + 8 * nnew).reshape(-1, 3).tolist()
     names = list(base)
-    pos = 24 + 8 * (nnew + nints)
+    pos = 16 + 8 * (nnew + 3 * npaths)
     for n in lens:
         names.append(buf[pos:pos + n].decode("utf-8", "surrogatepass"))
         pos += n
-    k = 0
-    for _ in range(npaths):
-        loop, depth = ints[k], ints[k + 1]
-        yield tuple(names[i] for i in ints[k + 2:k + 2 + depth]), loop
-        k += 2 + depth
+    paths = list(known)
+    for loop, parent, i in triples:
+        path = (paths[parent] if parent >= 0 else ()) + (names[i],)
+        paths.append(path)
+        yield path, loop
 
 
 # -- phase 2: aggregation --------------------------------------------------------
