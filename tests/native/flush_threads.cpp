@@ -1,11 +1,11 @@
 // Test program: flushes again and again while worker threads record, then a
 // final flush after joining them. Flush k writes OUTDIR/k, the last one
-// OUTDIR/final; for each flush each rank prints "k rank lo hi": the tasks the
-// workers had finished before it started and after it returned, which bound
-// what that profile may hold. Without MPI given --no-mpi.
+// OUTDIR/final; for each flush each rank prints "k rank lo hi": the tasks
+// the workers had finished before it started and after it returned, which
+// bound what that profile may hold. Without MPI given --no-mpi.
 //
-// The workers record in batches, one more each time a flush starts, so the
-// recording overlaps the flushes while the data stays bounded.
+// The workers record while each flush runs, at most kBatch tasks each per
+// flush: the recording overlaps the flushes and the data stays bounded.
 //
 //     flush_threads OUTDIR FLUSHES [--no-mpi]
 #include <tinyprof/tinyprof.hpp>
@@ -18,23 +18,29 @@
 namespace {
 
 constexpr int kThreads = 4;
-constexpr long kBatch = 5000;     // tasks per thread per flush
+constexpr long kBatch = 10000;    // tasks per thread per flush, at most
 constexpr int kLeaves = 2000;     // new callpaths keep appearing while flushes run
 
 std::array<std::atomic<long>, kThreads> done{};
 std::atomic<int> started{0};      // flushes begun
+std::atomic<int> returned{0};     // flushes done
 
-// One task: a step per task, a loop-2 sum, and a leaf that is often a new node.
-void work(int t, int batches) {
-    for (long i = 1; i <= kBatch * batches; ++i) {
-        while (started.load(std::memory_order_relaxed) < (i - 1) / kBatch) std::this_thread::yield();
-        {
-            TinyProf::Event task("task");
-            { TinyProf::Event step("step", 1, "mem:1"); }
-            { TinyProf::Event sum("sum", 2, "mem:2,tag:5"); }
-            { TinyProf::Event leaf("n" + std::to_string((i / 4) % kLeaves)); }
+// Tasks while flush k runs, for every k < flushes. One task: a step, a
+// loop-2 sum, and a leaf that is often a new node.
+void work(int t, int flushes) {
+    long i = 0;
+    for (int k = 0; k < flushes; ++k) {
+        while (started.load() <= k) std::this_thread::yield();
+        for (long n = 0; n < kBatch && returned.load(std::memory_order_relaxed) <= k; ++n) {
+            ++i;
+            {
+                TinyProf::Event task("task");
+                { TinyProf::Event step("step", 1, "mem:1"); }
+                { TinyProf::Event sum("sum", 2, "mem:2,tag:5"); }
+                { TinyProf::Event leaf("n" + std::to_string((i / 4) % kLeaves)); }
+            }
+            done[static_cast<std::size_t>(t)].store(i, std::memory_order_release);
         }
-        done[static_cast<std::size_t>(t)].store(i, std::memory_order_release);
     }
 }
 
@@ -57,14 +63,15 @@ int main(int argc, char** argv) {
     TinyProf::Profiler prof("stress", 0, "tag:0,mem:1");
     { TinyProf::Event setup("setup"); }          // the first root event: one execution
     const std::string outdir = argv[1];
-    std::vector<std::thread> workers;
     const int flushes = std::atoi(argv[2]);
-    for (int t = 0; t < kThreads; ++t) workers.emplace_back(work, t, flushes + 1);
+    std::vector<std::thread> workers;
+    for (int t = 0; t < kThreads; ++t) workers.emplace_back(work, t, flushes);
     for (int k = 0; k < flushes; ++k) {
+        prof.set_outdir(outdir + "/" + std::to_string(k));
         const long lo = finished();
         started = k + 1;
-        prof.set_outdir(outdir + "/" + std::to_string(k));
         TinyProf::flush();
+        returned = k + 1;
         std::printf("%d %d %ld %ld\n", k, rank, lo, finished());
         std::fflush(stdout);
     }
