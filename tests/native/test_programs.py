@@ -7,10 +7,12 @@ import csv
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Dict, List, Tuple
 
 import pytest
 
 import tinyprof
+from tinyprof._format import escape
 
 from conftest import BIN, MPICXX, ROOT, run
 from test_vectors import RankScript, run_cxx
@@ -70,6 +72,77 @@ def test_threads_record_into_one_profile(build, tmp_path, nranks):
         assert [len(ex) for ex in prof.series(("task", "step"), rank)] == [406, 406]
         assert [len(ex) for ex in prof.series(("task", "sum"), rank)] == [1, 1]
         assert [len(ex) for ex in prof.series(("main", "after"), rank)] == [1, 1]
+
+
+def task_counts(prof, rank: int) -> List[float]:
+    """[tasks, steps, step mem values, summed mem, leaves] in a profile of
+    flush_threads.cpp. A flush may catch a value whose metric is not yet
+    recorded: NaN (missing) counts as 0."""
+    def values(path, metric="time"):
+        return [v for ex in prof.series(path, rank, metric) for v in ex] if path in prof.callpaths else []
+    step_mem = values(("task", "step"), "mem")
+    assert all(v == 1.0 for v in step_mem if v == v)
+    leaves = [p for p in prof.callpaths if len(p) == 2 and p[1].startswith("n")]
+    return [len(values(("task",))), len(values(("task", "step"))), sum(v == 1.0 for v in step_mem),
+            sum(v for v in values(("task", "sum"), "mem") if v == v),
+            sum(len(values(p)) for p in leaves)]
+
+
+@pytest.mark.parametrize("nranks", [0, 2])
+def test_flush_while_threads_record(build, tmp_path, nranks):
+    """Flushes while 4 threads record: no crash or hang (the timeout), and each
+    profile holds every task finished before its flush and none that was not
+    started after it; the final one, after the join, holds them all."""
+    threads = 4
+    out = tmp_path / "out"
+    result = run([build("tests/native/flush_threads.cpp"), out, 10, *([] if nranks else ["--no-mpi"])],
+                 nranks, timeout=120)
+    bounds: Dict[str, Dict[int, Tuple[int, int]]] = {}
+    for line in result.stdout.split("\n")[:-1]:
+        k, rank, lo, hi = line.split()
+        bounds.setdefault(k, {})[int(rank)] = (int(lo), int(hi))
+    assert len(bounds) == 11
+    for k, per_rank in bounds.items():
+        prof = tinyprof.read(str(out / k))
+        assert sorted(per_rank) == list(range(max(nranks, 1))) and prof.nranks == len(per_rank)
+        for rank, (lo, hi) in per_rank.items():
+            tasks, steps, step_mem, mem, leaves = task_counts(prof, rank)
+            assert lo <= tasks <= hi, (k, rank)
+            for n in (steps, leaves, mem / 2):
+                assert lo <= n <= hi + threads, (k, rank)
+            assert lo <= step_mem <= steps
+            if k == "final":
+                assert lo == hi and [tasks, steps, step_mem, mem, leaves] == [hi, hi, hi, 2 * hi, hi]
+                assert prof.value(("task", "sum"), "tag") == 5.0
+
+
+# Invalid UTF-8 of every kind (bad lead, encoded surrogate, truncated
+# sequence, overlong form, above U+10FFFF, stray continuation) and valid text.
+RAW_NAMES = [b"\xff\xfeabc", "é 漢字 €".encode(), b"\xed\xa0\x80", b"\xe2\x82A", b"\xc0\xaf",
+             b"\xf4\x90\x80\x80", b"ok\x80", b"%\n\xf0\x9f\x98\x80"]
+
+
+def names_profile(build, tmp_path) -> Path:
+    out = tmp_path / "out"
+    run([build("tests/native/names.cpp"), out, *(n.hex() for n in RAW_NAMES)])
+    return out
+
+
+def test_non_utf8_names_are_written_surrogate_escaped(build, tmp_path):
+    data = (names_profile(build, tmp_path) / "prof_.0-of-1.tp").read_bytes()
+    expected = [escape(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogatepass")
+                for raw in [b"main", *RAW_NAMES]]
+    lines = data.split(b"\n")
+    assert lines[1] == "name prof\udcff".encode("utf-8", "surrogatepass")
+    at = lines.index(b"names %d" % len(expected))
+    assert lines[at + 1:at + 1 + len(expected)] == expected
+
+
+def test_non_utf8_names_read_back(build, tmp_path):
+    prof = tinyprof.read(str(names_profile(build, tmp_path)))
+    assert prof.name == "prof\udcff"
+    assert prof.callpaths == [("main",)] + [("main", raw.decode("utf-8", "surrogateescape"))
+                                            for raw in RAW_NAMES]
 
 
 @pytest.mark.parametrize("nranks", [1, 3])

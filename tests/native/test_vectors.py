@@ -7,6 +7,7 @@ import math
 import random
 import re
 import struct
+import zlib
 import sys
 from pathlib import Path
 from typing import Callable, List
@@ -16,7 +17,12 @@ import pytest
 import tinyprof
 from tinyprof._format import escape, format_value
 
-from conftest import ROOT, run
+from conftest import EPOCH, ROOT, run
+
+# Both writers take the run id and the creation time from the environment,
+# so that their files can be byte-identical.
+RUN_ID = "0123456789abcdef"
+SAME = dict(TINYPROF_RUN_ID=RUN_ID, SOURCE_DATE_EPOCH=EPOCH)
 
 SCENARIO_CPP = "tests/native/scenario.cpp"
 SCENARIO_PY = Path(__file__).with_name("scenario.py")
@@ -67,16 +73,17 @@ def both(build, tmp_path: Path, body: Body, nranks: int = 0):
     write_scripts(prefix, max(nranks, 1), body)
     tail = [] if nranks else ["--no-mpi"]
     cxx, py = tmp_path / "cxx", tmp_path / "py"
-    run([build(SCENARIO_CPP), prefix, cxx, *tail], nranks)
-    run([sys.executable, SCENARIO_PY, prefix, py, *tail], nranks)
+    run([build(SCENARIO_CPP), prefix, cxx, *tail], nranks, **SAME)
+    run([sys.executable, SCENARIO_PY, prefix, py, *tail], nranks, **SAME)
     return cxx, py
 
 
-def run_cxx(build, tmp_path: Path, body: Body, nranks: int = 0) -> Path:
+def run_cxx(build, tmp_path: Path, body: Body, nranks: int = 0, run_id: str = RUN_ID) -> Path:
     """Run ``body`` with the C++ driver alone; return its output directory."""
     prefix, out = tmp_path / "script", tmp_path / "out"
     write_scripts(prefix, max(nranks, 1), body)
-    run([build(SCENARIO_CPP), prefix, out, *([] if nranks else ["--no-mpi"])], nranks)
+    run([build(SCENARIO_CPP), prefix, out, *([] if nranks else ["--no-mpi"])], nranks,
+        **dict(SAME, TINYPROF_RUN_ID=run_id))
     return out
 
 
@@ -236,9 +243,30 @@ def test_mpi_vectors_split_over_aggregators(build, tmp_path, aggregators):
 
 
 def test_cxx_writes_the_golden_file(build, tmp_path):
-    out = run_cxx(build, tmp_path, fig2, 2)
-    golden = (ROOT / "tests/golden/fig3.tp").read_bytes()
+    golden = (ROOT / "tests/golden/fig3-v2.tp").read_bytes()
+    run_id = re.search(rb"^run ([0-9a-f]{16})$", golden, re.M)
+    out = run_cxx(build, tmp_path, fig2, 2, run_id[1].decode() if run_id else RUN_ID)
     assert (out / "fig2.0-of-1.tp").read_bytes() == golden
+
+
+def test_cxx_file_ends_in_its_crc32(build, tmp_path):
+    data = (run_cxx(build, tmp_path, awkward, 2) / "awk_ward.0-of-1.tp").read_bytes()
+    body, end = data.rsplit(b"end ", 1)
+    assert end == b"%08x\n" % zlib.crc32(body)
+    head = body.split(b"\n")[:4]
+    assert head == [b"tinyprof 2", b"name awk ward", b"run " + RUN_ID.encode(), b"set flush 1"]
+
+
+def test_run_id_is_drawn_once_and_shared_by_the_ranks(build, tmp_path):
+    def runs(out: Path) -> set:
+        return {re.search(rb"^run ([0-9a-f]{16})$", p.read_bytes(), re.M)[1] for p in out.iterdir()}
+    def body(s: RankScript) -> None:
+        common_only(s)
+        s.lines.insert(1, "aggregators\t3")
+    for d in "ab":
+        (tmp_path / d).mkdir()
+    first, second = (run_cxx(build, tmp_path / d, body, 3, run_id="") for d in "ab")
+    assert len(runs(first)) == 1 and runs(first) != runs(second)
 
 
 def test_cxx_profile_reads_back_exactly(build, tmp_path):

@@ -9,7 +9,7 @@
 //     }
 //     TinyProf::flush();                                     // collective under MPI
 //
-// Files are the Python side's, byte for byte (docs/format.md); the flush is its
+// Files are the Python side's, byte for byte (docs/format.md, version 2); the flush is its
 // three-phase flush (docs/flush.md). Usage, semantics and limits: docs/native.md.
 #pragma once
 
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <charconv>
@@ -35,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -73,6 +75,85 @@ inline std::int64_t now() noexcept { return clock_override ? clock_override() : 
 
 // ---------------------------------------------------------------------------
 // The event map: one Node per callpath, per thread.
+//
+// Only the thread that owns a tree writes it; a flush in another thread may
+// read it at any time. Values go into append-only logs whose sizes are
+// published with release stores (the reader loads them with acquire, then
+// reads no further); structural changes (a new node, a new chunk) take the
+// tree's mutex, which the reader holds while it walks the tree. The hot
+// path therefore takes no lock in steady state.
+
+// An append-only sequence in chunks of growing size: one writer (the owner),
+// readers under the tree's mutex. Published slots never move.
+template <class T>
+class Log {
+  public:
+    // The slot to fill, then publish(); a new chunk under `mutex` when full.
+    T& next(std::mutex& mutex) {
+        if (cursor_ == end_) grow(mutex);
+        return *cursor_;
+    }
+    void publish() noexcept {
+        ++cursor_;
+        size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
+    std::size_t size() const noexcept { return size_.load(std::memory_order_acquire); }
+    // The last published slot: the owner's only (size() > 0).
+    T& back() noexcept { return cursor_[-1]; }
+
+    // The owner's newest slot for which match(slot) holds, searching back
+    // while more(slot) holds; nullptr if none.
+    template <class Match, class More>
+    T* find_recent(Match&& match, More&& more) noexcept {
+        for (auto c = chunks_.rbegin(); c != chunks_.rend(); ++c) {
+            T* begin = c->first.get();
+            for (T* slot = c == chunks_.rbegin() ? cursor_ : begin + c->second; slot != begin;) {
+                --slot;
+                if (!more(*slot)) return nullptr;
+                if (match(*slot)) return slot;
+            }
+        }
+        return nullptr;
+    }
+
+    // f(slot) for the first n slots (n <= an earlier size()); the reader
+    // holds the tree's mutex, so the chunk list stays put.
+    template <class F>
+    void for_each(std::size_t n, F&& f) const {
+        for (const auto& [data, capacity] : chunks_)
+            for (std::size_t i = 0; i < capacity && n > 0; ++i, --n) f(data[i]);
+    }
+
+  private:
+    static constexpr std::size_t kFirst = 4, kLargest = 4096;
+
+    void grow(std::mutex& mutex) {
+        const std::size_t capacity = chunks_.empty() ? kFirst : std::min(2 * chunks_.back().second, kLargest);
+        auto chunk = std::make_unique<T[]>(capacity);
+        cursor_ = chunk.get();
+        end_ = cursor_ + capacity;
+        std::lock_guard<std::mutex> lock(mutex);
+        chunks_.emplace_back(std::move(chunk), capacity);
+    }
+
+    std::vector<std::pair<std::unique_ptr<T[]>, std::size_t>> chunks_;
+    T* cursor_ = nullptr;
+    T* end_ = nullptr;
+    std::atomic<std::size_t> size_{0};
+};
+
+// Where an execution's occurrences start in a node's times.
+struct ExecStart {
+    std::int64_t exec;
+    std::size_t first;
+};
+
+// A metric value of one occurrence (inconsistent) or of the node (consistent).
+struct MetricValue {
+    std::size_t occurrence;
+    std::size_t slot;
+    std::atomic<double> value;      // loop 2 sums into it after it is published
+};
 
 struct Node {
     std::string name;
@@ -82,17 +163,17 @@ struct Node {
     std::vector<std::unique_ptr<Node>> children;          // in order of first entry
     std::unique_ptr<std::unordered_map<std::string_view, Node*>> index;  // many children
     Node* last = nullptr;                                  // the child found last time
-    std::vector<std::int64_t> times;  // one per occurrence (loop 2: one per execution)
-    std::vector<std::int64_t> execs;  // (execution, first index) pairs, on change only
+    Log<std::atomic<std::int64_t>> times;  // one per occurrence (loop 2: one per execution)
+    Log<ExecStart> execs;                  // on change of execution only
     std::int64_t last_exec = -1;
-    std::vector<std::optional<double>> consistent;  // per consistent key, first given
-    std::vector<std::vector<double>> metrics;       // per inconsistent key, NaN = not given
+    Log<MetricValue> consistent;           // the first value of each consistent key
+    Log<MetricValue> metrics;              // inconsistent values, in occurrence order
 
     Node(std::string_view n, Node* p, int l, bool c) : name(n), parent(p), loop(l), common(c) {}
 
     // Loops enter the same child again and again: check the last one first,
     // then a short linear search, and a hash map only for wide nodes.
-    Node* child(std::string_view key, int new_loop, bool new_common) {
+    Node* child(std::string_view key, int new_loop, bool new_common, std::mutex& mutex) {
         if (last != nullptr && last->name == key) return last;
         Node* found = nullptr;
         if (index) {
@@ -102,7 +183,7 @@ struct Node {
             for (auto& c : children)
                 if (c->name == key) { found = c.get(); break; }
         }
-        if (found == nullptr) found = add(key, new_loop, new_common);
+        if (found == nullptr) found = add(key, new_loop, new_common, mutex);
         last = found;
         return found;
     }
@@ -110,9 +191,11 @@ struct Node {
   private:
     static constexpr std::size_t kIndexFrom = 8;
 
-    Node* add(std::string_view key, int new_loop, bool new_common) {
-        children.push_back(std::make_unique<Node>(key, this, new_loop, new_common));
-        Node* node = children.back().get();
+    Node* add(std::string_view key, int new_loop, bool new_common, std::mutex& mutex) {
+        auto made = std::make_unique<Node>(key, this, new_loop, new_common);
+        Node* node = made.get();
+        std::lock_guard<std::mutex> lock(mutex);
+        children.push_back(std::move(made));
         if (index) {
             index->emplace(node->name, node);
         } else if (children.size() > kIndexFrom) {
@@ -126,9 +209,10 @@ struct Node {
 // One thread's call tree and open-event stack. The registry owns it, so its
 // values outlive the thread and the flush can merge every thread's tree.
 struct Tree {
+    std::mutex mutex;                 // structural changes; held by the flush that reads
     Node root{"", nullptr, 0, true};
     Node* current = &root;
-    std::uint64_t records = 0;        // events recorded, to skip a redundant flush
+    std::atomic<std::uint64_t> records{0};   // events recorded, to skip a redundant flush
 };
 
 struct Metric {
@@ -148,6 +232,7 @@ struct Settings {
 
 struct Registry {
     std::mutex mutex;
+    std::mutex flush_mutex;                     // one flush at a time
     std::vector<std::unique_ptr<Tree>> trees;   // in order of each thread's first event
     std::string first_root;                     // name of the first root event
     Settings settings;
@@ -155,6 +240,10 @@ struct Registry {
     Tree* profiler_tree = nullptr;              // its thread: auto snapshots happen there
     std::int64_t last_flush_ns = 0;
     std::uint64_t flushed_records = ~std::uint64_t{0};
+    std::uint64_t run_id = 0;                   // the file's `run`, once per process
+    bool run_drawn = false;
+    bool run_agreed = false;                    // broadcast from rank 0 (or no MPI)
+    std::int64_t flushes = 0;                   // the next flush's number (`set flush N`)
     int finalize_keyval = MPI_KEYVAL_INVALID;
     std::vector<std::string> warned;            // undeclared metric keys already reported
     std::map<std::pair<MPI_Comm, int>, MPI_Comm> groups;   // (comm, A) -> Split result
@@ -198,42 +287,50 @@ inline void enter_root(std::string_view name) {
     if (name == registry().first_root) execution.fetch_add(1, std::memory_order_relaxed);
 }
 
-inline void record(Node& node, std::int64_t elapsed) {
+inline void record(Tree& t, Node& node, std::int64_t elapsed) {
     const std::int64_t e = execution.load(std::memory_order_relaxed);
-    auto& times = node.times;
     if (node.last_exec != e) {
         node.last_exec = e;
-        node.execs.push_back(e);
-        node.execs.push_back(static_cast<std::int64_t>(times.size()));
-        times.push_back(elapsed);
+        node.execs.next(t.mutex) = {e, node.times.size()};
+        node.execs.publish();           // before the time: a reader sees its execution
     } else if (node.loop == 2) {
-        times.back() += elapsed;
-    } else {
-        times.push_back(elapsed);
+        auto& sum = node.times.back();
+        sum.store(sum.load(std::memory_order_relaxed) + elapsed, std::memory_order_relaxed);
+        return;
     }
+    node.times.next(t.mutex).store(elapsed, std::memory_order_relaxed);
+    node.times.publish();
 }
 
 // The metric values of the occurrence just recorded on `node`, as the Python
 // side's _eventmap.record_metrics: consistent keep the first value, loop-2
 // inconsistent values are summed per execution, NaN means "not given".
-inline void record_metrics(Node& node, const std::vector<Metric>& values) {
+inline void record_metrics(Tree& t, Node& node, const std::vector<Metric>& values) {
     const std::size_t index = node.times.size() - 1;
     for (const Metric& m : values) {
         if (m.consistent) {
-            if (node.consistent.size() <= m.slot) node.consistent.resize(m.slot + 1);
-            if (!node.consistent[m.slot]) node.consistent[m.slot] = m.value;
+            if (node.consistent.find_recent([&](const MetricValue& v) { return v.slot == m.slot; },
+                                            [](const MetricValue&) { return true; }))
+                continue;
+            MetricValue& v = node.consistent.next(t.mutex);
+            v.slot = m.slot;
+            v.value.store(m.value, std::memory_order_relaxed);
+            node.consistent.publish();
             continue;
         }
         if (m.value != m.value) continue;       // must not wipe a loop-2 sum
-        if (node.metrics.size() <= m.slot) node.metrics.resize(m.slot + 1);
-        auto& column = node.metrics[m.slot];
-        if (column.size() <= index) {
-            column.resize(index + 1, kNaN);
-            column[index] = m.value;
-        } else if (node.loop == 2 && column[index] == column[index]) {
-            column[index] += m.value;
+        MetricValue* given = node.metrics.find_recent(
+            [&](const MetricValue& v) { return v.slot == m.slot; },
+            [&](const MetricValue& v) { return v.occurrence == index; });
+        if (given == nullptr) {
+            MetricValue& v = node.metrics.next(t.mutex);
+            v.occurrence = index;
+            v.slot = m.slot;
+            v.value.store(m.value, std::memory_order_relaxed);
+            node.metrics.publish();
         } else {
-            column[index] = m.value;
+            const double old = given->value.load(std::memory_order_relaxed);
+            given->value.store(node.loop == 2 ? old + m.value : m.value, std::memory_order_relaxed);
         }
     }
 }
@@ -339,7 +436,7 @@ class Event {
         if (!selfvalues.empty()) values_ = detail::parse_values(name, selfvalues);
         detail::Tree& t = detail::tree();
         detail::Node* parent = t.current;
-        node_ = parent->child(name, loop, is_common);
+        node_ = parent->child(name, loop, is_common, t.mutex);
         if (parent == &t.root) detail::enter_root(name);
         t.current = node_;
         tree_ = &t;
@@ -354,9 +451,10 @@ class Event {
             std::abort();
         }
         tree_->current = node_->parent;
-        detail::record(*node_, end - start_);
-        ++tree_->records;
-        if (!values_.empty()) detail::record_metrics(*node_, values_);
+        detail::record(*tree_, *node_, end - start_);
+        tree_->records.store(tree_->records.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);
+        if (!values_.empty()) detail::record_metrics(*tree_, *node_, values_);
         if (node_->parent == &tree_->root) at_root_exit();
     }
 
@@ -384,7 +482,72 @@ class Event {
 
 namespace format {
 
-inline std::string escape(std::string_view text, bool key = false) {
+// The length of the well-formed UTF-8 sequence at the start of `s` (as
+// Python's strict decoder: no overlong form, surrogate or code point above
+// U+10FFFF), or 0 if it is not one.
+inline std::size_t utf8_length(std::string_view s) {
+    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+    const unsigned lead = byte(0);
+    if (lead < 0x80) return 1;
+    std::size_t n = 0;
+    unsigned lo = 0x80, hi = 0xBF;          // the second byte's range
+    if (lead >= 0xC2 && lead <= 0xDF) n = 2;
+    else if (lead >= 0xE0 && lead <= 0xEF) n = 3, lo = lead == 0xE0 ? 0xA0 : 0x80, hi = lead == 0xED ? 0x9F : 0xBF;
+    else if (lead >= 0xF0 && lead <= 0xF4) n = 4, lo = lead == 0xF0 ? 0x90 : 0x80, hi = lead == 0xF4 ? 0x8F : 0xBF;
+    if (n == 0 || s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+    for (std::size_t i = 2; i < n; ++i)
+        if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+    return n;
+}
+
+// `text` as UTF-8: each byte that is not part of a well-formed sequence
+// becomes the lone surrogate U+DC00+b in its 3-byte form (Python's
+// surrogateescape, then surrogatepass), so any byte string reads back.
+inline std::string utf8_safe(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    while (!text.empty()) {
+        std::size_t n = utf8_length(text);
+        if (n > 0) {
+            out.append(text.substr(0, n));
+        } else {
+            const unsigned code = 0xDC00u + static_cast<unsigned char>(text[0]);
+            out += static_cast<char>(0xE0 | (code >> 12));
+            out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (code & 0x3F));
+            n = 1;
+        }
+        text.remove_prefix(n);
+    }
+    return out;
+}
+
+// CRC-32 (IEEE 802.3, reflected, as zlib.crc32) of `data`, for the end line.
+inline std::uint32_t crc32(std::string_view data) {
+    static const auto table = [] {
+        std::array<std::uint32_t, 256> t{};
+        for (std::uint32_t i = 0; i < 256; ++i) {
+            std::uint32_t c = i;
+            for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            t[i] = c;
+        }
+        return t;
+    }();
+    std::uint32_t c = 0xFFFFFFFFu;
+    for (const char ch : data) c = table[(c ^ static_cast<unsigned char>(ch)) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+// A run id as the `run` line writes it: 16 lowercase hex digits.
+inline std::string hex16(std::uint64_t v) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+// Text for the file (docs/format.md, "Escaping"), valid UTF-8 whatever the bytes.
+inline std::string escape(std::string_view raw, bool key = false) {
+    const std::string text = utf8_safe(raw);
     std::string out;
     out.reserve(text.size());
     for (char c : text) {
@@ -467,7 +630,7 @@ inline std::string rle(const std::vector<std::int64_t>& counts) {
 // the Python reader and its file_name() agree with.
 inline std::string file_name(std::string_view name, int index, int count) {
     std::string safe;
-    for (const char ch : name) {
+    for (const char ch : utf8_safe(name)) {
         const auto c = static_cast<unsigned char>(ch);
         if ((c & 0xC0) == 0x80) continue;       // UTF-8 continuation byte
         safe += (std::isalnum(c) && c < 0x80) || c == '_' || c == '.' || c == '+' || c == '-'
@@ -524,15 +687,52 @@ inline bool write_atomic(const std::string& path, const std::string& data) {
 
 namespace detail {
 
-using Path = std::vector<std::string>;
+// Callpaths as (parent entry, last name) pairs, each parent an earlier entry
+// (-1 for a root callpath): every step of the flush is linear in the depth.
+class Callpaths {
+  public:
+    std::vector<int> parent;
+    std::vector<std::string> name;
+    std::vector<int> loop;
 
-// One callpath of this process, all threads merged.
-struct LocalEvent {
-    Path path;
-    int loop;
-    bool common;
-    std::string field;        // this rank's values: exec;exec of occ+occ
-    std::string consistent;   // consistent metrics in header order
+    std::size_t size() const { return name.size(); }
+
+    // The entry of (up, n), or -1.
+    int find(int up, std::string_view n) const {
+        const auto it = index_.find(key(up, n));
+        return it == index_.end() ? -1 : it->second;
+    }
+
+    // The entry of (up, n), appended if new. Python's merge_loop: the first
+    // loop mode wins, but mode 2 gives way to 0 or 1.
+    int add(int up, std::string_view n, int l) {
+        const auto [it, added] = index_.try_emplace(key(up, n), static_cast<int>(size()));
+        if (added) {
+            parent.push_back(up);
+            name.emplace_back(n);
+            loop.push_back(l);
+        } else if (loop[static_cast<std::size_t>(it->second)] == 2) {
+            loop[static_cast<std::size_t>(it->second)] = l;
+        }
+        return it->second;
+    }
+
+  private:
+    static std::string key(int up, std::string_view n) {
+        std::string k(sizeof up, '\0');
+        std::memcpy(k.data(), &up, sizeof up);
+        k.append(n);
+        return k;
+    }
+    std::unordered_map<std::string, int> index_;
+};
+
+// This process's callpaths, all threads merged, and its values of each.
+struct Local {
+    Callpaths paths;
+    std::vector<bool> common;              // the first tree's is_common hint
+    std::vector<std::string> field;        // this rank's values: exec;exec of occ+occ
+    std::vector<std::string> consistent;   // consistent metrics in header order
 };
 
 struct Occurrence {
@@ -540,18 +740,6 @@ struct Occurrence {
     std::int64_t time;
     std::vector<double> metrics;   // per inconsistent key
 };
-
-// Python's merge_loop: the first mode wins, but mode 2 gives way to 0 or 1.
-inline void merge_loop(std::map<Path, int>& loops, std::vector<Path>& order, const Path& path,
-                       int loop) {
-    auto it = loops.find(path);
-    if (it == loops.end()) {
-        loops.emplace(path, loop);
-        order.push_back(path);
-    } else if (it->second == 2) {
-        it->second = loop;
-    }
-}
 
 inline double nan_sum(double a, double b) { return a != a ? b : b != b ? a : a + b; }
 
@@ -577,96 +765,111 @@ inline std::string encode_field(const std::vector<Occurrence>& occ) {
     return out;
 }
 
-// Every thread's tree merged into one list of callpaths in pre-order (the
-// first thread first), each encoded at once. Occurrences of one execution
-// keep thread order; loop-2 callpaths sum them into one.
-inline std::vector<LocalEvent> collect_local(const Registry& reg) {
+// The values `node` has published, read under its tree's mutex: its
+// occurrences appended to `occ`, its consistent values where still missing.
+// The size of times is read first: executions are published before their
+// first time, metric values after their time.
+inline void read_node(const Node& node, std::size_t ninc, std::vector<Occurrence>& occ,
+                      std::vector<std::optional<double>>& consistent) {
+    const std::size_t n = node.times.size();
+    std::vector<ExecStart> starts;
+    node.execs.for_each(node.execs.size(), [&](const ExecStart& e) {
+        if (e.first < n) starts.push_back(e);
+    });
+    const std::size_t base = occ.size();
+    std::size_t i = 0, k = 0;
+    if (!starts.empty()) {
+        node.times.for_each(n, [&](const std::atomic<std::int64_t>& t) {
+            while (k + 1 < starts.size() && starts[k + 1].first <= i) ++k;
+            occ.push_back({starts[k].exec, t.load(std::memory_order_relaxed), std::vector<double>(ninc, kNaN)});
+            ++i;
+        });
+    }
+    node.metrics.for_each(node.metrics.size(), [&](const MetricValue& v) {
+        if (v.occurrence < i && v.slot < ninc)
+            occ[base + v.occurrence].metrics[v.slot] = v.value.load(std::memory_order_relaxed);
+    });
+    node.consistent.for_each(node.consistent.size(), [&](const MetricValue& v) {
+        if (v.slot < consistent.size() && !consistent[v.slot])
+            consistent[v.slot] = v.value.load(std::memory_order_relaxed);
+    });
+}
+
+// Every thread's tree merged into one list of callpaths (each tree in
+// pre-order, the first registered first), each encoded at once. Occurrences
+// of one execution keep thread order; loop-2 callpaths sum them into one.
+// Each tree is read under its mutex, so its thread may go on recording.
+inline Local collect_local(Registry& reg) {
     std::size_t ninc = 0, ncons = 0;
     for (const auto& m : reg.settings.metrics) ++(m.second ? ncons : ninc);
-    struct Merged {
-        bool common;                                     // the first tree's hint
-        std::vector<Occurrence> occ;
-        std::vector<std::optional<double>> consistent;
-    };
-    std::vector<Path> order;
-    std::map<Path, int> loops;
-    std::map<Path, Merged> merged;
-    for (const auto& t : reg.trees) {
-        std::vector<std::pair<const Node*, Path>> stack;
+    std::vector<Tree*> trees;
+    {
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        for (const auto& t : reg.trees) trees.push_back(t.get());
+    }
+    Local local;
+    std::vector<std::vector<Occurrence>> occ;
+    std::vector<std::vector<std::optional<double>>> consistent;
+    for (Tree* t : trees) {
+        std::lock_guard<std::mutex> lock(t->mutex);
+        std::vector<std::pair<const Node*, int>> stack;
         for (auto it = t->root.children.rbegin(); it != t->root.children.rend(); ++it)
-            stack.emplace_back(it->get(), Path{});
+            stack.emplace_back(it->get(), -1);
         while (!stack.empty()) {
-            auto [node, path] = std::move(stack.back());
+            const auto [node, up] = stack.back();
             stack.pop_back();
-            path.push_back(node->name);
-            merge_loop(loops, order, path, node->loop);
-            Merged& m = merged.try_emplace(path, Merged{node->common, {}, {}}).first->second;
-            m.consistent.resize(ncons);
-            for (std::size_t k = 0; k < node->consistent.size(); ++k)
-                if (!m.consistent[k]) m.consistent[k] = node->consistent[k];
-            for (std::size_t p = 0; p < node->execs.size(); p += 2) {
-                const auto first = static_cast<std::size_t>(node->execs[p + 1]);
-                const auto end = p + 2 < node->execs.size()
-                                     ? static_cast<std::size_t>(node->execs[p + 3])
-                                     : node->times.size();
-                for (std::size_t i = first; i < end; ++i) {
-                    Occurrence o{node->execs[p], node->times[i], std::vector<double>(ninc, kNaN)};
-                    for (std::size_t k = 0; k < node->metrics.size(); ++k)
-                        if (i < node->metrics[k].size()) o.metrics[k] = node->metrics[k][i];
-                    m.occ.push_back(std::move(o));
-                }
+            const int i = local.paths.add(up, node->name, node->loop);
+            const auto at = static_cast<std::size_t>(i);
+            if (at == occ.size()) {
+                occ.emplace_back();
+                consistent.emplace_back(ncons);
+                local.common.push_back(node->common);
             }
+            read_node(*node, ninc, occ[at], consistent[at]);
             for (auto it = node->children.rbegin(); it != node->children.rend(); ++it)
-                stack.emplace_back(it->get(), path);
+                stack.emplace_back(it->get(), i);
         }
     }
-    std::vector<LocalEvent> out;
-    out.reserve(order.size());
-    for (const Path& path : order) {
-        Merged& m = merged[path];
-        const int loop = loops[path];
-        if (reg.trees.size() > 1) {
-            std::stable_sort(m.occ.begin(), m.occ.end(),
+    for (std::size_t i = 0; i < occ.size(); ++i) {
+        std::vector<Occurrence>& o = occ[i];
+        if (trees.size() > 1) {
+            std::stable_sort(o.begin(), o.end(),
                              [](const Occurrence& a, const Occurrence& b) { return a.exec < b.exec; });
-            if (loop == 2) {
+            if (local.paths.loop[i] == 2) {
                 std::vector<Occurrence> sums;
-                for (auto& o : m.occ) {
-                    if (!sums.empty() && sums.back().exec == o.exec) {
-                        sums.back().time += o.time;
+                for (auto& x : o) {
+                    if (!sums.empty() && sums.back().exec == x.exec) {
+                        sums.back().time += x.time;
                         for (std::size_t k = 0; k < ninc; ++k)
-                            sums.back().metrics[k] = nan_sum(sums.back().metrics[k], o.metrics[k]);
+                            sums.back().metrics[k] = nan_sum(sums.back().metrics[k], x.metrics[k]);
                     } else {
-                        sums.push_back(std::move(o));
+                        sums.push_back(std::move(x));
                     }
                 }
-                m.occ = std::move(sums);
+                o = std::move(sums);
             }
         }
         std::string cons;
         for (std::size_t k = 0; k < ncons; ++k) {
             if (k > 0) cons += ',';
-            if (m.consistent[k]) cons += format::format_value(*m.consistent[k]);
+            if (consistent[i][k]) cons += format::format_value(*consistent[i][k]);
         }
         while (!cons.empty() && cons.back() == ',') cons.pop_back();
-        out.push_back({path, loop, m.common, encode_field(m.occ), std::move(cons)});
-        merged.erase(path);
+        local.field.push_back(encode_field(o));
+        local.consistent.push_back(std::move(cons));
+        o = std::vector<Occurrence>();
     }
-    return out;
+    return local;
 }
 
-// Names in order of first use, and each callpath as name ids.
-inline std::vector<std::string> name_table(const std::vector<Path>& order,
-                                           std::vector<std::vector<std::size_t>>* ids_out) {
+// Names in order of first use along the entries, and each entry's name id.
+inline std::vector<std::string> name_table(const Callpaths& paths, std::vector<std::size_t>* ids_out) {
     std::vector<std::string> names;
-    std::unordered_map<std::string, std::size_t> ids;
-    for (const Path& path : order) {
-        std::vector<std::size_t> ids_of_path;
-        for (const auto& n : path) {
-            auto it = ids.try_emplace(n, names.size()).first;
-            if (it->second == names.size()) names.push_back(n);
-            ids_of_path.push_back(it->second);
-        }
-        if (ids_out) ids_out->push_back(std::move(ids_of_path));
+    std::unordered_map<std::string_view, std::size_t> ids;
+    for (const auto& n : paths.name) {
+        const auto it = ids.try_emplace(n, names.size()).first;
+        if (it->second == names.size()) names.push_back(n);
+        if (ids_out) ids_out->push_back(it->second);
     }
     return names;
 }
@@ -676,15 +879,22 @@ struct FileHeader {
     std::vector<std::int64_t> executions;
 };
 
-// The whole file (the Python side's encode_file). fields(r, i) is rank
-// first+r's field of callpath i.
+// Which set a file belongs to: the `run` and `set flush N` lines.
+struct SetId {
+    std::uint64_t run;
+    std::int64_t flush;
+};
+
+// The whole file (the Python side's encode_file), format version 2.
+// fields(r, i) is rank first+r's field of callpath i.
 template <class Fields>
-inline std::string encode_file(const Settings& s, const FileHeader& h, const std::vector<Path>& order,
-                               const std::map<Path, int>& loops,
-                               const std::vector<std::string>& consistent, Fields&& fields) {
-    std::vector<std::vector<std::size_t>> ids;
-    const auto names = name_table(order, &ids);
-    std::string out = "tinyprof 1\nname " + format::escape(s.name) + "\nnranks " +
+inline std::string encode_file(const Settings& s, const SetId& set, const FileHeader& h,
+                               const Callpaths& paths, const std::vector<std::string>& consistent,
+                               Fields&& fields) {
+    std::vector<std::size_t> ids;
+    const auto names = name_table(paths, &ids);
+    std::string out = "tinyprof 2\nname " + format::escape(s.name) + "\nrun " + format::hex16(set.run) +
+                      "\nset flush " + std::to_string(set.flush) + "\nnranks " +
                       std::to_string(h.nranks) + "\nranks " + std::to_string(h.first) + " " +
                       std::to_string(h.count) + "\nfile " + std::to_string(h.index) + " " +
                       std::to_string(h.nfiles) + "\nunit ns\nmetrics ";
@@ -694,10 +904,10 @@ inline std::string encode_file(const Settings& s, const FileHeader& h, const std
     out += "\ncreated " + format::created_now() + "\nversion " TINYPROF_VERSION "\nexecutions " +
            format::rle(h.executions) + "\nnames " + std::to_string(names.size()) + "\n";
     for (const auto& n : names) out += format::escape(n) + "\n";
-    out += "events " + std::to_string(order.size()) + "\n";
-    for (std::size_t i = 0; i < order.size(); ++i) {
-        for (std::size_t d = 0; d < ids[i].size(); ++d) out += (d ? "<" : "") + std::to_string(ids[i][d]);
-        out += "|" + std::to_string(loops.at(order[i])) + "|";
+    out += "events " + std::to_string(paths.size()) + "\n";
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        if (paths.parent[i] >= 0) out += std::to_string(paths.parent[i]) + ":";
+        out += std::to_string(ids[i]) + "|" + std::to_string(paths.loop[i]) + "|";
         out += consistent[i];
         for (int r = 0; r < h.count; ++r) {
             out += '|';
@@ -705,8 +915,9 @@ inline std::string encode_file(const Settings& s, const FileHeader& h, const std
         }
         out += '\n';
     }
-    out += "end\n";
-    return out;
+    char end[16];
+    std::snprintf(end, sizeof end, "end %08x\n", static_cast<unsigned>(format::crc32(out)));
+    return out + end;
 }
 
 inline void warn(const std::string& text) { std::fprintf(stderr, "tinyprof: %s\n", text.c_str()); }
@@ -746,108 +957,112 @@ inline void remove_stale(const Settings& s, int count) {
 
 // -- phase 1: event synchronisation ------------------------------------------
 
-// Callpaths and loop modes as int64 name ids; names not in `base` follow as
-// bytes. Layout: [new names, paths, ints, len of each new name..., (loop,
-// depth, ids...) per path...] then the new names' bytes.
-inline std::string encode_paths(const std::vector<std::pair<Path, int>>& paths,
+// Entries `sent` of `paths` as int64s; names not in `base` follow as bytes.
+// Layout: [new names, paths, len of each new name..., (loop, parent, name
+// id) per path...] then the new names' bytes. `parent` is ref[] of the
+// parent entry: its index in the sender's list (shared prefix first), -1 at
+// the root.
+inline std::string encode_paths(const Callpaths& paths, const std::vector<std::size_t>& sent,
+                                const std::vector<std::int64_t>& ref,
                                 const std::vector<std::string>& base) {
-    std::unordered_map<std::string, std::int64_t> ids;
+    std::unordered_map<std::string_view, std::int64_t> ids;
     for (std::size_t i = 0; i < base.size(); ++i) ids.emplace(base[i], static_cast<std::int64_t>(i));
-    std::vector<std::string> fresh;
+    std::vector<std::string_view> fresh;
     std::vector<std::int64_t> ints;
-    for (const auto& [path, loop] : paths) {
-        ints.push_back(loop);
-        ints.push_back(static_cast<std::int64_t>(path.size()));
-        for (const auto& name : path) {
-            auto [it, added] = ids.try_emplace(name, static_cast<std::int64_t>(ids.size()));
-            if (added) fresh.push_back(name);
-            ints.push_back(it->second);
-        }
+    for (const std::size_t i : sent) {
+        const auto [it, added] = ids.try_emplace(paths.name[i], static_cast<std::int64_t>(ids.size()));
+        if (added) fresh.push_back(paths.name[i]);
+        const int up = paths.parent[i];
+        ints.insert(ints.end(), {paths.loop[i], up < 0 ? -1 : ref[static_cast<std::size_t>(up)], it->second});
     }
     std::vector<std::int64_t> head{static_cast<std::int64_t>(fresh.size()),
-                                   static_cast<std::int64_t>(paths.size()),
-                                   static_cast<std::int64_t>(ints.size())};
-    for (const auto& n : fresh) head.push_back(static_cast<std::int64_t>(n.size()));
+                                   static_cast<std::int64_t>(sent.size())};
+    for (const auto n : fresh) head.push_back(static_cast<std::int64_t>(n.size()));
     head.insert(head.end(), ints.begin(), ints.end());
     std::string out(reinterpret_cast<const char*>(head.data()), head.size() * sizeof(std::int64_t));
-    for (const auto& n : fresh) out += n;
+    for (const auto n : fresh) out += n;
     return out;
 }
 
-inline std::vector<std::pair<Path, int>> decode_paths(const char* buf,
-                                                      const std::vector<std::string>& base) {
+// Adds the callpaths of one encode_paths buffer to `global`, whose first
+// `nprefix` entries are the sender's shared prefix.
+inline void merge_paths(const char* buf, const std::vector<std::string>& base, std::size_t nprefix,
+                        Callpaths& global) {
     auto at = [buf](std::size_t i) {
         std::int64_t v;
         std::memcpy(&v, buf + 8 * i, 8);
         return v;
     };
-    const auto nnew = static_cast<std::size_t>(at(0)), npaths = static_cast<std::size_t>(at(1)),
-               nints = static_cast<std::size_t>(at(2));
-    std::vector<std::string> names = base;
-    std::size_t pos = 8 * (3 + nnew + nints);
+    const auto nnew = static_cast<std::size_t>(at(0)), npaths = static_cast<std::size_t>(at(1));
+    std::vector<std::string_view> names(base.begin(), base.end());
+    std::size_t pos = 8 * (2 + nnew + 3 * npaths);
     for (std::size_t k = 0; k < nnew; ++k) {
-        const auto len = static_cast<std::size_t>(at(3 + k));
+        const auto len = static_cast<std::size_t>(at(2 + k));
         names.emplace_back(buf + pos, len);
         pos += len;
     }
-    std::vector<std::pair<Path, int>> out;
-    for (std::size_t p = 0, k = 3 + nnew; p < npaths; ++p) {
-        const int loop = static_cast<int>(at(k));
-        const auto depth = static_cast<std::size_t>(at(k + 1));
-        Path path;
-        for (std::size_t d = 0; d < depth; ++d) path.push_back(names[static_cast<std::size_t>(at(k + 2 + d))]);
-        out.emplace_back(std::move(path), loop);
-        k += 2 + depth;
+    std::vector<int> to_global(nprefix);       // sender's list index -> entry of `global`
+    for (std::size_t k = 0; k < nprefix; ++k) to_global[k] = static_cast<int>(k);
+    for (std::size_t p = 0, k = 2 + nnew; p < npaths; ++p, k += 3) {
+        const std::int64_t up = at(k + 1);
+        to_global.push_back(global.add(up < 0 ? -1 : to_global[static_cast<std::size_t>(up)],
+                                       names[static_cast<std::size_t>(at(k + 2))], static_cast<int>(at(k))));
     }
-    return out;
 }
 
-// 63-bit FNV-1a of the ordered (callpath, loop) list: ranks compare lists cheaply.
-inline std::int64_t digest(const std::vector<std::pair<Path, int>>& paths) {
+// 63-bit FNV-1a of the entries (loop, parent, name): ranks compare lists cheaply.
+inline std::int64_t digest(const Callpaths& paths) {
     std::uint64_t h = 1469598103934665603ull;
     auto mix = [&h](std::string_view bytes) {
         for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
     };
-    for (const auto& [path, loop] : paths) {
-        mix(std::to_string(loop) + " " + std::to_string(path.size()));
-        for (const auto& name : path) {
-            mix(" " + std::to_string(name.size()) + ":");
-            mix(name);
-        }
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        mix(std::to_string(paths.loop[i]) + " " + std::to_string(paths.parent[i]) + " " +
+            std::to_string(paths.name[i].size()) + ":");
+        mix(paths.name[i]);
     }
     return static_cast<std::int64_t>(h >> 1);
 }
 
-// The ordered callpath list of all ranks and each callpath's loop mode.
-// Ranks that agree on the ordered common list exchange only their
-// non-common callpaths; any disagreement exchanges every callpath.
-inline void synchronise(MPI_Comm comm, const std::vector<LocalEvent>& events,
-                        std::vector<Path>& order, std::map<Path, int>& loops) {
-    std::map<Path, bool> is_common{{Path{}, true}};
-    std::vector<std::pair<Path, int>> common, others, all;
-    for (const auto& e : events) {
-        const Path parent(e.path.begin(), e.path.end() - 1);
-        const bool c = e.common && is_common.count(parent) > 0;
-        if (c) is_common.emplace(e.path, true);
-        (c ? common : others).emplace_back(e.path, e.loop);
-        all.emplace_back(e.path, e.loop);
+// The callpaths of all ranks, in order, with their loop modes. Ranks that
+// agree on the ordered list of common callpaths exchange only their other
+// callpaths; any disagreement exchanges every callpath.
+inline Callpaths synchronise(MPI_Comm comm, const Local& local) {
+    const Callpaths& paths = local.paths;
+    const std::size_t n = paths.size();
+    std::vector<bool> is_common(n);
+    std::vector<std::size_t> common, others, all(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const int up = paths.parent[i];
+        is_common[i] = local.common[i] && (up < 0 || is_common[static_cast<std::size_t>(up)]);
+        (is_common[i] ? common : others).push_back(i);
+        all[i] = i;
     }
-    std::vector<Path> common_paths;
-    for (const auto& p : common) common_paths.push_back(p.first);
-    std::vector<std::string> base = name_table(common_paths, nullptr);
-    const std::string partial = encode_paths(others, base), full = encode_paths(all, {});
-    const std::int64_t n = static_cast<std::int64_t>(common.size()), d = digest(common);
-    std::int64_t stats[6] = {n, -n, d, -d, -static_cast<std::int64_t>(partial.size()),
+    std::vector<std::int64_t> ref(n), same(n);   // index in the sender's list: partial, full
+    for (std::size_t k = 0; k < common.size(); ++k) ref[common[k]] = static_cast<std::int64_t>(k);
+    for (std::size_t k = 0; k < others.size(); ++k)
+        ref[others[k]] = static_cast<std::int64_t>(common.size() + k);
+    for (std::size_t i = 0; i < n; ++i) same[i] = static_cast<std::int64_t>(i);
+    Callpaths prefix;
+    for (const std::size_t i : common) {
+        const int up = paths.parent[i];
+        prefix.add(up < 0 ? -1 : static_cast<int>(ref[static_cast<std::size_t>(up)]), paths.name[i],
+                   paths.loop[i]);
+    }
+    std::vector<std::string> base = name_table(prefix, nullptr);
+    const std::string partial = encode_paths(paths, others, ref, base), full = encode_paths(paths, all, same, {});
+    const std::int64_t nc = static_cast<std::int64_t>(common.size()), d = digest(prefix);
+    std::int64_t stats[6] = {nc, -nc, d, -d, -static_cast<std::int64_t>(partial.size()),
                              -static_cast<std::int64_t>(full.size())};
     MPI_Allreduce(MPI_IN_PLACE, stats, 6, MPI_INT64_T, MPI_MIN, comm);
     const bool hints_hold = stats[0] == -stats[1] && stats[2] == -stats[3];
     const std::string& payload = hints_hold ? partial : full;
     const auto size = static_cast<std::size_t>(-(hints_hold ? stats[4] : stats[5]));
-    if (hints_hold) {
-        for (const auto& [path, loop] : common) merge_loop(loops, order, path, loop);
-    } else {
+    if (!hints_hold) {
+        prefix = Callpaths();
         base.clear();
     }
+    const std::size_t nprefix = prefix.size();
     int nranks = 0;
     MPI_Comm_size(comm, &nranks);
     std::string send(size, '\0');
@@ -862,9 +1077,19 @@ inline void synchronise(MPI_Comm comm, const std::vector<LocalEvent>& events,
         for (const auto& s : seen) again = again || s == mine;
         if (again) continue;
         seen.push_back(mine);
-        for (const auto& [path, loop] : decode_paths(mine.data(), base))
-            merge_loop(loops, order, path, loop);
+        merge_paths(mine.data(), base, nprefix, prefix);
     }
+    return prefix;
+}
+
+// Each entry of `local` as its entry of `global` (which holds them all).
+inline std::vector<int> entries_in(const Callpaths& local, const Callpaths& global) {
+    std::vector<int> g(local.size());
+    for (std::size_t i = 0; i < local.size(); ++i) {
+        const int up = local.parent[i];
+        g[i] = global.find(up < 0 ? -1 : g[static_cast<std::size_t>(up)], local.name[i]);
+    }
+    return g;
 }
 
 // -- phase 2: aggregation -------------------------------------------------------
@@ -889,23 +1114,20 @@ constexpr std::size_t kRowHead = 16;   // int64 (used length, executions)
 
 // This rank's row: the head, then with consistent metrics one consistent
 // field per callpath each followed by '|', then one rank field per callpath
-// joined by '|'; empty where this rank lacks the callpath.
-inline std::string encode_row(const std::vector<Path>& order, const std::vector<LocalEvent>& events,
-                              bool with_consistent, std::int64_t executions) {
-    std::map<Path, const LocalEvent*> by_path;
-    for (const auto& e : events) by_path.emplace(e.path, &e);
+// joined by '|'; empty where this rank lacks the callpath. `at[g]` is the
+// local entry of global entry g, or -1.
+inline std::string encode_row(const std::vector<int>& at, const Local& local, bool with_consistent,
+                              std::int64_t executions) {
     std::string row(kRowHead, '\0');
     if (with_consistent) {
-        for (const Path& p : order) {
-            auto it = by_path.find(p);
-            if (it != by_path.end()) row += it->second->consistent;
+        for (const int i : at) {
+            if (i >= 0) row += local.consistent[static_cast<std::size_t>(i)];
             row += '|';
         }
     }
-    for (std::size_t i = 0; i < order.size(); ++i) {
-        if (i) row += '|';
-        auto it = by_path.find(order[i]);
-        if (it != by_path.end()) row += it->second->field;
+    for (std::size_t g = 0; g < at.size(); ++g) {
+        if (g) row += '|';
+        if (at[g] >= 0) row += local.field[static_cast<std::size_t>(at[g])];
     }
     const std::int64_t head[2] = {static_cast<std::int64_t>(row.size()), executions};
     std::memcpy(row.data(), head, kRowHead);
@@ -978,27 +1200,21 @@ inline bool mpi_live() {
 
 inline std::int64_t executions_now() { return execution.load(std::memory_order_relaxed) + 1; }
 
-// One process, no MPI: one file of one rank, callpaths in pre-order.
-inline void flush_single(const Settings& s, const std::vector<LocalEvent>& events) {
-    std::vector<Path> order;
-    std::map<Path, int> loops;
-    std::vector<std::string> consistent;
-    for (const auto& e : events) {
-        merge_loop(loops, order, e.path, e.loop);
-        consistent.push_back(e.consistent);
-    }
+// One process, no MPI: one file of one rank.
+inline void flush_single(const Settings& s, const SetId& set, const Local& local) {
     const FileHeader h{1, 0, 1, 0, 1, {executions_now()}};
-    const std::string data = encode_file(s, h, order, loops, consistent,
-                                         [&](int, std::size_t i) -> const std::string& { return events[i].field; });
+    const std::string data = encode_file(s, set, h, local.paths, local.consistent,
+                                         [&](int, std::size_t i) -> const std::string& { return local.field[i]; });
     if (write_file(s, h, data)) remove_stale(s, 1);
 }
 
-inline void flush_mpi(Registry& reg, const std::vector<LocalEvent>& events) {
+inline void flush_mpi(Registry& reg, const SetId& set, const Local& local) {
     const Settings& s = reg.settings;
     MPI_Comm comm = s.comm;
-    std::vector<Path> order;
-    std::map<Path, int> loops;
-    synchronise(comm, events, order, loops);
+    const Callpaths paths = synchronise(comm, local);
+    std::vector<int> at(paths.size(), -1);
+    const std::vector<int> mine = entries_in(local.paths, paths);
+    for (std::size_t i = 0; i < mine.size(); ++i) at[static_cast<std::size_t>(mine[i])] = static_cast<int>(i);
 
     int nranks = 0, rank = 0;
     MPI_Comm_size(comm, &nranks);
@@ -1008,7 +1224,7 @@ inline void flush_mpi(Registry& reg, const std::vector<LocalEvent>& events) {
     MPI_Comm group = group_comm(reg, comm, naggs, g.index);
     bool with_consistent = false;
     for (const auto& m : s.metrics) with_consistent = with_consistent || m.second;
-    std::string row = encode_row(order, events, with_consistent, executions_now());
+    std::string row = encode_row(at, local, with_consistent, executions_now());
     std::int64_t width = static_cast<std::int64_t>(row.size());
     MPI_Allreduce(MPI_IN_PLACE, &width, 1, MPI_INT64_T, MPI_MAX, group);
     row.resize(static_cast<std::size_t>(width), '\0');
@@ -1023,13 +1239,13 @@ inline void flush_mpi(Registry& reg, const std::vector<LocalEvent>& events) {
     if (group_rank == 0) {
         std::vector<Row> split;
         for (int r = 0; r < g.size; ++r) split.push_back(split_row(rows.data() + width * r));
-        const std::size_t offset = with_consistent ? order.size() : 0;
+        const std::size_t offset = with_consistent ? paths.size() : 0;
         std::vector<std::string> consistent;
-        for (std::size_t i = 0; i < order.size(); ++i)
+        for (std::size_t i = 0; i < paths.size(); ++i)
             consistent.push_back(with_consistent ? merge_consistent(split, i) : std::string());
         FileHeader h{nranks, g.first, g.size, g.index, naggs, {}};
         for (const auto& r : split) h.executions.push_back(r.executions);
-        const std::string data = encode_file(s, h, order, loops, consistent,
+        const std::string data = encode_file(s, set, h, paths, consistent,
                                              [&](int r, std::size_t i) { return split[static_cast<std::size_t>(r)].fields[offset + i]; });
         state[0] = write_file(s, h, data);
         if (rank == 0 && state[0]) state[1] = stale_sets(s, naggs).empty();
@@ -1041,23 +1257,61 @@ inline void flush_mpi(Registry& reg, const std::vector<LocalEvent>& events) {
     }
 }
 
-inline std::uint64_t total_records(const Registry& reg) {
+inline std::uint64_t total_records(Registry& reg) {
+    std::lock_guard<std::mutex> lock(reg.mutex);
     std::uint64_t n = 0;
-    for (const auto& t : reg.trees) n += t->records;
+    for (const auto& t : reg.trees) n += t->records.load(std::memory_order_relaxed);
     return n;
+}
+
+// A run id: TINYPROF_RUN_ID if set (16 lowercase hex digits, for
+// reproducible files), else 64 random bits.
+inline std::uint64_t draw_run_id() {
+    const char* text = std::getenv("TINYPROF_RUN_ID");
+    if (text != nullptr && *text != '\0') {
+        const std::string_view v(text);
+        if (v.size() == 16 && v.find_first_not_of("0123456789abcdef") == std::string_view::npos)
+            return std::strtoull(text, nullptr, 16);
+        warn("TINYPROF_RUN_ID must be 16 lowercase hex digits, not '" + std::string(v) +
+             "'; using a random run id");
+    }
+    try {
+        std::random_device device;
+        return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+    } catch (const std::exception&) {      // no entropy source: the clock and pid differ per run
+        const std::uint64_t golden = 0x9E3779B97F4A7C15u;
+        return static_cast<std::uint64_t>(steady_ns()) * golden ^ static_cast<std::uint64_t>(getpid());
+    }
+}
+
+// Draws the run id once, and adopts rank 0's over `comm` the first time MPI
+// is live here (collective then, at a point every rank reaches alike).
+inline void settle_run(Registry& reg, MPI_Comm comm) {
+    if (!reg.run_drawn) {
+        reg.run_id = draw_run_id();
+        reg.run_drawn = true;
+    }
+    if (!reg.run_agreed && mpi_live()) {
+        MPI_Bcast(&reg.run_id, 1, MPI_UINT64_T, 0, comm);
+        reg.run_agreed = true;
+    }
 }
 
 inline int on_finalize(MPI_Comm, int, void*, void*);
 
 // The work of flush(). Events still open (at MPI_Finalize) appear with the
-// values they had so far.
+// values they had so far; other threads may go on recording meanwhile.
 inline std::string write_profile() {
     Registry& reg = registry();
-    const std::vector<LocalEvent> events = collect_local(reg);
-    if (mpi_live()) flush_mpi(reg, events);
-    else flush_single(reg.settings, events);
+    std::lock_guard<std::mutex> lock(reg.flush_mutex);
+    settle_run(reg, reg.settings.comm);
+    const SetId set{reg.run_id, reg.flushes++};
+    const std::uint64_t records = total_records(reg);   // all of these are in `local`
+    const Local local = collect_local(reg);
+    if (mpi_live()) flush_mpi(reg, set, local);
+    else flush_single(reg.settings, set, local);
     reg.last_flush_ns = steady_ns();
-    reg.flushed_records = total_records(reg);
+    reg.flushed_records = records;
     return reg.settings.outdir;
 }
 
@@ -1074,8 +1328,10 @@ inline void hook_finalize(Registry& reg) {
 // Writes everything recorded so far as one profile and returns the output
 // directory. Collective over the profiler's communicator while MPI is
 // initialised and not finalised (every rank must call it); otherwise one
-// single-rank file. Call it outside every event, while no other thread
-// records. Recording goes on afterwards; a later flush rewrites the profile.
+// single-rank file. Call it outside every event of the calling thread;
+// other threads may go on recording (what they publish before the flush
+// reads their tree is in it). Each flush is a new set (`set flush N`); a
+// later flush rewrites the profile with everything until then.
 inline std::string flush() {
     detail::Tree& t = detail::tree();
     if (t.current != &t.root)
@@ -1137,6 +1393,7 @@ class Profiler {
         reg.profiler_tree = mine;
         reg.last_flush_ns = detail::steady_ns();
         detail::hook_finalize(reg);
+        detail::settle_run(reg, reg.settings.comm);   // rank 0's run id, while MPI is live
     }
 
     // Output directory, default `<name>.tinyprof`.
