@@ -360,7 +360,7 @@ def test_non_common_event_costs_an_empty_field(tmp_path):
              (1, [_event(["main"], [11]), _event(["main", "update"], [4])])]
     write_profile(str(tmp_path), "p", [], ranks, [])
     text = (tmp_path / file_name("p", 0, 1)).read_text()
-    assert "0|0||10|11\n0<1|0|||4\n" in text
+    assert "0|0||10|11\n0:1|0|||4\n" in text
     p = tinyprof.read(tmp_path)
     assert p.series(("main", "update"), 0) == [[]]
     assert p.series(("main", "update"), 1) == [[4e-9]]

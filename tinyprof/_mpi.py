@@ -134,7 +134,7 @@ def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callp
             common_paths[path] = None
     common = [(path, loop) for path, loop, _ in meta if path in common_paths]
     others = [(path, loop) for path, loop, _ in meta if path not in common_paths]
-    base, _ = _flush.name_table([path for path, _ in common])
+    base = _flush.name_table([path for path, _ in common])[0]
     partial, full = _encode_paths(others, base), _encode_paths([m[:2] for m in meta], [])
     digest = _digest(common)
     stats = np.array([len(common), -len(common), digest, -digest, -len(partial), -len(full)],
@@ -291,8 +291,8 @@ def _write(prof: Profiler, header: Header, ranks: List[_Row], order: Sequence[Ca
     n = len(order)
     header.executions = [row.executions for row in ranks]
     consistent = [_merge_consistent(ranks, i) if ranks[0].offset else b"" for i in range(n)]
-    names, paths = _flush.name_table(order)
-    data = encode_file(header, names, paths, [loops[p] for p in order], consistent, ranks)
+    names, parents, ids = _flush.name_table(order)
+    data = encode_file(header, names, parents, ids, [loops[p] for p in order], consistent, ranks)
     path = os.path.join(prof.outdir, file_name(prof.name, header.file_index, header.file_count))
     failure = _flush.write_file(prof.outdir, path, data)
     if failure:
