@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+import zlib
 import tempfile
 from typing import Dict, List, Optional, Tuple
 
@@ -377,3 +378,71 @@ def test_executions_are_run_length_encoded(tmp_path):
     write_profile(str(tmp_path), "p", [], ranks, [])
     assert "\nexecutions 2*3,0,1*2\n" in (tmp_path / file_name("p", 0, 1)).read_text()
     assert [tinyprof.read(tmp_path).executions(r) for r in range(6)] == [2, 2, 2, 0, 1, 1]
+
+
+# -- version 2: encode_file, sections, depth --------------------------------------
+
+def _encode(names, parents, ids, fields, sections=(), **header) -> bytes:
+    """A one-rank file of the given lines (loop 0, no metrics)."""
+    h = Header(name="p", nranks=1, first_rank=0, rank_count=1, executions=[1],
+               created=CREATED, **header)
+    return _format.encode_file(h, names, parents, ids, [0] * len(ids), [b""] * len(ids),
+                               [fields], sections)
+
+
+def _parse(tmp_path, data: bytes) -> _format.ParsedFile:
+    path = str(tmp_path / "p.0-of-1.tp")
+    _format.write_atomic(path, data)
+    return _format.parse_file(path)
+
+
+def test_encode_file_writes_run_set_and_checksum(tmp_path):
+    data = _encode(["main", "x"], [-1, 0], [0, 1], [b"5", b"2"],
+                   run="00ff00ff00ff00ff", set_kind="snapshot", set_number=12)
+    head, _, rest = data.partition(b"\nnranks ")
+    assert head == b"tinyprof 2\nname p\nrun 00ff00ff00ff00ff\nset snapshot 12"
+    body, end = data[:data.rindex(b"end ")], data[data.rindex(b"end "):]
+    assert body.endswith(b"\nevents 2\n0|0||5\n0:1|0||2\n")
+    assert end == b"end %08x\n" % zlib.crc32(body)
+    h = _parse(tmp_path, data).header
+    assert (h.run, h.set_kind, h.set_number, h.format_version) == ("00ff00ff00ff00ff", "snapshot", 12, 2)
+
+
+def test_run_id_comes_from_the_environment_when_valid(monkeypatch):
+    monkeypatch.delenv("TINYPROF_RUN_ID", raising=False)
+    assert Header(name="p", nranks=1, first_rank=0, rank_count=1).run == "0" * 16
+    for bad in ("xyz", "0123456789ABCDEF", "0123456789abcdef0"):
+        monkeypatch.setenv("TINYPROF_RUN_ID", bad)
+        assert Header(name="p", nranks=1, first_rank=0, rank_count=1).run == "0" * 16
+    monkeypatch.setenv("TINYPROF_RUN_ID", "0123456789abcdef")
+    assert Header(name="p", nranks=1, first_rank=0, rank_count=1).run == "0123456789abcdef"
+
+
+def test_sections_known_are_kept_unknown_skipped(tmp_path):
+    payload = b"\x00\xff binary\nend 00000000\nsection mpi 3\n|||\n"     # lines, but not to the reader
+    sections = [("zz-later.v3", b"\n" * 5 + payload), ("mpi", payload), ("trace", b""),
+                ("a" * 64, b"x")]
+    data = _encode(["main"], [-1], [0], [b"7"], sections)
+    parsed = _parse(tmp_path, data)
+    assert parsed.sections == {"mpi": payload, "trace": b""}
+    assert parsed.lines[0].times.tolist() == [7]
+    assert tinyprof.read(tmp_path).series(("main",), 0) == [[7e-9]]
+
+
+def test_deep_nesting_is_linear(tmp_path):
+    """Issue 11, item 7: 20,000 nested levels, each line O(1) bytes for its path."""
+    depth = 20_000
+    parents = list(range(-1, depth - 1))
+    ids = [i % 3 for i in range(depth)]
+    fields = [str(depth - i).encode() for i in range(depth)]
+    data = _encode(["a", "b", "c"], parents, ids, fields)
+    assert len(data) < 40 * depth
+    parsed = _parse(tmp_path, data)
+    assert (parsed.names, parsed.parents, parsed.ids) == (["a", "b", "c"], parents, ids)
+    assert [int(line.times[0]) for line in parsed.lines] == list(range(depth, 0, -1))
+
+
+def test_name_table_gives_parents_and_last_names():
+    order = [("m",), ("m", "a"), ("m", "a", "m"), ("m", "b"), ("x",), ("x", "a")]
+    assert _flush.name_table(order) == (["m", "a", "b", "x"], [-1, 0, 1, 0, -1, 4],
+                                        [0, 1, 0, 2, 3, 1])
