@@ -65,7 +65,7 @@ def real_profiles(directory: str) -> List[str]:
             if child not in tree:
                 tree.insert(tree.index(parent) + 1, child)        # pre-order: right after its parent
         loops = {p: rng.randrange(3) for p in tree}
-        nexecs = [rng.randrange(0, 4) for _ in range(nranks)]
+        nexecs = [rng.choice([0, 2, 3, 3]) for _ in range(nranks)]
         ranks = [[_event(rng, p, loops[p], nexecs[r], metrics) for p in tree
                   if len(p) == 1 or rng.random() < 0.8] for r in range(nranks)]
         ranks = [[e for e in evs if all(e.path[:k] in {x.path for x in evs} for k in range(1, len(e.path)))]
