@@ -274,8 +274,8 @@ def test_bad_version_1_content(tmp_path, old, new, problem):
     (b"0:4|0|||", b"0<4|0|||", "callpath"),
     (b"2:3|", b"3:3|", "parent line"),
     (b"2:3|", b"0:2:3|", "callpath"),
-    (b"|300;301", b"|300;", "bad time value"),               # a trailing empty execution
-    (b"|6655,1024;", b"|6655,;", "bad time value"),          # a trailing empty value
+    (b"|300;301", b"|300;", "trailing empty execution"),
+    (b"|6655,1024;", b"|6655,;", "trailing empty metric value"),
     (b"|2|2|600", b"|2|2,|600", "too many consistent"),
     (b"events 5", b"events 6", "only 5 lines follow"),
     (b"events 5", b"events 4", "expected 'section"),

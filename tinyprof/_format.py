@@ -308,14 +308,9 @@ _VERSION_RE = re.compile("[!-~]+")
 _ANY = re.compile(".*", re.S)
 _END_RE = re.compile(rb"end ([0-9a-f]{8})")
 _SECTION_RE = re.compile(rb"section ([a-z][a-z0-9_.-]{0,63}) (0|[1-9][0-9]*)")
-# A rank field (docs/format.md, "Event lines"): syntax and canonical times; the
-# metric values are checked one by one. Version 2 has no trailing empty
-# execution or value.
-_TIME = rb"(?:0|-?[1-9][0-9]*)"
-_EXEC_V1 = rb"%s(?:,[^;+,]*)*(?:\+%s(?:,[^;+,]*)*)*" % (_TIME, _TIME)
-_EXEC_V2 = rb"%s(?:,+[^;+,]+)*(?:\+%s(?:,+[^;+,]+)*)*" % (_TIME, _TIME)
-_FIELD_V1 = re.compile(rb"(?:%s)?(?:;(?:%s)?)*" % (_EXEC_V1, _EXEC_V1))
-_FIELD_V2 = re.compile(rb"(?:%s)?(?:;+%s)*" % (_EXEC_V2, _EXEC_V2))
+_TIME_RE = re.compile(rb"0|-?[1-9][0-9]*")
+_TIME_CHARS = 20                # len("-9223372036854775808")
+_POW10 = 10 ** np.arange(20, dtype=np.uint64)
 
 
 def parse_file(path: str) -> ParsedFile:
@@ -358,7 +353,7 @@ class _Parser:
         self.pos = self.no = 0          # next byte and number of lines read
         self.stop = len(data)           # end of the lines: version 2, the end line
         self.strict = True              # version 2 rules
-        self.canonical: Dict[bytes, float] = {}      # metric value tokens checked
+        self.canonical: Dict[bytes, float] = {b"": _NAN}     # metric value tokens checked
 
     def fail(self, problem: str, line: Optional[int] = None) -> FormatError:
         return FormatError(self.path, line or self.no, problem)
@@ -540,17 +535,15 @@ class _Parser:
         if self.strict and cons and not cons[-1]:
             raise self.fail("trailing empty consistent metric value")
         consistent = {k: self.value(v, "consistent") for k, v in zip(consistent_keys, cons) if v}
-        field_re = _FIELD_V2 if self.strict else _FIELD_V1
         slots: List[int] = []
         counts: List[int] = []
         tokens: List[bytes] = []
-        values: List[List[float]] = [[] for _ in other_keys]
+        values: List[List[bytes]] = [[] for _ in other_keys]    # b"": missing
         for r, fld in enumerate(parts[3:]):
             if not fld:
                 continue
-            if not field_re.fullmatch(fld):
-                raise self.fail(f"bad time value or syntax in the field of rank "
-                                f"{h.first_rank + r}: {fld[:40]!r}")
+            if self.strict and fld.endswith(b";"):
+                raise self.fail(f"trailing empty execution in the field of rank {h.first_rank + r}")
             groups = fld.split(b";")
             if len(groups) > h.executions[r]:
                 raise self.fail(f"rank {h.first_rank + r} has {len(groups)} executions, "
@@ -569,15 +562,27 @@ class _Parser:
                 else:
                     tokens.extend(occ)
                     for col in values:
-                        col.extend([_NAN] * len(occ))
-        try:
-            times = np.array(tokens, dtype=np.bytes_).astype(np.int64) if tokens else np.zeros(0, np.int64)
-        except (ValueError, OverflowError):
-            bad = next((t for t in tokens if not _is_int64(t)), tokens[0])
-            raise self.fail(f"bad time value {bad[:40]!r} (not a 64-bit integer)") from None
-        metrics = {k: np.array(col, dtype=np.float64) for k, col in zip(other_keys, values)}
+                        col.extend([b""] * len(occ))
+        times = self.times(tokens)
+        metrics = {k: self.column(col) for k, col in zip(other_keys, values)}
         lines.data.append(EventData(loop, consistent, times, metrics, np.array(slots, np.int64),
                                     np.array(counts, np.int64), exec_base[-1]))
+
+    def times(self, tokens: List[bytes]) -> np.ndarray:
+        """The time tokens as int64, each in its one spelling. Vectorised: numpy
+        converts leniently (as ``int()``: signs, spaces, ``_``, leading zeros),
+        and any such extra makes a token longer than the canonical spelling of
+        its value, so equal total lengths mean every token is canonical."""
+        if not tokens:
+            return np.zeros(0, np.int64)
+        try:        # "S20": a huge token is cut, not a wide array (and then too long)
+            times = np.array(tokens, dtype="S20").astype(np.int64)
+        except (ValueError, OverflowError):
+            times = None
+        if times is not None and _spelled_length(times) == sum(map(len, tokens)):
+            return times
+        bad = next((t for t in tokens if not _is_time(t)), tokens[0])
+        raise self.fail(f"bad time value {bad[:40]!r} (not a 64-bit integer in its one spelling)")
 
     def value(self, token: bytes, what: str) -> float:
         """A metric value, accepted only in its canonical spelling."""
@@ -592,16 +597,26 @@ class _Parser:
             self.canonical[token] = got
         return got
 
-    def split_metrics(self, occ: List[bytes], tokens: List[bytes], values: List[List[float]]) -> None:
+    def split_metrics(self, occ: List[bytes], tokens: List[bytes], values: List[List[bytes]]) -> None:
         width = len(values)
         for o in occ:
             items = o.split(b",")
             if len(items) > width + 1:
                 raise self.fail("too many metric values in an occurrence")
+            if self.strict and not items[-1]:
+                raise self.fail("trailing empty metric value in an occurrence")
             tokens.append(items[0])
             items.extend([b""] * (width + 1 - len(items)))
             for col, tok in zip(values, items[1:]):
-                col.append(self.value(tok, "inconsistent") if tok else _NAN)
+                col.append(tok)
+
+    def column(self, tokens: List[bytes]) -> np.ndarray:
+        """An inconsistent metric's tokens (b"": missing) as doubles; each
+        distinct token is checked once."""
+        known = self.canonical
+        for token in set(tokens).difference(known):
+            self.value(token, "inconsistent")
+        return np.fromiter(map(known.__getitem__, tokens), np.float64, len(tokens))
 
     def sections(self) -> Dict[str, bytes]:
         """Version 2: the sections up to the end line; payloads of known ones."""
@@ -681,11 +696,18 @@ def _unescape_canonical(text: str, strict: bool, key: bool = False) -> str:
     return plain
 
 
-def _is_int64(token: bytes) -> bool:
-    try:
-        return -2**63 <= int(token) < 2**63
-    except ValueError:
-        return False
+def _spelled_length(times: np.ndarray) -> int:
+    """Total length of the canonical decimal spellings of int64 ``times``."""
+    negative = times < 0
+    magnitude = times.view(np.uint64).copy()
+    magnitude[negative] = np.uint64(0) - magnitude[negative]      # wraps: |-2^63| = 2^63
+    digits = np.maximum(np.searchsorted(_POW10, magnitude, side="right"), 1)
+    return int(digits.sum()) + int(negative.sum())
+
+
+def _is_time(token: bytes) -> bool:
+    return (len(token) <= _TIME_CHARS and _TIME_RE.fullmatch(token) is not None
+            and -2**63 <= int(token) < 2**63)
 
 
 def _pair(text: str) -> Tuple[int, int]:
