@@ -418,9 +418,9 @@ class _Parser:
         names = [self.name(self.next_line()) for _ in range(self.count("names"))]
         nevents = self.count("events")
         exec_base = np.concatenate([[0], np.cumsum(h.executions, dtype=np.int64)])
-        lines = _Lines()
+        lines, bases = _Lines(), exec_base.tolist()
         for i in range(nevents):
-            self.event(self.next_line(), i, len(names), h, exec_base.tolist(), lines)
+            self.event(self.next_line(), i, len(names), h, bases, lines)
         sections = self.sections() if self.strict else self.end_v1()
         return ParsedFile(self.path, h, exec_base, names, lines.parents, lines.ids,
                           lines.data, sections)
