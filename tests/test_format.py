@@ -1,6 +1,6 @@
 """The file format, writer to reader (docs/format.md).
 
-Property tests build multi-rank, multi-file profiles with ``_flush.build_file``
+Property tests build multi-rank, multi-file profiles with ``_assemble.build_file``
 and check that read() gives back exactly what each rank recorded, per
 execution and occurrence: from LocalEvent objects made up directly (any int64
 time, any double), and from random programs run through the hot path.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+import zlib
 import tempfile
 from typing import Dict, List, Optional, Tuple
 
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinyprof
-from tinyprof import _annotate, _eventmap, _flush, _format
+from tinyprof import _annotate, _assemble, _eventmap, _format
 from tinyprof._eventmap import LocalEvent
 from tinyprof._format import Header, escape, file_name, format_value, unescape
 
@@ -172,7 +173,7 @@ def write_profile(directory: str, name: str, metrics, ranks, splits) -> None:
         block = ranks[bounds[i]:bounds[i + 1]]
         header = Header(name=name, nranks=len(ranks), first_rank=bounds[i], rank_count=len(block),
                         file_index=i, file_count=nfiles, metrics=list(metrics), created=CREATED)
-        data = _flush.build_file(header, [ev for _, ev in block], [n for n, _ in block])
+        data = _assemble.build_file(header, [ev for _, ev in block], [n for n, _ in block])
         _format.write_atomic(os.path.join(directory, file_name(name, i, nfiles)), data)
 
 
@@ -193,7 +194,7 @@ def check_profile(profile: tinyprof.Profile, metrics, ranks, name) -> None:
     assert profile.name == name and profile.nranks == len(ranks)
     assert profile.metrics == list(metrics) and profile.created == CREATED
     by_rank: List[Dict[Tuple[str, ...], LocalEvent]] = [{e.path: e for e in ev} for _, ev in ranks]
-    assert profile.callpaths == _flush.union_order([list(d) for d in by_rank])
+    assert profile.callpaths == _assemble.union_order([list(d) for d in by_rank])
     parsed = {os.path.basename(p): _format.parse_file(p) for p in profile.files}
     for path in profile.callpaths:
         first_given = [d[path] for d in by_rank if path in d]
@@ -360,7 +361,7 @@ def test_non_common_event_costs_an_empty_field(tmp_path):
              (1, [_event(["main"], [11]), _event(["main", "update"], [4])])]
     write_profile(str(tmp_path), "p", [], ranks, [])
     text = (tmp_path / file_name("p", 0, 1)).read_text()
-    assert "0|0||10|11\n0<1|0|||4\n" in text
+    assert "0|0||10|11\n0:1|0|||4\n" in text
     p = tinyprof.read(tmp_path)
     assert p.series(("main", "update"), 0) == [[]]
     assert p.series(("main", "update"), 1) == [[4e-9]]
@@ -377,3 +378,71 @@ def test_executions_are_run_length_encoded(tmp_path):
     write_profile(str(tmp_path), "p", [], ranks, [])
     assert "\nexecutions 2*3,0,1*2\n" in (tmp_path / file_name("p", 0, 1)).read_text()
     assert [tinyprof.read(tmp_path).executions(r) for r in range(6)] == [2, 2, 2, 0, 1, 1]
+
+
+# -- version 2: encode_file, sections, depth --------------------------------------
+
+def _encode(names, parents, ids, fields, sections=(), **header) -> bytes:
+    """A one-rank file of the given lines (loop 0, no metrics)."""
+    h = Header(name="p", nranks=1, first_rank=0, rank_count=1, executions=[1],
+               created=CREATED, **header)
+    return _format.encode_file(h, names, parents, ids, [0] * len(ids), [b""] * len(ids),
+                               [fields], sections)
+
+
+def _parse(tmp_path, data: bytes) -> _format.ParsedFile:
+    path = str(tmp_path / "p.0-of-1.tp")
+    _format.write_atomic(path, data)
+    return _format.parse_file(path)
+
+
+def test_encode_file_writes_run_set_and_checksum(tmp_path):
+    data = _encode(["main", "x"], [-1, 0], [0, 1], [b"5", b"2"],
+                   run="00ff00ff00ff00ff", set_kind="snapshot", set_number=12)
+    head, _, rest = data.partition(b"\nnranks ")
+    assert head == b"tinyprof 2\nname p\nrun 00ff00ff00ff00ff\nset snapshot 12"
+    body, end = data[:data.rindex(b"end ")], data[data.rindex(b"end "):]
+    assert body.endswith(b"\nevents 2\n0|0||5\n0:1|0||2\n")
+    assert end == b"end %08x\n" % zlib.crc32(body)
+    h = _parse(tmp_path, data).header
+    assert (h.run, h.set_kind, h.set_number, h.format_version) == ("00ff00ff00ff00ff", "snapshot", 12, 2)
+
+
+def test_run_id_comes_from_the_environment_when_valid(monkeypatch):
+    monkeypatch.delenv("TINYPROF_RUN_ID", raising=False)
+    assert Header(name="p", nranks=1, first_rank=0, rank_count=1).run == "0" * 16
+    for bad in ("xyz", "0123456789ABCDEF", "0123456789abcdef0"):
+        monkeypatch.setenv("TINYPROF_RUN_ID", bad)
+        assert Header(name="p", nranks=1, first_rank=0, rank_count=1).run == "0" * 16
+    monkeypatch.setenv("TINYPROF_RUN_ID", "0123456789abcdef")
+    assert Header(name="p", nranks=1, first_rank=0, rank_count=1).run == "0123456789abcdef"
+
+
+def test_sections_known_are_kept_unknown_skipped(tmp_path):
+    payload = b"\x00\xff binary\nend 00000000\nsection mpi 3\n|||\n"     # lines, but not to the reader
+    sections = [("zz-later.v3", b"\n" * 5 + payload), ("mpi", payload), ("trace", b""),
+                ("a" * 64, b"x")]
+    data = _encode(["main"], [-1], [0], [b"7"], sections)
+    parsed = _parse(tmp_path, data)
+    assert parsed.sections == {"mpi": payload, "trace": b""}
+    assert parsed.lines[0].times.tolist() == [7]
+    assert tinyprof.read(tmp_path).series(("main",), 0) == [[7e-9]]
+
+
+def test_deep_nesting_is_linear(tmp_path):
+    """Issue 11, item 7: 20,000 nested levels, each line O(1) bytes for its path."""
+    depth = 20_000
+    parents = list(range(-1, depth - 1))
+    ids = [i % 3 for i in range(depth)]
+    fields = [str(depth - i).encode() for i in range(depth)]
+    data = _encode(["a", "b", "c"], parents, ids, fields)
+    assert len(data) < 40 * depth
+    parsed = _parse(tmp_path, data)
+    assert (parsed.names, parsed.parents, parsed.ids) == (["a", "b", "c"], parents, ids)
+    assert [int(line.times[0]) for line in parsed.lines] == list(range(depth, 0, -1))
+
+
+def test_name_table_gives_parents_and_last_names():
+    order = [("m",), ("m", "a"), ("m", "a", "m"), ("m", "b"), ("x",), ("x", "a")]
+    assert _assemble.name_table(order) == (["m", "a", "b", "x"], [-1, 0, 1, 0, -1, 4],
+                                        [0, 1, 0, 2, 3, 1])

@@ -1,21 +1,29 @@
-"""Golden file: the paper's Fig. 2 program on 2 ranks, run twice, must give
-the bytes of tests/golden/fig3.tp (our form of the paper's Fig. 3(b)).
+"""Golden files: the paper's Fig. 2 program on 2 ranks, run twice, must give
+the bytes of tests/golden/fig3-v2.tp (our form of the paper's Fig. 3(b)).
 
-The golden file was written by hand from the program below and docs/format.md:
-times are sums of the clock ticks inside each event, e.g. rank 0's first
+tests/golden/fig3.tp holds the same data in format version 1: it was written
+by hand from the program below and the version-1 grammar, and the reader
+still reads it. fig3-v2.tp was written by the version-2 writer (with
+SOURCE_DATE_EPOCH and TINYPROF_RUN_ID fixed) and checked against it.
+Times are sums of the clock ticks inside each event, e.g. rank 0's first
 ``main`` is 5 + (1000+2000+3000) + (50 + 200+400) = 6655 ns.
 """
 from __future__ import annotations
 
 import os
 
+import numpy as np
+import pytest
+
 import tinyprof
-from tinyprof import _annotate, _eventmap, _flush
-from tinyprof._format import Header
+from tinyprof import _annotate, _assemble, _eventmap
+from tinyprof._format import Header, parse_file
 
 impl = _annotate.impl
 Event = tinyprof.Event
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "fig3.tp")
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "fig3-v2.tp")
+GOLDEN_V1 = os.path.join(os.path.dirname(__file__), "golden", "fig3.tp")
+RUN = "5f0c9e1d2a3b4c6d"
 
 
 def fig2(rank: int, execution: int, clock) -> None:
@@ -48,19 +56,37 @@ def build(clock) -> bytes:
         executions.append(impl.executions())
     header = Header(name=prof.name, nranks=2, first_rank=0, rank_count=2,
                     metrics=prof.metrics, version="0.1.0")   # the golden pins the format, not the release
-    return _flush.build_file(header, ranks, executions)
+    return _assemble.build_file(header, ranks, executions)
 
 
 def test_fig2_gives_the_golden_file(clock, monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.setenv("TINYPROF_RUN_ID", RUN)
     with open(GOLDEN, "rb") as f:
         assert build(clock) == f.read()
 
 
-def test_golden_file_reads_back():
-    p = tinyprof.read(GOLDEN)
+def test_both_golden_files_hold_the_same_lines():
+    v1, v2 = parse_file(GOLDEN_V1), parse_file(GOLDEN)
+    assert (v1.header.format_version, v2.header.format_version) == (1, 2)
+    assert (v1.header.run, v1.header.set_kind) == ("", "")
+    assert (v2.header.run, v2.header.set_kind, v2.header.set_number) == (RUN, "flush", 0)
+    assert (v1.names, v1.parents, v1.ids) == (v2.names, v2.parents, v2.ids)
+    assert v2.parents == [-1, 0, 0, 2, 0]
+    assert list(v1.events) == list(v2.events)
+    for a, b in zip(v1.lines, v2.lines):
+        assert (a.loop, a.consistent, a.times.tolist(), a.offsets.tolist()) == (
+            b.loop, b.consistent, b.times.tolist(), b.offsets.tolist())
+        assert list(a.metrics) == list(b.metrics) == ["mem"]
+        np.testing.assert_array_equal(a.metrics["mem"], b.metrics["mem"])   # NaN equals NaN
+
+
+@pytest.mark.parametrize("golden,run,kind", [(GOLDEN, RUN, ("flush", 0)), (GOLDEN_V1, "", None)])
+def test_golden_file_reads_back(golden, run, kind):
+    p = tinyprof.read(golden)
     assert (p.name, p.nranks, p.metrics, p.created) == (
         "fig2", 2, [("tag", True), ("mem", False)], "2023-11-14T22:13:20Z")
+    assert (p.run, p.set) == (run, kind)
     assert p.callpaths == [("main",), ("main", "compute"), ("main", "exchange"),
                            ("main", "exchange", "comm"), ("main", "update")]
     assert [p.loop(c) for c in p.callpaths] == [0, 1, 0, 2, 0]

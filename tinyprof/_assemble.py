@@ -75,8 +75,8 @@ def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
             for k, v in e.consistent.items():
                 merged.setdefault(k, v)
     header.executions = list(executions)
-    names, paths = name_table(order)
-    return encode_file(header, names, paths, [loops[p] for p in order],
+    names, parents, ids = name_table(order)
+    return encode_file(header, names, parents, ids, [loops[p] for p in order],
                        [encode_consistent(values[p], consistent) for p in order],
                        [encode_fields(events, order, inconsistent, encode) for events in ranks])
 
@@ -92,8 +92,11 @@ def merge_loop(loops: Dict[Callpath, int], path: Callpath, loop: int) -> None:
         loops[path] = loop
 
 
-def name_table(order: Sequence[Callpath]) -> Tuple[List[str], List[List[int]]]:
-    """Event names in order of first use, and each callpath as name ids."""
-    ids: Dict[str, int] = {}
-    paths = [[ids.setdefault(n, len(ids)) for n in path] for path in order]
-    return list(ids), paths
+def name_table(order: Sequence[Callpath]) -> Tuple[List[str], List[int], List[int]]:
+    """Event names in order of first use, and each callpath (in pre-order) as
+    its parent's index in ``order`` (-1 for a root) and its last name's id."""
+    lines = {path: i for i, path in enumerate(order)}
+    table: Dict[str, int] = {}
+    ids = [table.setdefault(path[-1], len(table)) for path in order]
+    parents = [lines.get(path[:-1], -1) for path in order]
+    return list(table), parents, ids

@@ -299,8 +299,8 @@ def _write(outdir: str, stem: str, header: Header, ranks: List[_Row],
     n = len(order)
     header.executions = [row.executions for row in ranks]
     consistent = [_merge_consistent(ranks, i) if ranks[0].offset else b"" for i in range(n)]
-    names, paths = _assemble.name_table(order)
-    data = encode_file(header, names, paths, [loops[p] for p in order], consistent, ranks)
+    names, parents, ids = _assemble.name_table(order)
+    data = encode_file(header, names, parents, ids, [loops[p] for p in order], consistent, ranks)
     path = _layout.set_file(outdir, stem, header.file_index, header.file_count)
     failure = _layout.write_file(outdir, path, data)
     if failure:

@@ -6,7 +6,7 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ._format import SUFFIX, FormatError, ParsedFile, file_name, parse_file
+from ._format import SUFFIX, FormatError, Header, ParsedFile, file_name, parse_file
 
 Callpath = Tuple[str, ...]
 SNAPSHOTS = "snapshots"       # subdirectory of an output directory holding the snapshots
@@ -29,6 +29,9 @@ class Profile:
         self.unit: str = head.unit
         self.created: str = head.created
         self.version: str = head.version
+        self.run: str = head.run                  # "" for version-1 files
+        self.set: Optional[Tuple[str, int]] = (    # ("flush", n) or ("snapshot", k)
+            (head.set_kind, head.set_number) if head.format_version >= 2 else None)
         self.files: List[str] = [f.path for f in files]
         self.snapshot: Optional[int] = None     # set by read(): the snapshot number read
         self._files = files
@@ -208,7 +211,8 @@ def _profile_files(path: str) -> List[str]:
 
 
 def _check_set(files: List[ParsedFile]) -> None:
-    """The files (in index order) are one whole profile: every rank exactly once."""
+    """The files (in index order) are one whole profile of one flush or snapshot
+    of one run: every rank exactly once."""
     head = files[0].header
     covered = 0
     for index, f in enumerate(files):
@@ -216,6 +220,9 @@ def _check_set(files: List[ParsedFile]) -> None:
         if (h.name, h.nranks, h.file_count, h.metrics) != (head.name, head.nranks,
                                                            head.file_count, head.metrics):
             raise FormatError(f.path, None, f"does not belong with {files[0].path}")
+        if (h.run, h.set_kind, h.set_number) != (head.run, head.set_kind, head.set_number):
+            raise FormatError(f.path, None, f"from another flush/run: {_set_name(h)}, "
+                                            f"{files[0].path} is from {_set_name(head)}")
         if (h.file_index, h.file_count) != (index, len(files)):
             raise FormatError(f.path, None, f"header says file {h.file_index} of {h.file_count}, "
                                             f"expected file {index} of {len(files)}")
@@ -224,3 +231,9 @@ def _check_set(files: List[ParsedFile]) -> None:
         covered += h.rank_count
     if covered != head.nranks:
         raise FormatError(files[-1].path, None, f"files cover {covered} of {head.nranks} ranks")
+
+
+def _set_name(h: Header) -> str:
+    if h.format_version < 2:
+        return "a version-1 file (no run id)"
+    return f"run {h.run} {h.set_kind} {h.set_number}"
