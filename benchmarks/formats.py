@@ -82,7 +82,7 @@ def _rank_times(rng: np.random.Generator, paths: List[tuple], parent: np.ndarray
 
 def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
     """The profile of ``nranks`` ranks, one file per RANKS_PER_FILE ranks."""
-    from tinyprof import _assemble, _format
+    from tinyprof import _assemble, _format, _layout
 
     paths = _tree()
     names, ids = _assemble.name_table(paths)
@@ -104,7 +104,7 @@ def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
                                 file_index=index, file_count=nfiles, executions=[1] * (last - first),
                                 created="2026-01-01T00:00:00Z")
         data = _format.encode_file(header, names, ids, [1] * len(paths), [b""] * len(paths), fields)
-        _format.write_atomic(os.path.join(outdir, _format.file_name("bench", index, nfiles)), data)
+        _layout.write_atomic(os.path.join(outdir, _layout.file_name("bench", index, nfiles)), data)
 
 
 # -- the other formats, from the profile read back ------------------------------

@@ -19,7 +19,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _assemble, _eventmap, _format
+from tinyprof import _annotate, _assemble, _eventmap, _format, _layout
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError
 
@@ -77,7 +77,7 @@ def make_profile(outdir, clock, selfkeys: str = "tag:0,mem:1", name: str = "conv
         header = _format.Header(name=name, nranks=NRANKS, first_rank=lo, rank_count=hi - lo,
                                 file_index=index, file_count=2, metrics=list(prof.metrics))
         data = _assemble.build_file(header, ranks[lo:hi], executions[lo:hi])
-        _format.write_atomic(os.path.join(outdir, _format.file_name(name, index, 2)), data)
+        _layout.write_atomic(os.path.join(outdir, _layout.file_name(name, index, 2)), data)
     return str(outdir)
 
 

@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinyprof
-from tinyprof import _annotate, _assemble, _eventmap, _format
+from tinyprof import _annotate, _assemble, _eventmap, _format, _layout
 from tinyprof._eventmap import LocalEvent
-from tinyprof._format import Header, escape, file_name, format_value, unescape
+from tinyprof._format import Header, escape, format_value, unescape
+from tinyprof._layout import file_name
 
 impl = _annotate.impl
 PROPERTY = settings(max_examples=150, deadline=None,
@@ -174,7 +175,7 @@ def write_profile(directory: str, name: str, metrics, ranks, splits) -> None:
         header = Header(name=name, nranks=len(ranks), first_rank=bounds[i], rank_count=len(block),
                         file_index=i, file_count=nfiles, metrics=list(metrics), created=CREATED)
         data = _assemble.build_file(header, [ev for _, ev in block], [n for n, _ in block])
-        _format.write_atomic(os.path.join(directory, file_name(name, i, nfiles)), data)
+        _layout.write_atomic(os.path.join(directory, file_name(name, i, nfiles)), data)
 
 
 def expected_series(nexec: int, event: Optional[LocalEvent], column=None) -> List[List]:
@@ -392,7 +393,7 @@ def _encode(names, parents, ids, fields, sections=(), **header) -> bytes:
 
 def _parse(tmp_path, data: bytes) -> _format.ParsedFile:
     path = str(tmp_path / "p.0-of-1.tp")
-    _format.write_atomic(path, data)
+    _layout.write_atomic(path, data)
     return _format.parse_file(path)
 
 

@@ -24,7 +24,8 @@ import numpy as np
 
 from tinyprof import _assemble
 from tinyprof._eventmap import LocalEvent
-from tinyprof._format import FormatError, Header, ParsedFile, file_name, parse_file, write_atomic
+from tinyprof._format import FormatError, Header, ParsedFile, parse_file
+from tinyprof._layout import file_name, write_atomic
 
 SEED = int(os.environ.get("TINYPROF_FUZZ_SEED") or random.randrange(2**32))
 STRICT_COPIES = 3000         # must read as FormatError or the original data

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tinyprof._format import file_name
+from tinyprof._layout import file_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 import tinyprof
 from tinyprof import FormatError, _assemble
 from tinyprof._eventmap import LocalEvent
-from tinyprof._format import Header, file_name, parse_file, write_atomic
+from tinyprof._format import Header, parse_file
+from tinyprof._layout import file_name, write_atomic
 
 HERE = os.path.join(os.path.dirname(__file__), "golden")
 GOLDEN, GOLDEN_V1 = os.path.join(HERE, "fig3-v2.tp"), os.path.join(HERE, "fig3.tp")

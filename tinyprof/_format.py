@@ -26,7 +26,6 @@ import numpy as np
 from ._version import __version__
 
 FORMAT_VERSION = 2
-SUFFIX = ".tp"
 NO_RUN = "0" * 16              # the run id of writers that were given none
 # Sections whose payloads the reader keeps (ParsedFile.sections); it skips others.
 KNOWN_SECTIONS = frozenset({"mpi", "trace", "delta"})
@@ -220,27 +219,13 @@ def encode_consistent(values: Dict[str, float], keys: Sequence[str]) -> bytes:
     return ",".join(format_value(values[k]) if k in values else "" for k in keys).rstrip(",").encode()
 
 
-def file_name(name: str, index: int, count: int) -> str:
-    """``<name>.<index>-of-<count>.tp``, index zero-padded to the width of count."""
-    safe = re.sub(r"[^\w.+-]", "_", name) or "profile"
-    return f"{safe}.{index:0{len(str(count))}d}-of-{count}{SUFFIX}"
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    """One write to a temporary file, then rename: readers never see half a file."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+def relabel(data: bytes, kind: str, number: int) -> bytes:
+    """The bytes of a version-2 file as a file of set ``kind`` ``number``: the
+    same data, its ``set`` line and checksum rewritten."""
+    head, sep, rest = data.partition(b"\nset ")
+    body = head + sep + f"{kind} {number}".encode() + rest[rest.index(b"\n"):]
+    end = body.rindex(b"\nend ") + 1
+    return body[:end] + b"end %08x\n" % zlib.crc32(memoryview(body)[:end])
 
 
 # -- reader -------------------------------------------------------------------

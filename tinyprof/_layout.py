@@ -7,12 +7,43 @@ atomically; writers never raise ``OSError``: they return why they could not.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
-from ._format import SUFFIX, file_name, write_atomic
-from ._profile import _SET_RE, SNAPSHOTS, _complete
+from ._format import FormatError
+
+SUFFIX = ".tp"
+SNAPSHOTS = "snapshots"       # subdirectory of an output directory holding the snapshots
+_SET_RE = re.compile(r"^(?P<name>.*)\.(?P<index>\d+)-of-(?P<count>\d+)" + re.escape(SUFFIX) + "$")
+
+
+def file_name(name: str, index: int, count: int) -> str:
+    """``<name>.<index>-of-<count>.tp``, index zero-padded to the width of count."""
+    safe = re.sub(r"[^\w.+-]", "_", name) or "profile"
+    return f"{safe}.{index:0{len(str(count))}d}-of-{count}{SUFFIX}"
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """One write to a temporary file, then rename: readers never see half a
+    file, and a failure leaves no temporary file behind."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def write_file(directory: str, path: str, data: bytes) -> Optional[str]:
@@ -29,6 +60,70 @@ def write_file(directory: str, path: str, data: bytes) -> Optional[str]:
 def set_file(outdir: str, stem: str, index: int, count: int) -> str:
     """Path of file ``index`` of a ``count``-file set in ``outdir``."""
     return os.path.join(outdir, file_name(stem, index, count))
+
+
+def profile_files(path: str) -> List[str]:
+    """The files of the one profile set at ``path`` (an output directory, a
+    snapshot directory, or one file of a set), in index order; FormatError if
+    there is none, several, or a file is missing."""
+    if os.path.isdir(path):
+        sets = {}
+        for entry in sorted(os.listdir(path)):
+            m = _SET_RE.match(entry)
+            if m:
+                sets.setdefault((m["name"], int(m["count"])), []).append(entry)
+        if not sets:
+            raise FormatError(path, None, f"no tinyprof profile (*{SUFFIX}) in this directory")
+        if len(sets) > 1:
+            names = ", ".join(sorted(f"{n} ({c} files)" for n, c in sets))
+            raise FormatError(path, None, f"several profiles in this directory: {names}; "
+                                          "pass one file of the one you want")
+        (name, count), = sets
+        directory = path
+    else:
+        if not os.path.exists(path):
+            raise FormatError(path, None, "no such file or directory")
+        m = _SET_RE.match(os.path.basename(path))
+        if not m:
+            return [path]           # a lone file under another name: read it alone
+        name, count, directory = m["name"], int(m["count"]), os.path.dirname(path) or "."
+    expected = [os.path.join(directory, file_name(name, i, count)) for i in range(count)]
+    missing = [p for p in expected if not os.path.exists(p)]
+    if missing:
+        raise FormatError(missing[0], None, f"missing: profile has {count} files, "
+                                            f"{len(missing)} not found")
+    return expected
+
+
+def complete_files(directory: str) -> Optional[List[str]]:
+    """The files of the one whole profile in ``directory``, else None."""
+    try:
+        return profile_files(directory)
+    except (FormatError, OSError):
+        return None
+
+
+def complete_snapshots(outdir: str) -> List[int]:
+    """Numbers of the complete snapshots in ``outdir``, oldest first."""
+    return [k for k in snapshot_numbers(outdir) if snapshot_is_complete(outdir, k)]
+
+
+def newest(path: str) -> Tuple[List[str], Optional[int]]:
+    """Files of the newest complete profile at ``path``, and its snapshot number
+    (None for the flushed set): whichever set was completed last, by the
+    modification time of its newest file."""
+    done = complete_snapshots(path) if os.path.isdir(path) else []
+    if not done:
+        return profile_files(path), None
+    latest = complete_files(snapshot_dir(path, done[-1]))
+    flushed = complete_files(path)
+    if latest is None or (flushed is not None and _mtime(flushed) >= _mtime(latest)):
+        return profile_files(path), None
+    return latest, done[-1]
+
+
+def _mtime(paths: List[str]) -> int:
+    return max(os.stat(p).st_mtime_ns for p in paths)
 
 
 def stale_sets(outdir: str, stem: str, count: int) -> List[str]:
@@ -58,7 +153,7 @@ def snapshot_dir(outdir: str, k: int) -> str:
 
 
 def snapshot_is_complete(outdir: str, k: int) -> bool:
-    return _complete(snapshot_dir(outdir, k)) is not None
+    return complete_files(snapshot_dir(outdir, k)) is not None
 
 
 def snapshot_numbers(outdir: str) -> List[int]:
@@ -81,14 +176,3 @@ def prune_snapshots(outdir: str, k: int) -> None:
             shutil.rmtree(snapshot_dir(outdir, j), ignore_errors=True)
 
 
-def link_into(path: str, directory: str) -> None:
-    """Make the file ``path`` also appear in ``directory`` (a hard link: one
-    metadata operation, no copy); nothing if it cannot (the directory went)."""
-    target = os.path.join(directory, os.path.basename(path))
-    try:
-        if not os.path.exists(target):
-            tmp = f"{target}.tmp{os.getpid()}"
-            os.link(path, tmp)
-            os.replace(tmp, target)
-    except OSError:
-        pass

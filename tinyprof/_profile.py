@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import bisect
 import os
-import re
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ._format import SUFFIX, FormatError, Header, ParsedFile, file_name, parse_file
+from . import _layout
+from ._format import FormatError, Header, ParsedFile, parse_file
 
 Callpath = Tuple[str, ...]
-SNAPSHOTS = "snapshots"       # subdirectory of an output directory holding the snapshots
-_SET_RE = re.compile(r"^(?P<name>.*)\.(?P<index>\d+)-of-(?P<count>\d+)" + re.escape(SUFFIX) + "$")
 
 
 class Profile:
@@ -130,9 +128,9 @@ def read(path: Union[str, "os.PathLike[str]"], snapshot: Optional[int] = None) -
     path = os.fspath(path)
     number = snapshot
     if snapshot is not None:
-        paths = _profile_files(_snapshot_dir(path, snapshot))
+        paths = _layout.profile_files(_layout.snapshot_dir(path, snapshot))
     else:
-        paths, number = _newest(path)
+        paths, number = _layout.newest(path)
     files = [parse_file(p) for p in paths]
     _check_set(files)
     profile = Profile(files)
@@ -143,71 +141,7 @@ def read(path: Union[str, "os.PathLike[str]"], snapshot: Optional[int] = None) -
 def snapshots(path: Union[str, "os.PathLike[str]"]) -> List[int]:
     """Numbers of the complete snapshots in the output directory ``path``,
     oldest first (``Profiler(keep="all")`` keeps every one; ``"last"`` the newest)."""
-    base = os.path.join(os.fspath(path), SNAPSHOTS)
-    try:
-        entries = os.listdir(base)
-    except OSError:
-        return []
-    return sorted(int(e) for e in entries
-                  if e.isdigit() and _complete(os.path.join(base, e)) is not None)
-
-
-def _snapshot_dir(path: str, k: int) -> str:
-    return os.path.join(path, SNAPSHOTS, f"{k:06d}")
-
-
-def _complete(directory: str) -> Optional[List[str]]:
-    """The files of the one whole profile in ``directory``, else None."""
-    try:
-        return _profile_files(directory)
-    except (FormatError, OSError):
-        return None
-
-
-def _newest(path: str) -> Tuple[List[str], Optional[int]]:
-    """Files of the newest complete profile at ``path``, and its snapshot number."""
-    done = snapshots(path) if os.path.isdir(path) else []
-    if not done:
-        return _profile_files(path), None
-    latest = _complete(_snapshot_dir(path, done[-1]))
-    flushed = _complete(path)
-    if latest is None or (flushed is not None and _mtime(flushed) >= _mtime(latest)):
-        return _profile_files(path), None
-    return latest, done[-1]
-
-
-def _mtime(paths: List[str]) -> int:
-    return max(os.stat(p).st_mtime_ns for p in paths)
-
-
-def _profile_files(path: str) -> List[str]:
-    if os.path.isdir(path):
-        sets = {}
-        for entry in sorted(os.listdir(path)):
-            m = _SET_RE.match(entry)
-            if m:
-                sets.setdefault((m["name"], int(m["count"])), []).append(entry)
-        if not sets:
-            raise FormatError(path, None, f"no tinyprof profile (*{SUFFIX}) in this directory")
-        if len(sets) > 1:
-            names = ", ".join(sorted(f"{n} ({c} files)" for n, c in sets))
-            raise FormatError(path, None, f"several profiles in this directory: {names}; "
-                                          "pass one file of the one you want")
-        (name, count), = sets
-        directory = path
-    else:
-        if not os.path.exists(path):
-            raise FormatError(path, None, "no such file or directory")
-        m = _SET_RE.match(os.path.basename(path))
-        if not m:
-            return [path]           # a lone file under another name: read it alone
-        name, count, directory = m["name"], int(m["count"]), os.path.dirname(path) or "."
-    expected = [os.path.join(directory, file_name(name, i, count)) for i in range(count)]
-    missing = [p for p in expected if not os.path.exists(p)]
-    if missing:
-        raise FormatError(missing[0], None, f"missing: profile has {count} files, "
-                                            f"{len(missing)} not found")
-    return expected
+    return _layout.complete_snapshots(os.fspath(path))
 
 
 def _check_set(files: List[ParsedFile]) -> None:

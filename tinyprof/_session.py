@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import re
 import sys
 import threading
 import time
@@ -23,14 +22,13 @@ import numpy as np
 
 from . import _annotate, _assemble, _eventmap, _layout, _lifecycle
 from ._eventmap import collect
-from ._format import Header
+from ._format import Header, env_run_id
 from ._settings import Settings, enabled
 from ._snapshot import Snapshotter
 
 # Environment variables by which MPI launchers tell a process its rank and size.
 _LAUNCH_VARS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
                 ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"))
-_RUN_RE = re.compile("[0-9a-f]{16}")
 _VOTE, _DECISION = 1, 2            # message tags of the exit agreement
 
 
@@ -77,8 +75,7 @@ def _world(explicit: Any) -> Any:
 
 def _run_id() -> str:
     """A new run id: 16 hex digits, or ``TINYPROF_RUN_ID`` (reproducible files)."""
-    given = os.environ.get("TINYPROF_RUN_ID", "")
-    return given if _RUN_RE.fullmatch(given) else os.urandom(8).hex()
+    return env_run_id() or os.urandom(8).hex()
 
 
 def fingerprint(root: Any, executions: int) -> Tuple[int, int, int, int]:

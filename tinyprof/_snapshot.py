@@ -7,10 +7,11 @@ readable, once all P files are there. Nothing waits for another rank, so a
 snapshot can never deadlock or match an application collective, whatever the
 ranks are doing. All ranks number snapshots alike: snapshot ``k`` is due at
 ``start + k * frequency`` on a wall-clock ``start`` broadcast once when the
-session starts. A rank that fell behind and skipped numbers links its new
-file into the skipped snapshots that other ranks started, so that every
-started snapshot completes. Each file is whole, but its text is encoded
-incrementally: only occurrences new since this rank's previous snapshot.
+session starts. A rank that fell behind and skipped numbers also writes its
+new data into the skipped snapshots that other ranks started (relabelled as
+theirs), so that every started snapshot completes. Each file is whole, but
+its text is encoded incrementally: only occurrences new since this rank's
+previous snapshot.
 Layout and reading rules: docs/format.md; behaviour: docs/api.md.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 from . import _annotate, _assemble, _layout
 from ._assemble import HeaderMaker
 from ._eventmap import LocalEvent, collect
-from ._format import encode_rank_field
+from ._format import encode_rank_field, relabel
 from ._settings import Settings
 
 # Seconds a stopping snapshot thread may take to finish the snapshot in progress.
@@ -90,20 +91,24 @@ class Snapshotter:
             self.warn(outdir, f"cannot write snapshot file {path}: {failure}; "
                       "the data stays in memory for the next attempt")
             return False
-        self._complete_skipped(k, path)
+        self._complete_skipped(k, data)
         self.last = max(self.last, k)
         self.taken += 1
         if self.settings.keep == "last":
             _layout.prune_snapshots(outdir, k)
         return True
 
-    def _complete_skipped(self, k: int, path: str) -> None:
+    def _complete_skipped(self, k: int, data: bytes) -> None:
         """Snapshots between this rank's previous one and ``k`` that other ranks
-        started get this rank's file of ``k`` too: they complete, a little newer
-        for this rank, instead of never (under load ranks skip numbers apart)."""
-        for j in _layout.snapshot_numbers(self.settings.outdir):
+        started get this rank's data of ``k`` too, labelled as theirs: they
+        complete, a little newer for this rank, instead of never (under load
+        ranks skip numbers apart)."""
+        outdir = self.settings.outdir
+        for j in _layout.snapshot_numbers(outdir):
             if self.last < j < k:
-                _layout.link_into(path, _layout.snapshot_dir(self.settings.outdir, j))
+                directory = _layout.snapshot_dir(outdir, j)
+                _layout.write_file(directory, _layout.set_file(directory, self.stem, self.rank,
+                                                               self.size), relabel(data, "snapshot", j))
 
     def _encode(self, e: LocalEvent, inconsistent: Sequence[str]) -> bytes:
         """``e``'s rank field, encoding only the occurrences not encoded before."""

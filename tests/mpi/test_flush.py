@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 import tinyprof
 from tinyprof import _mpi
-from tinyprof._format import file_name
+from tinyprof._layout import file_name
 from _workload import SELFKEYS, all_errors, record, snapshot, verify
 
 pytestmark = [pytest.mark.mpi, pytest.mark.filterwarnings("error")]

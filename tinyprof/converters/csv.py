@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Tuple
 
 import numpy as np
 
-from .._format import write_atomic
+from .._layout import write_atomic
 from .._profile import Profile
 from .dataframe import to_dataframe
 
