@@ -3,6 +3,7 @@ deterministic clock, and helpers to flush, read back and run subprocesses."""
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,14 @@ import tinyprof
 from tinyprof import _annotate
 
 impl = _annotate.impl
+
+# One fuzz seed per run (tests/test_fuzz.py), shown in the header of every run.
+os.environ.setdefault("TINYPROF_FUZZ_SEED", str(random.randrange(2**32)))
+
+
+def pytest_report_header(config) -> str:
+    seed = os.environ["TINYPROF_FUZZ_SEED"]
+    return f"tinyprof fuzz seed: {seed} (replay: TINYPROF_FUZZ_SEED={seed} make test-serial)"
 
 
 class FakeClock:

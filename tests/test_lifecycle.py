@@ -279,3 +279,20 @@ def test_the_header_names_run_and_set(tmp_path):
     assert (h.set_kind, h.set_number, h.nranks, h.first_rank, h.rank_count) == ("flush", 7, 4, 2, 2)
     assert h.run == _session.current().run
     assert _assemble.header("n", (), "ab" * 8, "snapshot", 3, 1, 0, 1, 0, 1).set_kind == "snapshot"
+
+
+# -- deep nesting ----------------------------------------------------------------------
+
+def test_deep_nesting_round_trips_through_flush_and_read(clock, flush_read):
+    """Recursion thousands of levels deep: every level written and read back."""
+    depth = 3000
+    events = [tinyprof.Event(f"f{i % 3}") for i in range(depth)]
+    for e in events:
+        e.__enter__()
+        clock.tick(1)
+    for e in reversed(events):
+        e.__exit__(None, None, None)
+    p = flush_read()
+    assert len(p.callpaths) == depth and p.callpaths[-1] == tuple(f"f{i % 3}" for i in range(depth))
+    assert p.series(p.callpaths[0], 0) == [[depth / 1e9]]
+    assert p.series(p.callpaths[-1], 0) == [[1 / 1e9]]
