@@ -16,13 +16,14 @@ from tinyprof import _annotate
 
 impl = _annotate.impl
 
-# One fuzz seed per run (tests/test_fuzz.py), shown in the header of every run.
+# One fuzz seed per run (tests/test_fuzz.py), printed at the end of every run.
 os.environ.setdefault("TINYPROF_FUZZ_SEED", str(random.randrange(2**32)))
 
 
-def pytest_report_header(config) -> str:
+def pytest_terminal_summary(terminalreporter) -> None:
     seed = os.environ["TINYPROF_FUZZ_SEED"]
-    return f"tinyprof fuzz seed: {seed} (replay: TINYPROF_FUZZ_SEED={seed} make test-serial)"
+    terminalreporter.write_line(f"tinyprof fuzz seed: {seed} "
+                                f"(replay: TINYPROF_FUZZ_SEED={seed} make test-serial)")
 
 
 class FakeClock:

@@ -8,7 +8,7 @@ changed in a time). Copies whose end line is recomputed after the mutation,
 and mutated version-1 files, test the grammar and the bounds instead: they
 must give a FormatError or a profile whose every value can be read.
 
-The seed is random per run (drawn in conftest.py), printed in the header of
+The seed is random per run (drawn in conftest.py), printed at the end of
 the run and named in every failure; set TINYPROF_FUZZ_SEED to replay one.
 """
 from __future__ import annotations
