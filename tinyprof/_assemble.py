@@ -8,7 +8,7 @@ mode and consistent metrics, and each rank's encoded field. The MPI flush
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ._eventmap import LocalEvent
 from ._format import Header, encode_consistent, encode_file, encode_rank_field
@@ -28,18 +28,6 @@ def header(name: str, metrics: Sequence[Tuple[str, bool]], run: str, kind: str, 
     return h
 
 
-def union_order(lists: Iterable[Sequence[Callpath]]) -> List[Callpath]:
-    """Callpaths of all lists, each once, in order of first appearance.
-
-    Each list is in pre-order, so a prefix always precedes its callpath in
-    the union too.
-    """
-    order: Dict[Callpath, None] = {}
-    for paths in lists:
-        order.update(dict.fromkeys(paths))
-    return list(order)
-
-
 FieldEncoder = Callable[[LocalEvent, Sequence[str]], bytes]
 
 
@@ -48,48 +36,68 @@ def encode_field(e: LocalEvent, inconsistent: Sequence[str]) -> bytes:
     return encode_rank_field(e.times, e.execs, e.metric_columns(inconsistent))
 
 
-def encode_fields(events: Sequence[LocalEvent], order: Sequence[Callpath],
-                  inconsistent: Sequence[str], encode: FieldEncoder = encode_field) -> List[bytes]:
-    """This rank's field for every callpath of ``order`` (empty where it has none)."""
-    by_path = {e.path: e for e in events}
-    fields = []
-    for path in order:
-        e = by_path.get(path)
-        fields.append(b"" if e is None else encode(e, inconsistent))
-    return fields
-
-
 def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
                executions: Sequence[int], encode: FieldEncoder = encode_field) -> bytes:
     """The file holding ``ranks`` (the events of consecutive ranks, in order);
-    ``encode`` gives each rank field."""
-    order = union_order([e.path for e in events] for events in ranks)
+    ``encode`` gives each rank field.
+
+    Lines are the union of the ranks' callpaths in order of first appearance
+    (each rank's list is in pre-order, so parents come first), found by
+    (parent line, name): the cost does not grow with the depth.
+    """
     inconsistent = [k for k, c in header.metrics if not c]
     consistent = [k for k, c in header.metrics if c]
-    loops: Dict[Callpath, int] = {}
-    values: Dict[Callpath, Dict[str, float]] = {}
-    for events in ranks:                       # lowest rank first: its values win
-        for e in events:
-            merge_loop(loops, e.path, e.loop)
-            merged = values.setdefault(e.path, {})
+    lines: Dict[Tuple[int, str], int] = {}      # (parent line, name) -> line
+    parents: List[int] = []
+    names: List[str] = []
+    loops: List[int] = []
+    values: List[Dict[str, float]] = []
+    rows: List[Dict[int, LocalEvent]] = []      # per rank: line -> its event
+    for events in ranks:                        # lowest rank first: its values win
+        local: List[int] = []                   # this rank's event i -> its line
+        row: Dict[int, LocalEvent] = {}
+        for e, parent in zip(events, _parents(events)):
+            key = (local[parent] if parent >= 0 else -1, e.path[-1])
+            line = lines.get(key)
+            if line is None:
+                line = lines[key] = len(parents)
+                parents.append(key[0])
+                names.append(key[1])
+                loops.append(e.loop)
+                values.append({})
+            else:
+                loops[line] = merged_loop(loops[line], e.loop)
             for k, v in e.consistent.items():
-                merged.setdefault(k, v)
+                values[line].setdefault(k, v)
+            local.append(line)
+            row[line] = e
+        rows.append(row)
     header.executions = list(executions)
-    names, parents, ids = name_table(order)
-    return encode_file(header, names, parents, ids, [loops[p] for p in order],
-                       [encode_consistent(values[p], consistent) for p in order],
-                       [encode_fields(events, order, inconsistent, encode) for events in ranks])
+    table: Dict[str, int] = {}
+    ids = [table.setdefault(name, len(table)) for name in names]
+    fields = [[b"" if line not in row else encode(row[line], inconsistent)
+               for line in range(len(parents))] for row in rows]
+    return encode_file(header, list(table), parents, ids, loops,
+                       [encode_consistent(v, consistent) for v in values], fields)
 
 
-def merge_loop(loops: Dict[Callpath, int], path: Callpath, loop: int) -> None:
-    """Record ``loop`` for ``path``, going through ranks from the lowest.
+def _parents(events: Sequence[LocalEvent]) -> List[int]:
+    """Each event's parent position in ``events`` (-1: a root)."""
+    if all(e.parent is not None for e in events):
+        return [e.parent for e in events]
+    index = {e.path: i for i, e in enumerate(events)}
+    return [index.get(e.path[:-1], -1) for e in events]
+
+
+def merged_loop(current: Optional[int], loop: int) -> int:
+    """The loop mode of a callpath that is ``current`` so far (None: not seen)
+    when one more rank, going from the lowest, has it in mode ``loop``.
 
     Ranks that disagree on a callpath's loop mode get the lowest rank's mode,
     except that mode 2 (at most one value per execution) gives way to the
     first mode 0 or 1: the values of such a rank would not fit a mode-2 line.
     """
-    if loops.get(path, 2) == 2:
-        loops[path] = loop
+    return loop if current in (None, 2) else current
 
 
 def name_table(order: Sequence[Callpath]) -> Tuple[List[str], List[int], List[int]]:

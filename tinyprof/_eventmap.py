@@ -12,7 +12,7 @@ import sys
 import warnings
 from array import array
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -78,6 +78,10 @@ class LocalEvent:
     execs: np.ndarray                  # int64 (execution, first index) pairs
     consistent: Dict[str, float]
     metrics: Dict[str, np.ndarray]     # inconsistent key -> float64, aligned with times
+    # Position of the parent in the list this event came in (-1: a root):
+    # set by collect(); None in hand-built lists, where the paths tell.
+    parent: Optional[int] = None
+    node: Any = None                   # the hot path's node: a key hashed in O(1)
 
     def metric_columns(self, keys: Sequence[str]) -> List[Optional[np.ndarray]]:
         return [self.metrics.get(k) for k in keys]
@@ -90,9 +94,9 @@ def collect(root) -> List[LocalEvent]:
     a callpath is present.
     """
     out: List[LocalEvent] = []
-    stack = [((), child) for child in reversed(list(root.children.values()))]
+    stack = [((), -1, child) for child in reversed(list(root.children.values()))]
     while stack:
-        prefix, node = stack.pop()
+        prefix, parent, node = stack.pop()
         path = prefix + (node.name,)
         raw_times, raw_execs = node.data()
         times = np.frombuffer(raw_times, dtype=np.int64)
@@ -103,9 +107,10 @@ def collect(root) -> List[LocalEvent]:
             vals = np.frombuffer(column.tobytes(), dtype=np.float64)[:len(times)]
             col[:len(vals)] = vals
             metrics[key] = col
+        here = len(out)
         out.append(LocalEvent(path, node.loop, node.common, times, execs,
-                              dict(node.consistent or {}), metrics))
-        stack.extend((path, child) for child in reversed(list(node.children.values())))
+                              dict(node.consistent or {}), metrics, parent, node))
+        stack.extend((path, here, child) for child in reversed(list(node.children.values())))
     return out
 
 

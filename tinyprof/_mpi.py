@@ -148,12 +148,12 @@ def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callp
     recv = np.empty(size * comm.Get_size(), np.uint8)
     comm.Allgather([send, MPI.BYTE], [recv, MPI.BYTE])
     seen = set()
-    for r in range(comm.Get_size()):     # lowest rank first, for merge_loop
+    for r in range(comm.Get_size()):     # lowest rank first, for merged_loop
         payload = recv[r * size:(r + 1) * size].tobytes()
         if payload not in seen:          # ranks alike send alike: decode each kind once
             seen.add(payload)
             for path, loop in _decode_paths(payload, known, base):
-                _assemble.merge_loop(loops, path, loop)
+                loops[path] = _assemble.merged_loop(loops.get(path), loop)
     return list(loops), loops
 
 

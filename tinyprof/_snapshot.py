@@ -55,7 +55,7 @@ class Snapshotter:
         # Incremental encoding: per callpath, the count of occurrences already
         # encoded and their text (all but the newest, which may still change:
         # a loop-2 sum, a metric given late); valid for the event map of `root`.
-        self.encoded: Dict[Tuple[str, ...], Tuple[int, bytes]] = {}
+        self.encoded: Dict[object, Tuple[int, bytes]] = {}     # keyed by hot-path node
         self.root: object = None
 
     def due(self) -> int:
@@ -112,12 +112,12 @@ class Snapshotter:
 
     def _encode(self, e: LocalEvent, inconsistent: Sequence[str]) -> bytes:
         """``e``'s rank field, encoding only the occurrences not encoded before."""
-        done, text = self.encoded.get(e.path, (0, b""))
+        done, text = self.encoded.get(e.node, (0, b""))
         stable = max(len(e.times) - 1, done)
         columns = e.metric_columns(inconsistent)
         text += encode_rank_field(e.times[:stable], e.execs,
                                   [None if c is None else c[:stable] for c in columns], done)
-        self.encoded[e.path] = (stable, text)
+        self.encoded[e.node] = (stable, text)
         return text + encode_rank_field(e.times, e.execs, columns, stable)
 
     def forced(self) -> int:
