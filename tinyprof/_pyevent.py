@@ -173,9 +173,12 @@ def _close_out_of_order(node: Node) -> None:
 def _record(node: Node, elapsed: int, values: Optional[dict]) -> None:
     times = node.times
     if node.last_exec != _exec:
+        # Threads race here: the boundary goes in first, whole (one extend is
+        # atomic under the GIL), and only then last_exec, so that no thread
+        # appends a time before a boundary covering it. A racing thread adds
+        # a second boundary at or after the first: collect() keeps the first.
+        node.execs.extend((_exec, len(times)))
         node.last_exec = _exec
-        node.execs.append(_exec)
-        node.execs.append(len(times))
         times.append(elapsed)
     elif node.loop == 2:
         times[-1] += elapsed
