@@ -252,7 +252,7 @@ def test_a_rank_that_skipped_snapshots_completes_those_others_started(tmp_path):
     with tinyprof.Event("main"):
         pass
     settings = Settings.create("s", 3600, outdir=str(tmp_path / "s"), keep="all")
-    header = _session.current().header_maker("snapshot", 0)
+    header = _session.current().header_maker
     ranks = [Snapshotter(settings, "s", r, 2, 0.0, header, clock=lambda: 0.0) for r in (0, 1)]
     for k in (1, 2, 3):
         assert ranks[0].take(k)
@@ -265,7 +265,7 @@ def test_a_rank_that_skipped_snapshots_completes_those_others_started(tmp_path):
 def test_snapshot_numbers_follow_the_injected_clock(tmp_path):
     now = [100.0]
     settings = Settings.create("s", 2, outdir=str(tmp_path / "s"))
-    snap = Snapshotter(settings, "s", 0, 1, 100.0, _session.current().header_maker("snapshot", 0),
+    snap = Snapshotter(settings, "s", 0, 1, 100.0, _session.current().header_maker,
                        clock=lambda: now[0])
     assert (snap.due(), snap.forced()) == (0, 1)
     now[0] = 107.5

@@ -208,7 +208,7 @@ def _watch(fd: int) -> None:
     while True:
         try:
             data = os.read(fd, 64)
-        except OSError:         # closed: this process forked and this is a stale thread
+        except OSError:         # our pipe is gone (closed under us): stop watching
             return
         if signal.SIGTERM in data:
             _term_snapshot()

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _annotate, _assemble, _eventmap, _layout, _lifecycle
 from ._eventmap import collect
-from ._format import Header, env_run_id
+from ._format import NO_RUN, Header, env_run_id
 from ._settings import Settings, enabled
 from ._snapshot import Snapshotter
 
@@ -106,7 +106,7 @@ class Session:
         self.private: Any = None        # tinyprof's own Dup of the communicator
         self.groups: Dict[int, Any] = {}    # aggregator count -> group communicator
         self.rank, self.size = 0, 1
-        self.run = "0" * 16
+        self.run = NO_RUN
         self.stem = settings.name       # file names: <stem>.<i>-of-<n>.tp
         self.flushes = 0                # number of the next flush set
         self.flushed: Optional[tuple] = None   # fingerprint of what the last flush wrote
@@ -145,7 +145,7 @@ class Session:
                           f"its own profile, {self.stem}.*")
         self.run = run
         self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
-                                       self.header_maker("snapshot", 0), self.clock)
+                                       self.header_maker, self.clock)
         self.live = True
         _lifecycle.attach(self)
         if settings.frequency:
@@ -186,9 +186,11 @@ class Session:
         if not self.live:
             return None
         impl = _annotate.impl
+        # Before the copy: whatever another thread records meanwhile changes
+        # the fingerprint, so the exit flush writes it.
+        state = fingerprint(impl.root(), impl.executions())
         events = collect(impl.root())
         executions = impl.executions()      # after collect: never fewer than the fields hold
-        state = fingerprint(impl.root(), executions)
         make_header = self.header_maker("flush", self.flushes)
         self.flushes += 1                   # every attempt takes a number, on all ranks alike
         if self.private is not None and _live_mpi() is not None:

@@ -41,10 +41,11 @@ class Snapshotter:
     """
 
     def __init__(self, settings: Settings, stem: str, rank: int, size: int, start: float,
-                 make_header: HeaderMaker, clock: Callable[[], float] = time.time) -> None:
+                 headers: Callable[[str, int], HeaderMaker],
+                 clock: Callable[[], float] = time.time) -> None:
         self.settings, self.stem = settings, stem
         self.rank, self.size, self.start = rank, size, start
-        self.make_header, self.clock = make_header, clock
+        self.headers, self.clock = headers, clock     # headers(kind, number): the set's
         self.last = 0                       # newest snapshot number this rank wrote
         self.lock = threading.RLock()       # RLock: a signal handler may interrupt a snapshot
         self.stop = threading.Event()
@@ -79,8 +80,7 @@ class Snapshotter:
             self.root, self.encoded = impl.root(), {}
         events = collect(self.root)
         executions = impl.executions()     # after collect: never fewer than the fields hold
-        header = self.make_header(self.size, self.rank, 1, self.rank, self.size)
-        header.set_kind, header.set_number = "snapshot", k
+        header = self.headers("snapshot", k)(self.size, self.rank, 1, self.rank, self.size)
         data = _assemble.build_file(header, [events], [executions], self._encode)
         del events
         outdir = self.settings.outdir
@@ -103,6 +103,8 @@ class Snapshotter:
         started get this rank's data of ``k`` too, labelled as theirs: they
         complete, a little newer for this rank, instead of never (under load
         ranks skip numbers apart)."""
+        if k <= self.last + 1:          # nothing skipped: no directory listing
+            return
         outdir = self.settings.outdir
         for j in _layout.snapshot_numbers(outdir):
             if self.last < j < k:
