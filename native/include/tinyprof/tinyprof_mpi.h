@@ -1,0 +1,102 @@
+/* tinyprof_mpi.h: the C interface of libtinyprof_mpi, tinyprof's PMPI library.
+ *
+ * The library wraps MPI calls (MPI_X and the MPI-4 large-count MPI_X_c) and
+ * counts, per calling thread, calls, bytes and time per (callpath node,
+ * communicator, operation, size bucket), and point-to-point messages and
+ * bytes per (node, communicator, destination world rank). It names every
+ * communicator it sees created. Design and rules: docs/mpi.md.
+ *
+ * Users of this interface: tinyprof's Python package (through ctypes, in
+ * tinyprof/_capture.py) and the C++ header tinyprof.hpp (through dlsym, so
+ * the header keeps working when the library is not linked). Neither calls
+ * it on the annotation hot path: the library asks the annotator for the
+ * current node, through the source function, only when an MPI call is made.
+ */
+#ifndef TINYPROF_MPI_H
+#define TINYPROF_MPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever anything below changes meaning. */
+#define TINYPROF_MPI_ABI 1
+
+/* Fields of a record of tinyprof_mpi_ops(). */
+enum { TP_OP_NODE, TP_OP_COMM, TP_OP_OP, TP_OP_BUCKET, TP_OP_CALLS, TP_OP_BYTES, TP_OP_TIME,
+       TP_OP_FIELDS };
+/* Fields of a record of tinyprof_mpi_peers(). */
+enum { TP_PEER_NODE, TP_PEER_COMM, TP_PEER_PEER, TP_PEER_MESSAGES, TP_PEER_BYTES,
+       TP_PEER_FIELDS };
+/* Fields of tinyprof_mpi_comm_info()'s info array. */
+enum { TP_COMM_SIZE, TP_COMM_MEMBERS, TP_COMM_CREATED, TP_COMM_FLAGS, TP_COMM_FIELDS };
+/* Bits of TP_COMM_FLAGS. */
+#define TP_COMM_SELFLIKE 1  /* COMM_SELF or derived from it: each rank alone, no member list */
+#define TP_COMM_PRIVATE  2  /* created while paused (tinyprof's own): never shown, never counted */
+#define TP_COMM_FREED    4  /* MPI_Comm_free'd; its record stays */
+
+/* The annotator's current callpath node of the calling thread: 0 outside any
+ * event (the root). Called once per captured MPI call, from any thread,
+ * without the GIL: it must be a plain read of a thread-local. */
+typedef int32_t (*tinyprof_mpi_source_fn)(void);
+
+/* TINYPROF_MPI_ABI of the loaded library. */
+int tinyprof_mpi_abi(void);
+
+/* Where the current node comes from (NULL: every call is charged to node 0). */
+void tinyprof_mpi_set_source(tinyprof_mpi_source_fn fn);
+
+/* Recording on (1) or off (0), process-wide; off by default, so a linked or
+ * preloaded library costs one branch per call until a profiler turns it on.
+ * Communicators are named whether recording is on or off. */
+void tinyprof_mpi_enable(int on);
+
+/* The calling thread's MPI traffic is tinyprof's own while paused: not
+ * counted, and communicators it creates are private (TP_COMM_PRIVATE), so no
+ * later call on them is counted either, from any thread. Nests: pause(1)
+ * increments, pause(0) decrements. Returns the new depth. */
+int tinyprof_mpi_pause(int on);
+
+/* Forget every count (not the communicators). */
+void tinyprof_mpi_reset(void);
+
+/* Make the loaded shared objects whose path contains `object` call the
+ * library's MPI_* wrappers instead of libmpi's, by rewriting their GOT
+ * entries: how Python captures mpi4py's calls whenever a profiler starts,
+ * even after MPI was initialised and without LD_PRELOAD. Returns the
+ * number of entries rewritten, or -1 if none could be. */
+int tinyprof_mpi_patch(const char *object);
+
+/* Counts so far, summed over threads, as `*n` records of TP_OP_FIELDS
+ * (resp. TP_PEER_FIELDS) int64 each, in no particular order; NULL with
+ * *n == 0 when there is none. The caller frees them with tinyprof_mpi_free.
+ * TP_OP_COMM and TP_PEER_COMM are indices for tinyprof_mpi_comm_info, -1
+ * for completion calls (Wait*, Test*), which name no communicator. Time is
+ * in nanoseconds. TP_PEER_PEER is the destination's rank in MPI_COMM_WORLD. */
+int64_t *tinyprof_mpi_ops(size_t *n);
+int64_t *tinyprof_mpi_peers(size_t *n);
+void tinyprof_mpi_free(void *records);
+
+/* Communicators seen so far, indexed from 0 (0: COMM_WORLD, 1: COMM_SELF). */
+int tinyprof_mpi_comm_count(void);
+
+/* Communicator `i`: its name (NUL-terminated, truncated to `cap` bytes) and
+ * info[TP_COMM_FIELDS]: size, number of members known (0 for self-like),
+ * the node current when it was created (0 for the predefined ones), flags.
+ * Returns 0, or -1 if there is no such communicator. */
+int tinyprof_mpi_comm_info(int i, char *name, size_t cap, int64_t info[TP_COMM_FIELDS]);
+
+/* The world ranks of communicator `i` in its rank order, up to `cap` of
+ * them into `out`. Returns the number of members known, or -1. */
+int tinyprof_mpi_comm_members(int i, int32_t *out, size_t cap);
+
+/* Name of operation code `op` as in the profile ("Allreduce", "Isend"), or NULL. */
+const char *tinyprof_mpi_op_name(int op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TINYPROF_MPI_H */
