@@ -37,9 +37,10 @@ def encode_field(e: LocalEvent, inconsistent: Sequence[str]) -> bytes:
 
 
 def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
-               executions: Sequence[int], encode: FieldEncoder = encode_field) -> bytes:
+               executions: Sequence[int], encode: FieldEncoder = encode_field,
+               sections: Sequence[Tuple[str, bytes]] = ()) -> bytes:
     """The file holding ``ranks`` (the events of consecutive ranks, in order);
-    ``encode`` gives each rank field.
+    ``encode`` gives each rank field. With one rank, line ``i`` is its event ``i``.
 
     Lines are the union of the ranks' callpaths in order of first appearance
     (each rank's list is in pre-order, so parents come first), found by
@@ -78,7 +79,7 @@ def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
     fields = [[b"" if line not in row else encode(row[line], inconsistent)
                for line in range(len(parents))] for row in rows]
     return encode_file(header, list(table), parents, ids, loops,
-                       [encode_consistent(v, consistent) for v in values], fields)
+                       [encode_consistent(v, consistent) for v in values], fields, sections)
 
 
 def _parents(events: Sequence[LocalEvent]) -> List[int]:

@@ -71,6 +71,20 @@ static PyObject *first_root;    /* name of the first root event entered, or NULL
 static int64_t exec_no = -1;    /* current execution */
 static PyObject *clock_fn;      /* NULL: CLOCK_MONOTONIC */
 static PyObject *metric_hook;   /* hook(node, values), or NULL */
+static int32_t next_id = 1;     /* of the next non-root node */
+
+/* The id of this thread's current node, mirrored from the ContextVar at each
+ * change, so that the MPI interposer can read it without the GIL (docs/mpi.md):
+ * one TLS store per enter or exit. An asyncio task switch does not change it:
+ * until the next enter or exit, MPI calls are charged to the last node made
+ * current on this thread. */
+static _Thread_local int32_t tls_node;
+
+static int32_t
+current_id(void)
+{
+    return tls_node;
+}
 
 static int
 read_clock(int64_t *out)
@@ -177,6 +191,7 @@ struct Node {
     PyObject *consistent;   /* written by _eventmap.record_metrics */
     PyObject *metrics;
     int64_t last_exec;
+    int32_t id;             /* for the MPI interposer: the root's is 0, others from 1 */
     Py_ssize_t depth;       /* the root's is 0: the out-of-order exit walks no further */
     int loop;
     char common;
@@ -186,6 +201,12 @@ struct Node {
 };
 
 static PyTypeObject NodeType;
+
+static inline int32_t
+parent_id(Node *node)
+{
+    return node->parent != NULL ? ((Node *)node->parent)->id : 0;
+}
 
 static Node *
 node_create(PyObject *name, PyObject *parent, int loop, int common)
@@ -207,6 +228,7 @@ node_create(PyObject *name, PyObject *parent, int loop, int common)
     n->consistent = n->metrics = n->base = n->vars = NULL;
     n->last_exec = -1;
     n->depth = parent != NULL ? ((Node *)parent)->depth + 1 : 0;
+    n->id = parent == NULL ? 0 : next_id < INT32_MAX ? next_id++ : INT32_MAX;
     n->loop = loop;
     n->common = (char)common;
     n->times = (Buf){NULL, 0, 0};
@@ -320,6 +342,7 @@ static PyMemberDef node_members[] = {
     {"common", T_BOOL, offsetof(Node, common), READONLY, NULL},
     {"last_exec", T_LONGLONG, offsetof(Node, last_exec), READONLY, NULL},
     {"depth", T_PYSSIZET, offsetof(Node, depth), READONLY, "number of ancestors"},
+    {"id", T_INT, offsetof(Node, id), READONLY, "0 for the root, unique in the process otherwise"},
     {"consistent", T_OBJECT, offsetof(Node, consistent), 0, "consistent metrics, or None"},
     {"metrics", T_OBJECT, offsetof(Node, metrics), 0, "inconsistent metric columns, or None"},
     {NULL}
@@ -504,6 +527,7 @@ fast_context_works(void)
 static PyObject *
 current_set(Node *node)
 {
+    tls_node = node->id;
 #ifdef FAST_CONTEXT
     if (fast_context)
         return fast_set(node);
@@ -515,6 +539,7 @@ current_set(Node *node)
 static int
 current_restore(Node *node, PyObject *token)
 {
+    tls_node = parent_id(node);
 #ifdef FAST_CONTEXT
     if (fast_context)
         return fast_restore(node, token);
@@ -610,6 +635,7 @@ close_out_of_order(Node *node, Node *cur)
         cur = (Node *)cur->parent;
     if (cur != node)
         return 0;
+    tls_node = parent_id(node);
     PyObject *token = PyContextVar_Set(current_var, node->parent);
     Py_XDECREF(token);
     return token != NULL ? 0 : -1;
@@ -1292,6 +1318,7 @@ mod_reset(PyObject *m, PyObject *unused)
         return NULL;
     }
     Py_DECREF(token);
+    tls_node = 0;
     Py_XSETREF(root_node, fresh);
     Py_CLEAR(first_root);
     exec_no = -1;
@@ -1398,6 +1425,14 @@ static PyTypeObject NullEventType = {
     .tp_methods = null_methods,
 };
 
+static PyObject *
+mod_source_address(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return PyLong_FromVoidPtr((void *)current_id);
+}
+
 static PyMethodDef module_methods[] = {
     {"root", mod_root, METH_NOARGS, "The root Node of the event map."},
     {"current", mod_current, METH_NOARGS, "The innermost open Node in this context."},
@@ -1407,6 +1442,8 @@ static PyMethodDef module_methods[] = {
      "Replace the nanosecond clock (tests inject deterministic timings); None restores it."},
     {"set_metric_hook", mod_set_metric_hook, METH_O,
      "Set hook(node, values), called after an occurrence with metric values is recorded."},
+    {"_source_address", mod_source_address, METH_NOARGS,
+     "Address of `int32_t source(void)`: the id of the calling thread's current node."},
     {NULL}
 };
 

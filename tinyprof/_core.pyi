@@ -22,6 +22,9 @@ class Node:
     @property
     def depth(self) -> int: ...
     @property
+    def id(self) -> int:
+        """0 for the root, unique in the process otherwise (MPI attribution)."""
+    @property
     def loop(self) -> int: ...
     @property
     def common(self) -> bool: ...
@@ -77,5 +80,7 @@ def reset() -> None:
     """Forget every recorded value (tests, and a fresh profile)."""
 def set_clock(clock: Optional[Callable[[], int]]) -> None:
     """Replace the nanosecond clock (tests inject deterministic timings); None restores it."""
+def _source_address() -> int:
+    """Address of ``int32_t source(void)``: the id of the calling thread's current node."""
 def set_metric_hook(hook: Callable[[Node, Dict[str, float]], None]) -> None:
     """Set hook(node, values), called after an occurrence with metric values is recorded."""

@@ -270,14 +270,20 @@ class ParsedFile:
     ids: List[int]
     lines: List[EventData]
     sections: Dict[str, bytes]          # payloads of the KNOWN_SECTIONS present
+    section_lines: Dict[str, int] = field(default_factory=dict)   # line where each payload starts
 
     @cached_property
-    def events(self) -> Dict[Tuple[str, ...], EventData]:
-        # Built on first use: the tuples take memory quadratic in the depth.
+    def paths(self) -> List[Tuple[str, ...]]:
+        """The callpath of each event line. Built on first use: the tuples take
+        memory quadratic in the depth."""
         paths: List[Tuple[str, ...]] = []
         for parent, name_id in zip(self.parents, self.ids):
             paths.append((paths[parent] if parent >= 0 else ()) + (self.names[name_id],))
-        return dict(zip(paths, self.lines))
+        return paths
+
+    @cached_property
+    def events(self) -> Dict[Tuple[str, ...], EventData]:
+        return dict(zip(self.paths, self.lines))
 
 
 _HEADER_KEYS = ("name", "run", "set", "nranks", "ranks", "file", "unit", "metrics", "created",
@@ -406,9 +412,10 @@ class _Parser:
         lines, bases = _Lines(), exec_base.tolist()
         for i in range(nevents):
             self.event(self.next_line(), i, len(names), h, bases, lines)
-        sections = self.sections() if self.strict else self.end_v1()
+        starts: Dict[str, int] = {}
+        sections = self.sections(starts) if self.strict else self.end_v1()
         return ParsedFile(self.path, h, exec_base, names, lines.parents, lines.ids,
-                          lines.data, sections)
+                          lines.data, sections, starts)
 
     def check_end(self) -> None:
         """Version 2: the end line and its CRC-32, before anything else is parsed."""
@@ -603,8 +610,9 @@ class _Parser:
             self.value(token, "inconsistent")
         return np.fromiter(map(known.__getitem__, tokens), np.float64, len(tokens))
 
-    def sections(self) -> Dict[str, bytes]:
-        """Version 2: the sections up to the end line; payloads of known ones."""
+    def sections(self, starts: Dict[str, int]) -> Dict[str, bytes]:
+        """Version 2: the sections up to the end line; payloads of known ones,
+        and in ``starts`` the line where each of those begins."""
         kept: Dict[str, bytes] = {}
         seen = set()
         while self.pos < self.stop:
@@ -625,6 +633,7 @@ class _Parser:
             seen.add(name)
             if name in KNOWN_SECTIONS:
                 kept[name] = self.data[start:start + n]
+                starts[name] = self.no + 1
             self.no += self.data.count(b"\n", start, start + n + 1)
             self.pos = start + n + 1
         return kept

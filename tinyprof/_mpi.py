@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import time
 import warnings
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from mpi4py import MPI
 
-from . import _assemble, _layout
+from . import _assemble, _layout, _mpisection
 from ._assemble import HeaderMaker
 from ._eventmap import LocalEvent
 from ._format import Header, encode_consistent, encode_file, encode_rank_field
@@ -28,6 +28,9 @@ from ._settings import Settings
 
 Callpath = Tuple[str, ...]
 Meta = Tuple[Callpath, int, bool]        # callpath, loop mode, is_common hint
+# The rank's ``mpi`` section for the file lines given (callpath -> line), or None
+# when this rank has no MPI capture.
+MpiPart = Callable[[Dict[Callpath, int]], Optional[_mpisection.Section]]
 
 _SEP = ord("|")
 _ROW_HEAD = 16          # a rank row starts with int64 (used length, executions)
@@ -40,12 +43,14 @@ last_timings: Dict[str, float] = {}
 
 
 def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
-          events: List[LocalEvent], executions: int, groups: Dict[int, object]) -> bool:
+          events: List[LocalEvent], executions: int, groups: Dict[int, object],
+          mpi_part: Optional[MpiPart] = None) -> bool:
     """The collective flush of this rank's ``events`` over ``comm``: the set of
     files ``<settings.outdir>/<stem>.<i>-of-<A>.tp``; whether every file of
     it was written (the same on all ranks). Consumes ``events``. ``groups``
     caches the group communicator of each aggregator count: Split is
-    collective and not free, so each grouping is made once per session."""
+    collective and not free, so each grouping is made once per session.
+    ``mpi_part`` (given on all ranks or none) adds the ``mpi`` section."""
     t0 = time.perf_counter()
     keys = [k for k, c in settings.metrics if c]
     meta, fields, consistent = _encode_local(events, settings.metrics)
@@ -62,6 +67,13 @@ def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
     group = groups[naggs]
     box = [_encode_row(order, fields, consistent if keys else None, executions)]
     rows = _gather(group, box)                  # takes the row out of the box: freed once copied
+    parts = None
+    if mpi_part is not None:
+        mine = mpi_part({path: i for i, path in enumerate(order)})
+        payload = b"" if mine is None else _mpisection.encode(mine.comms, mine.ops, mine.peers)
+        gathered = _gather(group, [bytearray(np.int64(len(payload)).tobytes() + payload)])
+        if gathered is not None:
+            parts = [bytes(row[8:8 + int(np.frombuffer(row[:8], np.int64)[0])]) for row in gathered]
     t2 = time.perf_counter()
 
     # [file written, no older set to remove], then the minimum over all ranks
@@ -71,7 +83,8 @@ def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
         ranks = [_Row(rows, r, len(order), bool(keys)) for r in range(size)]
         del rows                # now the _Rows hold the buffer, and free it once encoded
         header = make_header(nranks, first, size, index, naggs)
-        state[0] = _write(outdir, stem, header, ranks, order, loops)
+        sections = _mpi_sections(parts, header, len(order))
+        state[0] = _write(outdir, stem, header, ranks, order, loops, sections)
         if rank == 0 and state[0]:
             state[1] = not _layout.stale_sets(outdir, stem, naggs)
     comm.Allreduce(MPI.IN_PLACE, state, op=MPI.MIN)   # everyone knows: the new set is complete
@@ -293,14 +306,28 @@ class _Row:
 
 # -- phase 3: file I/O ---------------------------------------------------------------
 
+def _mpi_sections(parts: Optional[List[bytes]], header: Header,
+                  nlines: int) -> List[Tuple[str, bytes]]:
+    """The file's ``mpi`` section from its ranks' payloads (none if no rank captured)."""
+    if not parts or not any(parts):
+        return []
+    first, count, where = header.first_rank, header.rank_count, "rank payload"
+    sections = [_mpisection.parse(p, where, 1, nlines, first, count, header.nranks)
+                for p in parts if p]
+    merged = _mpisection.merge(sections)
+    return [("mpi", _mpisection.encode(merged.comms, merged.ops, merged.peers))]
+
+
 def _write(outdir: str, stem: str, header: Header, ranks: List[_Row],
-           order: Sequence[Callpath], loops: Dict[Callpath, int]) -> bool:
+           order: Sequence[Callpath], loops: Dict[Callpath, int],
+           sections: Sequence[Tuple[str, bytes]] = ()) -> bool:
     """Assemble and write this aggregator's file; False (and a warning) if it cannot."""
     n = len(order)
     header.executions = [row.executions for row in ranks]
     consistent = [_merge_consistent(ranks, i) if ranks[0].offset else b"" for i in range(n)]
     names, parents, ids = _assemble.name_table(order)
-    data = encode_file(header, names, parents, ids, [loops[p] for p in order], consistent, ranks)
+    data = encode_file(header, names, parents, ids, [loops[p] for p in order], consistent, ranks,
+                       sections)
     path = _layout.set_file(outdir, stem, header.file_index, header.file_count)
     failure = _layout.write_file(outdir, path, data)
     if failure:

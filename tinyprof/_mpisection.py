@@ -235,6 +235,25 @@ class _Payload:
             raise self.fail("rows not in order, or a key twice")
 
 
+def merge(parts: Sequence[Section]) -> Section:
+    """The section of a file from the sections of its ranks, lowest rank
+    first: communicators united by name (the first one's record wins)."""
+    comms: List[Communicator] = []
+    where: Dict[str, int] = {}
+    ops: List[OpRow] = []
+    peers: List[PeerRow] = []
+    for part in parts:
+        remap = {NONE: NONE}
+        for i, c in enumerate(part.comms):
+            if c.name not in where:
+                where[c.name] = len(comms)
+                comms.append(c)
+            remap[i] = where[c.name]
+        ops += [(r[0], r[1], remap[r[2]], *r[3:]) for r in part.ops]
+        peers += [(r[0], r[1], remap[r[2]], *r[3:]) for r in part.peers]
+    return Section(comms, ops, peers)
+
+
 def merge_rows(rows, key_len: int) -> Dict[tuple, List[int]]:
     """Sum the values of rows with the same key (the first ``key_len`` fields)."""
     out: Dict[tuple, List[int]] = {}

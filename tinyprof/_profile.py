@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import bisect
 import os
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from functools import cached_property
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _layout
+from . import _layout, _mpitables
 from ._format import FormatError, Header, ParsedFile, parse_file
 
 Callpath = Tuple[str, ...]
@@ -15,7 +16,9 @@ class Profile:
     """All ranks of one profile, merged from its files.
 
     ``callpaths`` lists every callpath (tuples of names) in file order;
-    :meth:`series` gives the values of one callpath on one rank.
+    :meth:`series` gives the values of one callpath on one rank. With MPI
+    capture (``Profiler(mpi=True)``), :attr:`mpi`, :attr:`communicators` and
+    :meth:`comm_matrix` give the communication (docs/mpi.md).
     """
 
     def __init__(self, files: Sequence[ParsedFile]) -> None:
@@ -101,6 +104,40 @@ class Profile:
         else:
             values = ev.metrics[metric]
         return [values[bounds[e]:bounds[e + 1]].tolist() for e in range(nexec)]
+
+    @cached_property
+    def _mpi(self) -> _mpitables.MpiData:
+        return _mpitables.load(self._files)
+
+    @property
+    def mpi_recorded(self) -> bool:
+        """Whether MPI communication was recorded (``Profiler(mpi=True)``)."""
+        return self._mpi.recorded
+
+    @property
+    def mpi(self) -> Any:
+        """MPI calls as a pandas DataFrame, one row per (callpath, rank, comm,
+        op, size bucket): ``callpath`` (a tuple; ``()`` outside any event),
+        ``rank``, ``comm`` (``""`` for completion calls: Wait*, Test*), ``op``
+        (``"Allreduce"``), ``bucket``, ``size_min`` and ``size_max`` (bytes per
+        call), ``calls``, ``bytes`` and ``time`` (seconds). Empty without capture."""
+        return _mpitables.table(self._mpi, 1 / _PER_SECOND[self.unit])
+
+    @property
+    def communicators(self) -> Any:
+        """The communicators as a pandas DataFrame: ``comm`` (its name, the same
+        on every member), ``size``, ``world_ranks`` (a tuple in rank order;
+        empty for COMM_SELF and its kind) and ``created`` (the creating
+        callpath, None for predefined ones or outside any event)."""
+        return _mpitables.communicators(self._mpi)
+
+    def comm_matrix(self, callpath: Optional[Sequence[str]] = None, comm: Optional[str] = None,
+                    metric: str = "bytes") -> Any:
+        """numpy (P, P) int64: entry ``[i, j]`` holds the bytes (``metric=
+        "messages"``: the messages) that rank i sent point-to-point to world
+        rank j, within ``callpath`` and the regions below it (None: the whole
+        run), on communicator ``comm`` (None: all)."""
+        return _mpitables.matrix(self._mpi, self.nranks, callpath, comm, metric)
 
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)

@@ -20,7 +20,10 @@ class Profiler:
     ``COMM_WORLD`` when MPI is in use (or when an MPI launcher started this
     process: tinyprof then initialises MPI through mpi4py). ``keep`` is the
     snapshot keep policy: ``"last"`` (the newest complete snapshot only) or
-    ``"all"`` (a time series).
+    ``"all"`` (a time series). ``mpi=True`` (default: ``TINYPROF_MPI``) also
+    records MPI communication per callpath, communicator, operation, message
+    size and peer (docs/mpi.md); create the Profiler before the communicators
+    you make, so that they get their stable names.
 
     Creating a Profiler closes the previous one. Under MPI it is collective
     (one ``Dup`` of the communicator and one broadcast of the run id and the
@@ -30,8 +33,8 @@ class Profiler:
 
     def __init__(self, name: str = "profile", frequency: float = 0, selfkeys: str = "", *,
                  outdir: Optional[str] = None, aggregators: Optional[int] = None,
-                 comm: Any = None, keep: str = "last") -> None:
-        settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep)
+                 comm: Any = None, keep: str = "last", mpi: Optional[bool] = None) -> None:
+        settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi)
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
@@ -42,6 +45,7 @@ class Profiler:
     frequency = property(lambda self: self.settings.frequency, doc="Snapshot interval (s).")
     outdir = property(lambda self: self.settings.outdir, doc="The output directory.")
     keep = property(lambda self: self.settings.keep, doc="Snapshot keep policy.")
+    mpi = property(lambda self: self.settings.mpi, doc="Whether MPI communication is recorded.")
     aggregators = property(lambda self: self.settings.aggregators,
                            doc="Wanted aggregator count, or None for the default.")
 
@@ -67,7 +71,7 @@ class Profiler:
     def __repr__(self) -> str:
         s = self.settings
         return (f"tinyprof.Profiler({s.name!r}, frequency={s.frequency:g}, "
-                f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r})")
+                f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r}, mpi={s.mpi})")
 
 
 def flush() -> Optional[str]:

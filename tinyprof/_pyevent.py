@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import itertools
 import time
 from array import array
 from typing import Any, Callable, Dict, Optional
@@ -24,14 +25,17 @@ _clock: Callable[[], int] = time.perf_counter_ns
 class Node:
     """One callpath of the event map: its values and its children."""
 
-    __slots__ = ("name", "parent", "depth", "children", "loop", "common", "times",
+    __slots__ = ("name", "parent", "depth", "id", "children", "loop", "common", "times",
                  "execs", "last_exec", "consistent", "metrics")
+    _ids = itertools.count(1)
 
     def __init__(self, name: str, parent: Optional["Node"], loop: int = 0,
                  common: bool = True) -> None:
         self.name = name
         self.parent = parent
         self.depth: int = 0 if parent is None else parent.depth + 1   # the root's is 0
+        # as the C core's; no MPI interposer can read this core's current node
+        self.id: int = 0 if parent is None else next(Node._ids)
         self.children: Dict[str, Node] = {}
         self.loop = loop
         self.common = common

@@ -9,6 +9,7 @@ writes. ``Profiler(...)`` (``_profiler.py``) is the friendly front.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
@@ -16,12 +17,12 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _annotate, _assemble, _eventmap, _layout, _lifecycle
-from ._eventmap import collect
+from ._eventmap import LocalEvent, collect
 from ._format import NO_RUN, Header, env_run_id
 from ._settings import Settings, enabled
 from ._snapshot import Snapshotter
@@ -111,6 +112,7 @@ class Session:
         self.flushes = 0                # number of the next flush set
         self.flushed: Optional[tuple] = None   # fingerprint of what the last flush wrote
         self.snapshotter: Optional[Snapshotter] = None
+        self.capture: Any = None        # _capture.Capture when MPI is recorded
         self.live = False
         self._pending: list = []        # buffers of exit-vote requests never completed
         self._warned: set = set()
@@ -129,10 +131,13 @@ class Session:
         _eventmap.configure(settings.metrics)
         run, start, timer = _run_id(), self.clock(), False
         comm = _world(self.user_comm)
+        if settings.mpi:
+            self._start_capture(comm)
         if comm is not None:
             self.rank, self.size = comm.Get_rank(), comm.Get_size()
-            self.private = comm.Dup()       # its collectives never match the application's
-            run, start = self.private.bcast((run, start), root=0)
+            with self.paused():
+                self.private = comm.Dup()   # its collectives never match the application's
+                run, start = self.private.bcast((run, start), root=0)
             if settings.frequency:
                 from mpi4py import MPI
                 timer = MPI.Query_thread() == MPI.THREAD_SINGLE
@@ -145,12 +150,31 @@ class Session:
                           f"its own profile, {self.stem}.*")
         self.run = run
         self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
-                                       self.header_maker, self.clock)
+                                       self.header_maker, self.clock, self._snapshot_sections)
         self.live = True
         _lifecycle.attach(self)
         if settings.frequency:
             self.snapshotter.run_periodic(timer)
         return self
+
+    def _start_capture(self, comm: Any) -> None:
+        """Record MPI calls (``mpi=True``), or warn why not and go on without."""
+        if comm is None:
+            self.warn("mpi", "mpi=True, but MPI is not running (mpi4py): no MPI data is recorded")
+            return
+        from . import _capture
+        try:
+            self.capture = _capture.Capture.start()
+        except Exception as e:      # Unavailable, or an unexpected loader failure
+            self.warn("mpi", f"MPI communication is not recorded: {e}")
+            return
+        if not self.capture.attributes:
+            self.warn("mpi-pure", "the pure-Python core cannot tell the MPI library the "
+                      "current callpath: all MPI calls are charged to no event")
+
+    def paused(self) -> ContextManager[None]:
+        """tinyprof's own MPI traffic in this thread: not counted as the application's."""
+        return self.capture.paused() if self.capture is not None else contextlib.nullcontext()
 
     def close(self) -> None:
         """Stop snapshots and free the communicators (collective under MPI)."""
@@ -161,9 +185,12 @@ class Session:
         if self.snapshotter is not None:
             self.snapshotter.close()
         if self.private is not None and _live_mpi() is not None:
-            for group in self.groups.values():
-                group.Free()
-            self.private.Free()
+            with self.paused():
+                for group in self.groups.values():
+                    group.Free()
+                self.private.Free()
+        if self.capture is not None:
+            self.capture.stop()
         self.private, self.groups = None, {}
 
     def forked(self) -> None:
@@ -195,13 +222,34 @@ class Session:
         self.flushes += 1                   # every attempt takes a number, on all ranks alike
         if self.private is not None and _live_mpi() is not None:
             from . import _mpi         # imports mpi4py, which is running already
-            written = _mpi.flush(self.private, self.settings, self.stem, make_header,
-                                 events, executions, self.groups)
+            part = self._mpi_part(events) if self.settings.mpi else None
+            with self.paused():
+                written = _mpi.flush(self.private, self.settings, self.stem, make_header,
+                                     events, executions, self.groups, part)
         else:
             written = self._flush_alone(make_header(1, 0, 1, 0, 1), events, executions)
         if written:
             self.flushed = state
         return self.settings.outdir
+
+    def _mpi_part(self, events: Sequence[LocalEvent]) -> Callable[[Dict[tuple, int]], Any]:
+        """This rank's ``mpi`` section for the flush's lines (None without capture)."""
+        ids = {e.node.id: e.path for e in events}
+        capture = self.capture
+
+        def part(lines: Dict[tuple, int]) -> Any:
+            if capture is None:
+                return None
+            return capture.section(self.rank, {i: lines[path] for i, path in ids.items()})
+        return part
+
+    def _snapshot_sections(self, events: Sequence[LocalEvent]) -> List[Tuple[str, bytes]]:
+        """The sections of this rank's snapshot file (its events, a line each)."""
+        if self.capture is None:
+            return []
+        from ._mpisection import encode
+        s = self.capture.section(self.rank, {e.node.id: i for i, e in enumerate(events)})
+        return [("mpi", encode(s.comms, s.ops, s.peers))]
 
     def _flush_alone(self, header: Header, events: list, executions: int) -> bool:
         outdir = self.settings.outdir
@@ -237,7 +285,8 @@ class Session:
         need = bool(impl.root().children) and \
             fingerprint(impl.root(), impl.executions()) != self.flushed
         try:
-            normal, needed = self._agree_at_exit(need, aborting)
+            with self.paused():
+                normal, needed = self._agree_at_exit(need, aborting)
             if normal and needed:
                 self.flush()
             elif need:

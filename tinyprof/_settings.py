@@ -22,6 +22,11 @@ def enabled() -> bool:
     return os.environ.get("TINYPROF", "1").strip().lower() not in ("0", "off", "false", "no")
 
 
+def env_flag(name: str) -> bool:
+    """Whether environment variable ``name`` is on (1, on, true, yes)."""
+    return os.environ.get(name, "").strip().lower() in ("1", "on", "true", "yes")
+
+
 def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
     """``"tag:0,mem:1"`` -> ``[("tag", True), ("mem", False)]``.
 
@@ -72,11 +77,12 @@ class Settings:
     outdir: str = "profile.tinyprof"
     aggregators: Optional[int] = None
     keep: str = "last"
+    mpi: bool = False
 
     @classmethod
     def create(cls, name: str = "profile", frequency: float = 0, selfkeys: str = "",
                outdir: Optional[str] = None, aggregators: Optional[int] = None,
-               keep: str = "last") -> "Settings":
+               keep: str = "last", mpi: Optional[bool] = None) -> "Settings":
         if not isinstance(name, str):
             raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
         if isinstance(frequency, bool) or not isinstance(frequency, numbers.Real):
@@ -93,9 +99,13 @@ class Settings:
                              f"not {aggregators!r}")
         if keep not in KEEP_POLICIES:
             raise ValueError(f"tinyprof.Profiler: keep must be 'last' or 'all', not {keep!r}")
+        if mpi is None:
+            mpi = env_flag("TINYPROF_MPI")
+        elif not isinstance(mpi, bool):
+            raise TypeError(f"tinyprof.Profiler: mpi must be True or False, not {mpi!r}")
         return cls(name=name, frequency=freq, metrics=tuple(parse_selfkeys(selfkeys)),
                    outdir=os.fspath(outdir) if outdir is not None else f"{name}.tinyprof",
-                   aggregators=aggregators, keep=keep)
+                   aggregators=aggregators, keep=keep, mpi=mpi)
 
     def aggregator_count(self, nranks: int) -> int:
         """Number of aggregators (files) of a flush over ``nranks`` ranks."""

@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 import warnings
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _annotate, _assemble, _layout
 from ._assemble import HeaderMaker
@@ -37,13 +37,16 @@ class Snapshotter:
     and the forced snapshots of SIGTERM and of an aborting exit.
 
     ``clock`` gives wall-clock seconds (tests inject one); ``take(k)`` writes
-    snapshot ``k`` now, whatever the clock says.
+    snapshot ``k`` now, whatever the clock says. ``sections(events)`` gives
+    the file's sections (the ``mpi`` one) for its events, one line each.
     """
 
     def __init__(self, settings: Settings, stem: str, rank: int, size: int, start: float,
                  headers: Callable[[str, int], HeaderMaker],
-                 clock: Callable[[], float] = time.time) -> None:
-        self.settings, self.stem = settings, stem
+                 clock: Callable[[], float] = time.time,
+                 sections: Callable[[List[LocalEvent]], Sequence[Tuple[str, bytes]]] = lambda e: ()
+                 ) -> None:
+        self.settings, self.stem, self.sections = settings, stem, sections
         self.rank, self.size, self.start = rank, size, start
         self.headers, self.clock = headers, clock     # headers(kind, number): the set's
         self.last = 0                       # newest snapshot number this rank wrote
@@ -81,7 +84,8 @@ class Snapshotter:
         events = collect(self.root)
         executions = impl.executions()     # after collect: never fewer than the fields hold
         header = self.headers("snapshot", k)(self.size, self.rank, 1, self.rank, self.size)
-        data = _assemble.build_file(header, [events], [executions], self._encode)
+        data = _assemble.build_file(header, [events], [executions], self._encode,
+                                    self.sections(events))
         del events
         outdir = self.settings.outdir
         directory = _layout.snapshot_dir(outdir, k)

@@ -1,0 +1,167 @@
+"""MPI capture from Python: libtinyprof_mpi, hooked to mpi4py and the C core.
+
+The library (``native/src/tinyprof_mpi.c``, built by ``pip install`` into
+the package directory) wraps MPI calls and counts them per thread under the
+caller's current callpath node, which it reads from the C core's thread-local
+(``_core._source_address``). Python never runs on that path. This module
+loads the library, redirects mpi4py's calls to it (``tinyprof_mpi_patch``:
+works whenever a profiler starts, no ``LD_PRELOAD`` needed), pauses it around
+tinyprof's own traffic and turns its tables into this rank's ``mpi`` section.
+Design: docs/mpi.md.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+from typing import Dict, Iterator, List, Tuple
+
+import numpy as np
+
+from . import _mpisection
+from ._mpisection import NONE, Communicator
+
+LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libtinyprof_mpi.so")
+ABI = 1                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
+_OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS = 7, 5, 4
+_SELFLIKE, _PRIVATE = 1, 2
+_MPI4PY = "mpi4py/MPI"              # the path part of mpi4py's extension module
+
+
+class Unavailable(Exception):
+    """Capture cannot work here; the message says why and what to do."""
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    i64p, szp = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_size_t)
+    for name, res, args in (
+            ("tinyprof_mpi_abi", ctypes.c_int, []),
+            ("tinyprof_mpi_set_source", None, [ctypes.c_void_p]),
+            ("tinyprof_mpi_enable", None, [ctypes.c_int]),
+            ("tinyprof_mpi_pause", ctypes.c_int, [ctypes.c_int]),
+            ("tinyprof_mpi_reset", None, []),
+            ("tinyprof_mpi_patch", ctypes.c_int, [ctypes.c_char_p]),
+            ("tinyprof_mpi_ops", i64p, [szp]),
+            ("tinyprof_mpi_peers", i64p, [szp]),
+            ("tinyprof_mpi_free", None, [ctypes.c_void_p]),
+            ("tinyprof_mpi_comm_count", ctypes.c_int, []),
+            ("tinyprof_mpi_comm_info", ctypes.c_int,
+             [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, i64p]),
+            ("tinyprof_mpi_comm_members", ctypes.c_int,
+             [ctypes.c_int, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t]),
+            ("tinyprof_mpi_op_name", ctypes.c_char_p, [ctypes.c_int])):
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+def _load() -> Tuple[ctypes.CDLL, bool]:
+    """The library, and whether it is already in MPI's path (linked or
+    LD_PRELOADed: then its MPI_* are the ones everybody calls)."""
+    process = ctypes.CDLL(None)
+    if hasattr(process, "tinyprof_mpi_abi"):
+        return _bind(process), True
+    if not os.path.exists(LIBRARY):
+        raise Unavailable(f"{LIBRARY} was not built (no MPI compiler when tinyprof was "
+                          "installed): reinstall tinyprof with mpicc on PATH or MPICC set")
+    try:
+        return _bind(ctypes.CDLL(LIBRARY)), False
+    except (OSError, AttributeError) as e:
+        raise Unavailable(f"cannot load {LIBRARY}: {e}") from None
+
+
+class Capture:
+    """The loaded library, recording for this process."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self._ops: Dict[int, str] = {}
+
+    @classmethod
+    def start(cls) -> "Capture":
+        """Load, hook and enable the library; :class:`Unavailable` if it cannot work."""
+        lib, interposed = _load()
+        if lib.tinyprof_mpi_abi() != ABI:
+            raise Unavailable(f"{LIBRARY} has interface version {lib.tinyprof_mpi_abi()}, "
+                              f"this tinyprof needs {ABI}: reinstall tinyprof")
+        if not interposed and lib.tinyprof_mpi_patch(_MPI4PY.encode()) <= 0:
+            raise Unavailable("cannot redirect mpi4py's MPI calls to the capture library")
+        from . import _annotate
+        address = getattr(_annotate.impl, "_source_address", None)
+        lib.tinyprof_mpi_set_source(address() if address is not None else None)
+        lib.tinyprof_mpi_enable(1)
+        return cls(lib)
+
+    @property
+    def attributes(self) -> bool:
+        """Whether calls are charged to callpaths (the C core), not all to the root."""
+        from . import _annotate
+        return hasattr(_annotate.impl, "_source_address")
+
+    def stop(self) -> None:
+        self.lib.tinyprof_mpi_enable(0)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """tinyprof's own MPI traffic in this thread: never counted; the
+        communicators it creates are private."""
+        self.lib.tinyprof_mpi_pause(1)
+        try:
+            yield
+        finally:
+            self.lib.tinyprof_mpi_pause(0)
+
+    def section(self, rank: int, lines: Dict[int, int]) -> _mpisection.Section:
+        """What this rank recorded so far, as an ``mpi`` section of one rank:
+        ``lines`` maps node ids to the file's event lines (others: NONE)."""
+        comms, index = self._comms(lines)
+        ops = [(rank, lines.get(node, NONE), index.get(comm, NONE), self._op(op), k, calls, nbytes, t)
+               for node, comm, op, k, calls, nbytes, t in self._table("ops", _OP_FIELDS)]
+        peers = [(rank, lines.get(node, NONE), index.get(comm, NONE), peer, messages, nbytes)
+                 for node, comm, peer, messages, nbytes in self._table("peers", _PEER_FIELDS)]
+        keyed_ops = _mpisection.merge_rows(ops, 5)
+        keyed_peers = _mpisection.merge_rows(peers, 4)
+        return _mpisection.Section(comms, [k + tuple(v) for k, v in keyed_ops.items()],
+                                   [k + tuple(v) for k, v in keyed_peers.items()])
+
+    def _table(self, which: str, width: int) -> List[List[int]]:
+        n = ctypes.c_size_t()
+        records = getattr(self.lib, f"tinyprof_mpi_{which}")(ctypes.byref(n))
+        if not records:
+            return []
+        try:
+            return np.ctypeslib.as_array(records, (n.value, width)).tolist()
+        finally:
+            self.lib.tinyprof_mpi_free(records)
+
+    def _op(self, op: int) -> str:
+        name = self._ops.get(op)
+        if name is None:
+            raw = self.lib.tinyprof_mpi_op_name(op)
+            name = self._ops[op] = raw.decode() if raw else f"Op{op}"
+        return name
+
+    def _comms(self, lines: Dict[int, int]) -> Tuple[List[Communicator], Dict[int, int]]:
+        """The non-private communicators, and each one's position among them."""
+        comms: List[Communicator] = []
+        index: Dict[int, int] = {}
+        by_name: Dict[str, int] = {}        # fallback names may repeat: one record each
+        name = ctypes.create_string_buffer(256)
+        info = (ctypes.c_int64 * _COMM_FIELDS)()
+        for i in range(self.lib.tinyprof_mpi_comm_count()):
+            if self.lib.tinyprof_mpi_comm_info(i, name, len(name), info) < 0 or info[3] & _PRIVATE:
+                continue
+            size, known, created = info[0], info[1], info[2]
+            members: Tuple[int, ...] = ()
+            if known and not info[3] & _SELFLIKE:
+                out = (ctypes.c_int32 * known)()
+                got = self.lib.tinyprof_mpi_comm_members(i, out, known)
+                members = tuple(out[:max(got, 0)])
+            if len(members) != size and not info[3] & _SELFLIKE:
+                continue            # a communicator whose members could not be learnt
+            text = name.value.decode("ascii", "replace")
+            if text not in by_name:
+                by_name[text] = len(comms)
+                comms.append(Communicator(text, size, members, lines.get(created, NONE)))
+            index[i] = by_name[text]
+        return comms, index
