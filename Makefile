@@ -48,6 +48,7 @@ bench: install bench-native
 	$(PY) benchmarks/flush.py
 	$(PY) benchmarks/continuous.py
 	$(PY) benchmarks/peers.py
+	$(PY) benchmarks/mpi.py
 
 # The C++ annotation cost, built with the mpicxx of the mpich wheel.
 bench-native: install

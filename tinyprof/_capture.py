@@ -101,6 +101,10 @@ class Capture:
     def stop(self) -> None:
         self.lib.tinyprof_mpi_enable(0)
 
+    def reset(self) -> None:
+        """Forget every count (with a reset of the event map, whose nodes they name)."""
+        self.lib.tinyprof_mpi_reset()
+
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """tinyprof's own MPI traffic in this thread: never counted; the

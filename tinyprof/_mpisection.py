@@ -179,6 +179,7 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
         p.ordered(peers, row, _peer_key)
         peers.append(row)
     if p.pos != len(payload):
+        p.no += 1
         raise p.fail("data after the peers rows")
     return Section(comms, ops, peers)
 
@@ -193,11 +194,11 @@ class _Payload:
         return FormatError(self.path, self.no, f"mpi section: {problem}")
 
     def next_line(self) -> str:
+        self.no += 1
         end = self.data.find(b"\n", self.pos)
         if end < 0:
             raise self.fail("truncated (no line end)")
         raw, self.pos = self.data[self.pos:end], end + 1
-        self.no += 1
         try:
             return raw.decode("ascii")
         except UnicodeDecodeError:
@@ -209,8 +210,9 @@ class _Payload:
         word, _, n_text = head.partition(" ")
         if word != key:
             raise self.fail(f"expected '{key} <count>', got {head[:80]!r}")
-        # every row takes at least nfields bytes: a count beyond that is a lie
-        n = self.number(n_text, f"{key} count", (len(self.data) - self.pos) // nfields + 1)
+        n = self.number(n_text, f"{key} count")
+        if n > (len(self.data) - self.pos) // nfields:     # a row takes >= nfields bytes
+            raise self.fail(f"{key} count {n} is more than the section's bytes can hold")
         for _ in range(n):
             fields = self.next_line().split("|")
             if len(fields) != nfields:
@@ -223,8 +225,9 @@ class _Payload:
         except ValueError:
             v = None
         if v is None or not low <= v < bound:
-            raise self.fail(f"bad {what} {text[:40]!r}" + (f" (expected {low}..{bound - 1})"
-                                                          if bound <= MAX_NATURAL else ""))
+            expected = "" if bound > MAX_NATURAL else \
+                " (none listed)" if bound <= low else f" (expected {low}..{bound - 1})"
+            raise self.fail(f"bad {what} {text[:40]!r}{expected}")
         return v
 
     def optional(self, text: str, what: str, bound: int) -> int:
