@@ -55,19 +55,37 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
-def _load() -> Tuple[ctypes.CDLL, bool]:
-    """The library, and whether it is already in MPI's path (linked or
-    LD_PRELOADed: then its MPI_* are the ones everybody calls)."""
+_hooked: List[ctypes.CDLL] = []     # the library, once loaded and in mpi4py's path
+
+
+def _hook() -> ctypes.CDLL:
+    """The library, in the path of mpi4py's MPI calls: as it is if linked or
+    LD_PRELOADed (its MPI_* are the ones everybody calls), else loaded and
+    patched into mpi4py's extension module, once per process."""
+    if _hooked:
+        return _hooked[0]
     process = ctypes.CDLL(None)
     if hasattr(process, "tinyprof_mpi_abi"):
-        return _bind(process), True
-    if not os.path.exists(LIBRARY):
-        raise Unavailable(f"{LIBRARY} was not built (no MPI compiler when tinyprof was "
-                          "installed): reinstall tinyprof with mpicc on PATH or MPICC set")
-    try:
-        return _bind(ctypes.CDLL(LIBRARY)), False
-    except (OSError, AttributeError) as e:
-        raise Unavailable(f"cannot load {LIBRARY}: {e}") from None
+        lib = _check(_bind(process))
+    else:
+        if not os.path.exists(LIBRARY):
+            raise Unavailable(f"{LIBRARY} was not built (no MPI compiler when tinyprof was "
+                              "installed): reinstall tinyprof with mpicc on PATH or MPICC set")
+        try:
+            lib = _check(_bind(ctypes.CDLL(LIBRARY)))
+        except (OSError, AttributeError) as e:
+            raise Unavailable(f"cannot load {LIBRARY}: {e}") from None
+        if lib.tinyprof_mpi_patch(_MPI4PY.encode()) <= 0:
+            raise Unavailable("cannot redirect mpi4py's MPI calls to the capture library")
+    _hooked.append(lib)
+    return lib
+
+
+def _check(lib: ctypes.CDLL) -> ctypes.CDLL:
+    if lib.tinyprof_mpi_abi() != ABI:
+        raise Unavailable(f"the capture library has interface version {lib.tinyprof_mpi_abi()}, "
+                          f"this tinyprof needs {ABI}: reinstall tinyprof")
+    return lib
 
 
 class Capture:
@@ -80,12 +98,7 @@ class Capture:
     @classmethod
     def start(cls) -> "Capture":
         """Load, hook and enable the library; :class:`Unavailable` if it cannot work."""
-        lib, interposed = _load()
-        if lib.tinyprof_mpi_abi() != ABI:
-            raise Unavailable(f"{LIBRARY} has interface version {lib.tinyprof_mpi_abi()}, "
-                              f"this tinyprof needs {ABI}: reinstall tinyprof")
-        if not interposed and lib.tinyprof_mpi_patch(_MPI4PY.encode()) <= 0:
-            raise Unavailable("cannot redirect mpi4py's MPI calls to the capture library")
+        lib = _hook()
         from . import _annotate
         address = getattr(_annotate.impl, "_source_address", None)
         lib.tinyprof_mpi_set_source(address() if address is not None else None)
