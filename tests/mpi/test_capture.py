@@ -196,3 +196,18 @@ def test_capture_off_records_nothing(world, mpi_tmp_path):
     prof = tinyprof.read(mpi_tmp_path)
     errors = [] if not prof.mpi_recorded and prof.mpi.empty else ["MPI data without mpi=True"]
     assert not all_errors(world, errors)
+
+
+def test_snapshots_carry_the_mpi_section(world, mpi_tmp_path):
+    _start("snap", mpi_tmp_path)
+    prof = tinyprof._session.current()
+    with Event("main"):
+        for _ in range(4):
+            world.Allreduce(MPI.IN_PLACE, np.ones(8))
+        prof.snapshotter.take(1)            # an explicit trigger: no timing involved
+    world.Barrier()
+    rows = _rows(tinyprof.read(mpi_tmp_path, snapshot=1))
+    errors = []
+    for r in range(world.Get_size()):
+        _check(errors, rows, (("main",), r, "COMM_WORLD", "Allreduce"), 4, 256)
+    assert not all_errors(world, errors)
