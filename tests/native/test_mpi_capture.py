@@ -147,7 +147,20 @@ def read_section(outdir: Path):
 @pytest.mark.parametrize("nranks,aggregators", [(3, 1), (4, 2)])
 def test_real_run_counts_exactly_the_program_traffic(capture_program, tmp_path, nranks, aggregators):
     run([capture_program, tmp_path / "prof"], nranks=nranks, TINYPROF_AGGREGATORS=str(aggregators))
-    files = read_section(tmp_path / "prof")
+    check_run(tmp_path / "prof", nranks, aggregators)
+
+
+def test_preloaded_library_captures_an_unlinked_program(build, tmp_path):
+    if not LIB.exists():
+        pytest.skip(f"no {LIB} (built by setup.py with the environment's mpicc)")
+    exe = build("tests/native/mpi_capture.cpp")         # no -ltinyprof_mpi
+    run(["env", f"LD_PRELOAD={LIB}", exe, tmp_path / "prof"], nranks=3)
+    check_run(tmp_path / "prof", 3, 1)
+
+
+def check_run(outdir: Path, nranks: int, aggregators: int) -> None:
+    """Exact communicators, op rows and peer rows of mpi_capture.cpp's profile."""
+    files = read_section(outdir)
     assert len(files) == aggregators
     described: Dict[str, Communicator] = {}
     for h, section, callpath in files:
