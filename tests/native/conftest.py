@@ -21,7 +21,7 @@ EPOCH = "1700000000"
 # Every program the tests run; compiled together, in parallel, on first need.
 PROGRAMS = ["tests/native/scenario.cpp", "tests/native/values.cpp", "tests/native/threads.cpp",
             "tests/native/snapshot.cpp", "tests/native/flush_threads.cpp", "tests/native/names.cpp",
-            "native/examples/heat.cpp"]
+            "tests/native/mpi_encode.cpp", "tests/native/mpi_capture.cpp", "native/examples/heat.cpp"]
 
 
 class Builder:

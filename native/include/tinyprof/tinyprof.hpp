@@ -15,6 +15,9 @@
 
 #include <mpi.h>
 
+#include "tinyprof_mpi.h"
+
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -40,6 +43,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -155,9 +159,21 @@ struct MetricValue {
     std::atomic<double> value;      // loop 2 sums into it after it is published
 };
 
+// Node ids for the MPI library's attribution (0: the root of every tree, outside
+// any event): unique in the process, never reused.
+inline std::atomic<std::int32_t> next_node_id{1};
+
+// The id of the calling thread's current node, kept by Event for the MPI
+// library (tinyprof_mpi_set_source): one TLS store per enter and exit.
+inline thread_local std::int32_t current_node = 0;
+
+// The source function of tinyprof_mpi.h: a plain read of the thread-local.
+inline std::int32_t current_node_id() noexcept { return current_node; }
+
 struct Node {
     std::string name;
     Node* parent;
+    std::int32_t id = 0;
     int loop;
     bool common;
     std::vector<std::unique_ptr<Node>> children;          // in order of first entry
@@ -193,6 +209,7 @@ struct Node {
 
     Node* add(std::string_view key, int new_loop, bool new_common, std::mutex& mutex) {
         auto made = std::make_unique<Node>(key, this, new_loop, new_common);
+        made->id = next_node_id.fetch_add(1, std::memory_order_relaxed);
         Node* node = made.get();
         std::lock_guard<std::mutex> lock(mutex);
         children.push_back(std::move(made));
@@ -247,6 +264,8 @@ struct Registry {
     int finalize_keyval = MPI_KEYVAL_INVALID;
     std::vector<std::string> warned;            // undeclared metric keys already reported
     std::map<std::pair<MPI_Comm, int>, MPI_Comm> groups;   // (comm, A) -> Split result
+    bool mpi_capture = false;                   // libtinyprof_mpi records for us: files get `mpi`
+    bool mpi_comm_warned = false;
 };
 
 inline Registry& registry() {
@@ -439,6 +458,7 @@ class Event {
         node_ = parent->child(name, loop, is_common, t.mutex);
         if (parent == &t.root) detail::enter_root(name);
         t.current = node_;
+        detail::current_node = node_->id;
         tree_ = &t;
         start_ = detail::now();
     }
@@ -451,6 +471,7 @@ class Event {
             std::abort();
         }
         tree_->current = node_->parent;
+        detail::current_node = node_->parent->id;
         detail::record(*tree_, *node_, end - start_);
         tree_->records.store(tree_->records.load(std::memory_order_relaxed) + 1,
                              std::memory_order_relaxed);
@@ -683,6 +704,91 @@ inline bool write_atomic(const std::string& path, const std::string& data) {
 }  // namespace format
 
 // ---------------------------------------------------------------------------
+// The `mpi` section's payload (docs/format.md): the same bytes as
+// tinyprof/_mpisection.py's encode.
+
+namespace mpisection {
+
+constexpr std::int64_t kNone = -1;   // a line outside any event; a completion call's communicator
+
+struct Comm {
+    std::string name;
+    std::int64_t size;
+    std::string members;             // encode_members() of its world ranks; empty when self-like
+    std::int64_t created;            // line of the callpath that created it, or kNone
+};
+
+struct OpRow {
+    std::int64_t rank, line, comm;   // comm: index into the comms given to encode(), or kNone
+    std::string op;
+    std::int64_t bucket, calls, bytes, time;
+};
+
+struct PeerRow {
+    std::int64_t rank, line, comm, peer, messages, bytes;
+};
+
+// World ranks as `a`, `a-b` (step 1) and `a-b:s` items, greedy from the left.
+inline std::string encode_members(const std::vector<std::int32_t>& m) {
+    std::string out;
+    const std::size_t n = m.size();
+    for (std::size_t i = 0; i < n;) {
+        const std::int64_t a = m[i], step = i + 1 < n ? std::int64_t{m[i + 1]} - a : 0;
+        std::size_t j = i + 1;
+        while (step > 0 && j < n && std::int64_t{m[j]} - m[j - 1] == step) ++j;
+        if (!out.empty()) out += ',';
+        out += std::to_string(a);
+        if (step == 1 && j - i >= 2) {
+            out += '-' + std::to_string(m[j - 1]);
+        } else if (step >= 2 && j - i >= 3) {
+            out += '-' + std::to_string(m[j - 1]) + ':' + std::to_string(step);
+        } else {
+            j = i + 1;
+        }
+        i = j;
+    }
+    return out;
+}
+
+inline std::string field(std::int64_t v) { return v == kNone ? std::string() : std::to_string(v); }
+
+// The payload, everything sorted into the canonical order (comms by name,
+// rows by key; kNone sorts first). The keys of rows must be distinct.
+inline std::string encode(const std::vector<Comm>& comms, std::vector<OpRow> ops, std::vector<PeerRow> peers) {
+    std::vector<std::size_t> order(comms.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return comms[a].name < comms[b].name; });
+    std::vector<std::int64_t> renamed(comms.size());
+    for (std::size_t k = 0; k < order.size(); ++k) renamed[order[k]] = static_cast<std::int64_t>(k);
+    auto rename = [&](std::int64_t c) { return c == kNone ? kNone : renamed[static_cast<std::size_t>(c)]; };
+    std::string out = "comms " + std::to_string(comms.size()) + "\n";
+    for (const std::size_t i : order) {
+        const Comm& c = comms[i];
+        out += c.name + "|" + std::to_string(c.size) + "|" + c.members + "|" + field(c.created) + "\n";
+    }
+    for (OpRow& r : ops) r.comm = rename(r.comm);
+    std::stable_sort(ops.begin(), ops.end(), [](const OpRow& a, const OpRow& b) {
+        return std::tie(a.rank, a.line, a.comm, a.op, a.bucket) < std::tie(b.rank, b.line, b.comm, b.op, b.bucket);
+    });
+    out += "ops " + std::to_string(ops.size()) + "\n";
+    for (const OpRow& r : ops)
+        out += std::to_string(r.rank) + "|" + field(r.line) + "|" + field(r.comm) + "|" + r.op + "|" +
+               std::to_string(r.bucket) + "|" + std::to_string(r.calls) + "|" + std::to_string(r.bytes) +
+               "|" + std::to_string(r.time) + "\n";
+    for (PeerRow& r : peers) r.comm = rename(r.comm);
+    auto key = [](const PeerRow& r) { return std::tie(r.rank, r.line, r.comm, r.peer, r.messages, r.bytes); };
+    std::sort(peers.begin(), peers.end(), [&](const PeerRow& a, const PeerRow& b) { return key(a) < key(b); });
+    out += "peers " + std::to_string(peers.size()) + "\n";
+    for (const PeerRow& r : peers)
+        out += std::to_string(r.rank) + "|" + field(r.line) + "|" + field(r.comm) + "|" + std::to_string(r.peer) +
+               "|" + std::to_string(r.messages) + "|" + std::to_string(r.bytes) + "\n";
+    return out;
+}
+
+}  // namespace mpisection
+
+// ---------------------------------------------------------------------------
 // The flush (docs/flush.md): local encoding, then the paper's three phases.
 
 namespace detail {
@@ -733,6 +839,7 @@ struct Local {
     std::vector<bool> common;              // the first tree's is_common hint
     std::vector<std::string> field;        // this rank's values: exec;exec of occ+occ
     std::vector<std::string> consistent;   // consistent metrics in header order
+    std::vector<int> entry_of_node;        // node id -> entry, -1 for the roots (and unseen ids)
 };
 
 struct Occurrence {
@@ -820,6 +927,9 @@ inline Local collect_local(Registry& reg) {
             stack.pop_back();
             const int i = local.paths.add(up, node->name, node->loop);
             const auto at = static_cast<std::size_t>(i);
+            const auto id = static_cast<std::size_t>(node->id);
+            if (id >= local.entry_of_node.size()) local.entry_of_node.resize(id + 1, -1);
+            local.entry_of_node[id] = i;
             if (at == occ.size()) {
                 occ.emplace_back();
                 consistent.emplace_back(ncons);
@@ -887,10 +997,11 @@ struct SetId {
 
 // The whole file (the Python side's encode_file), format version 2.
 // fields(r, i) is rank first+r's field of callpath i.
+// `mpi`, if given, is the payload of the file's `mpi` section.
 template <class Fields>
 inline std::string encode_file(const Settings& s, const SetId& set, const FileHeader& h,
                                const Callpaths& paths, const std::vector<std::string>& consistent,
-                               Fields&& fields) {
+                               Fields&& fields, const std::optional<std::string>& mpi = std::nullopt) {
     std::vector<std::size_t> ids;
     const auto names = name_table(paths, &ids);
     std::string out = "tinyprof 2\nname " + format::escape(s.name) + "\nrun " + format::hex16(set.run) +
@@ -915,6 +1026,7 @@ inline std::string encode_file(const Settings& s, const SetId& set, const FileHe
         }
         out += '\n';
     }
+    if (mpi) out += "section mpi " + std::to_string(mpi->size()) + "\n" + *mpi + "\n";
     char end[16];
     std::snprintf(end, sizeof end, "end %08x\n", static_cast<unsigned>(format::crc32(out)));
     return out + end;
@@ -954,6 +1066,224 @@ inline void remove_stale(const Settings& s, int count) {
         std::filesystem::remove(p, ec);
     }
 }
+
+// -- MPI capture (docs/native.md, "MPI communication") ------------------------------
+
+// libtinyprof_mpi's interface (tinyprof_mpi.h), looked up with dlsym when the
+// program is linked with the library or has it preloaded: no link-time dependency.
+struct MpiLib {
+    decltype(&tinyprof_mpi_set_source) set_source;
+    decltype(&tinyprof_mpi_enable) enable;
+    decltype(&tinyprof_mpi_pause) pause;
+    decltype(&tinyprof_mpi_ops) ops;
+    decltype(&tinyprof_mpi_peers) peers;
+    decltype(&tinyprof_mpi_free) free;
+    decltype(&tinyprof_mpi_comm_count) comm_count;
+    decltype(&tinyprof_mpi_comm_info) comm_info;
+    decltype(&tinyprof_mpi_comm_members) comm_members;
+    decltype(&tinyprof_mpi_op_name) op_name;
+};
+
+template <class F>
+inline bool lookup(const char* symbol, F& f) {
+    void* p = dlsym(RTLD_DEFAULT, symbol);
+    f = reinterpret_cast<F>(p);
+    return p != nullptr;
+}
+
+// The loaded library if its ABI is this header's, else nullptr (another ABI
+// warns, once per process).
+inline const MpiLib* mpi_lib() {
+    static const MpiLib* const lib = []() -> const MpiLib* {
+        decltype(&tinyprof_mpi_abi) abi = nullptr;
+        if (!lookup("tinyprof_mpi_abi", abi)) return nullptr;
+        static MpiLib l;
+        const int found = abi();
+        if (found != TINYPROF_MPI_ABI ||
+            !(lookup("tinyprof_mpi_set_source", l.set_source) && lookup("tinyprof_mpi_enable", l.enable) &&
+              lookup("tinyprof_mpi_pause", l.pause) && lookup("tinyprof_mpi_ops", l.ops) &&
+              lookup("tinyprof_mpi_peers", l.peers) && lookup("tinyprof_mpi_free", l.free) &&
+              lookup("tinyprof_mpi_comm_count", l.comm_count) && lookup("tinyprof_mpi_comm_info", l.comm_info) &&
+              lookup("tinyprof_mpi_comm_members", l.comm_members) && lookup("tinyprof_mpi_op_name", l.op_name))) {
+            warn("the loaded libtinyprof_mpi has ABI " + std::to_string(found) + ", this header needs " +
+                 std::to_string(TINYPROF_MPI_ABI) + " (rebuild it with this tinyprof): no MPI capture");
+            return nullptr;
+        }
+        return &l;
+    }();
+    return lib;
+}
+
+// The calling thread's MPI traffic is tinyprof's own while one is alive: not
+// counted, and the communicators it creates are private.
+class MpiPause {
+  public:
+    MpiPause() : lib_(mpi_lib()) {
+        if (lib_) lib_->pause(1);
+    }
+    ~MpiPause() {
+        if (lib_) lib_->pause(0);
+    }
+    MpiPause(const MpiPause&) = delete;
+    MpiPause& operator=(const MpiPause&) = delete;
+
+  private:
+    const MpiLib* lib_;
+};
+
+// Turns recording on, charged to this header's current nodes, when the
+// library is loaded, unless TINYPROF_MPI=0. Returns whether it did.
+inline bool start_capture() {
+    const char* env = std::getenv("TINYPROF_MPI");
+    const std::string_view wanted = env ? trim(env) : std::string_view{};
+    const MpiLib* lib = mpi_lib();
+    if (lib == nullptr) {
+        if (wanted == "1")
+            warn("TINYPROF_MPI=1 but libtinyprof_mpi is not loaded (link -ltinyprof_mpi before -lmpi, "
+                 "or LD_PRELOAD it): no MPI capture");
+        return false;
+    }
+    if (wanted == "0") return false;
+    lib->set_source(&current_node_id);
+    lib->enable(1);
+    return true;
+}
+
+// The library's counts and communicators, read before the event map so that
+// every node they name is in it. Nodes and lines are still node ids here.
+struct MpiTables {
+    std::vector<std::int64_t> ops, peers;      // TP_OP_FIELDS, TP_PEER_FIELDS per record
+    std::vector<mpisection::Comm> comms;       // the non-private ones; `created` a node id
+    std::vector<std::int64_t> comm_at;         // library index -> index in comms, or kNone
+};
+
+inline std::vector<std::int64_t> take_records(std::int64_t* (*read)(std::size_t*), std::size_t width,
+                                              void (*release)(void*)) {
+    std::size_t n = 0;
+    std::int64_t* records = read(&n);
+    std::vector<std::int64_t> out(records, records + n * width);
+    release(records);
+    return out;
+}
+
+inline MpiTables read_mpi(const MpiLib& lib) {
+    MpiTables t;
+    t.ops = take_records(lib.ops, TP_OP_FIELDS, lib.free);
+    t.peers = take_records(lib.peers, TP_PEER_FIELDS, lib.free);
+    const int n = lib.comm_count();
+    for (int i = 0; i < n; ++i) {
+        char name[256];
+        std::int64_t info[TP_COMM_FIELDS];
+        t.comm_at.push_back(mpisection::kNone);
+        if (lib.comm_info(i, name, sizeof name, info) != 0 || (info[TP_COMM_FLAGS] & TP_COMM_PRIVATE)) continue;
+        std::vector<std::int32_t> members(static_cast<std::size_t>(std::max<std::int64_t>(info[TP_COMM_MEMBERS], 0)));
+        const int known = lib.comm_members(i, members.data(), members.size());
+        members.resize(static_cast<std::size_t>(std::clamp<std::int64_t>(known, 0, info[TP_COMM_MEMBERS])));
+        t.comm_at.back() = static_cast<std::int64_t>(t.comms.size());
+        name[sizeof name - 1] = '\0';
+        t.comms.push_back({name, info[TP_COMM_SIZE], mpisection::encode_members(members), info[TP_COMM_CREATED]});
+    }
+    return t;
+}
+
+inline std::int64_t parse_int(std::string_view text) {
+    if (text.empty()) return mpisection::kNone;
+    std::int64_t v = 0;
+    std::from_chars(text.data(), text.data() + text.size(), v);
+    return v;
+}
+
+inline std::vector<std::string_view> split(std::string_view text, char sep) {
+    std::vector<std::string_view> out;
+    while (true) {
+        const auto at = text.find(sep);
+        out.push_back(text.substr(0, at));
+        if (at == std::string_view::npos) return out;
+        text.remove_prefix(at + 1);
+    }
+}
+
+// This rank's part of its file's section, for the aggregator: a line
+// `<comms> <ops> <peers>`, then `name|size|members|created`,
+// `line|comm|op|bucket|calls|bytes|time` and `line|comm|peer|messages|bytes`
+// lines; comm indexes this rank's comms. Nodes become the lines `line_of`
+// gives them (kNone if unknown); rows the lines merge are summed.
+template <class LineOf>
+inline std::string encode_rank_mpi(const MpiLib& lib, const MpiTables& t, LineOf&& line_of) {
+    auto comm = [&](std::int64_t c) {
+        return c < 0 || c >= static_cast<std::int64_t>(t.comm_at.size()) ? mpisection::kNone
+                                                                           : t.comm_at[static_cast<std::size_t>(c)];
+    };
+    std::map<std::tuple<std::int64_t, std::int64_t, std::string, std::int64_t>, std::array<std::int64_t, 3>> ops;
+    for (std::size_t i = 0; i < t.ops.size(); i += TP_OP_FIELDS) {
+        const std::int64_t* r = &t.ops[i];
+        const char* op = lib.op_name(static_cast<int>(r[TP_OP_OP]));
+        if (op == nullptr || (r[TP_OP_COMM] >= 0 && comm(r[TP_OP_COMM]) == mpisection::kNone)) continue;
+        auto& sum = ops[{line_of(r[TP_OP_NODE]), comm(r[TP_OP_COMM]), op, r[TP_OP_BUCKET]}];
+        for (int k = 0; k < 3; ++k) sum[static_cast<std::size_t>(k)] += r[TP_OP_CALLS + k];
+    }
+    std::map<std::array<std::int64_t, 3>, std::array<std::int64_t, 2>> peers;
+    for (std::size_t i = 0; i < t.peers.size(); i += TP_PEER_FIELDS) {
+        const std::int64_t* r = &t.peers[i];
+        if (comm(r[TP_PEER_COMM]) == mpisection::kNone && r[TP_PEER_COMM] >= 0) continue;
+        auto& sum = peers[{line_of(r[TP_PEER_NODE]), comm(r[TP_PEER_COMM]), r[TP_PEER_PEER]}];
+        sum[0] += r[TP_PEER_MESSAGES];
+        sum[1] += r[TP_PEER_BYTES];
+    }
+    using mpisection::field;
+    std::string out = std::to_string(t.comms.size()) + " " + std::to_string(ops.size()) + " " +
+                      std::to_string(peers.size()) + "\n";
+    for (const auto& c : t.comms)
+        out += c.name + "|" + std::to_string(c.size) + "|" + c.members + "|" + field(line_of(c.created)) + "\n";
+    for (const auto& [k, v] : ops)
+        out += field(std::get<0>(k)) + "|" + field(std::get<1>(k)) + "|" + std::get<2>(k) + "|" +
+               std::to_string(std::get<3>(k)) + "|" + std::to_string(v[0]) + "|" + std::to_string(v[1]) + "|" +
+               std::to_string(v[2]) + "\n";
+    for (const auto& [k, v] : peers)
+        out += field(k[0]) + "|" + field(k[1]) + "|" + std::to_string(k[2]) + "|" + std::to_string(v[0]) + "|" +
+               std::to_string(v[1]) + "\n";
+    return out;
+}
+
+// One file's section, built from its ranks' encode_rank_mpi parts in rank
+// order: a communicator is described by the lowest rank that knows it.
+class MpiFile {
+  public:
+    void add_rank(std::int64_t rank, std::string_view part) {
+        std::vector<std::string_view> lines = split(part, '\n');
+        const auto counts = split(lines[0], ' ');
+        const auto ncomms = static_cast<std::size_t>(parse_int(counts[0]));
+        const auto nops = static_cast<std::size_t>(parse_int(counts[1]));
+        std::vector<std::int64_t> at;              // this rank's comm index -> the file's
+        for (std::size_t i = 1; i <= ncomms; ++i) {
+            const auto f = split(lines[i], '|');
+            const auto [it, added] = index_.try_emplace(std::string(f[0]), static_cast<std::int64_t>(comms_.size()));
+            if (added) comms_.push_back({std::string(f[0]), parse_int(f[1]), std::string(f[2]), parse_int(f[3])});
+            at.push_back(it->second);
+        }
+        auto comm = [&](std::string_view c) {
+            const std::int64_t i = parse_int(c);
+            return i == mpisection::kNone ? i : at[static_cast<std::size_t>(i)];
+        };
+        for (std::size_t i = 1 + ncomms; i < 1 + ncomms + nops; ++i) {
+            const auto f = split(lines[i], '|');
+            ops_.push_back({rank, parse_int(f[0]), comm(f[1]), std::string(f[2]), parse_int(f[3]), parse_int(f[4]),
+                            parse_int(f[5]), parse_int(f[6])});
+        }
+        for (std::size_t i = 1 + ncomms + nops; i + 1 < lines.size(); ++i) {
+            const auto f = split(lines[i], '|');
+            peers_.push_back({rank, parse_int(f[0]), comm(f[1]), parse_int(f[2]), parse_int(f[3]), parse_int(f[4])});
+        }
+    }
+
+    std::string payload() const { return mpisection::encode(comms_, ops_, peers_); }
+
+  private:
+    std::vector<mpisection::Comm> comms_;
+    std::unordered_map<std::string, std::int64_t> index_;
+    std::vector<mpisection::OpRow> ops_;
+    std::vector<mpisection::PeerRow> peers_;
+};
 
 // -- phase 1: event synchronisation ------------------------------------------
 
@@ -1110,14 +1440,15 @@ inline int aggregator_count(const Settings& s, int nranks) {
     return std::min(std::max(1, wanted), nranks);
 }
 
-constexpr std::size_t kRowHead = 16;   // int64 (used length, executions)
+constexpr std::size_t kRowHead = 24;   // int64 (end of the fields, executions, used length)
 
 // This rank's row: the head, then with consistent metrics one consistent
 // field per callpath each followed by '|', then one rank field per callpath
-// joined by '|'; empty where this rank lacks the callpath. `at[g]` is the
-// local entry of global entry g, or -1.
+// joined by '|'; empty where this rank lacks the callpath; then this
+// rank's part of the `mpi` section, if any. `at[g]` is the local entry of
+// global entry g, or -1.
 inline std::string encode_row(const std::vector<int>& at, const Local& local, bool with_consistent,
-                              std::int64_t executions) {
+                              std::int64_t executions, const std::string& mpi) {
     std::string row(kRowHead, '\0');
     if (with_consistent) {
         for (const int i : at) {
@@ -1129,7 +1460,9 @@ inline std::string encode_row(const std::vector<int>& at, const Local& local, bo
         if (g) row += '|';
         if (at[g] >= 0) row += local.field[static_cast<std::size_t>(at[g])];
     }
-    const std::int64_t head[2] = {static_cast<std::int64_t>(row.size()), executions};
+    const std::int64_t fields_end = static_cast<std::int64_t>(row.size());
+    row += mpi;
+    const std::int64_t head[3] = {fields_end, executions, static_cast<std::int64_t>(row.size())};
     std::memcpy(row.data(), head, kRowHead);
     return row;
 }
@@ -1138,13 +1471,15 @@ inline std::string encode_row(const std::vector<int>& at, const Local& local, bo
 struct Row {
     std::int64_t executions = 0;
     std::vector<std::string_view> fields;   // consistent fields first, if any
+    std::string_view mpi;                   // this rank's part of the `mpi` section, or empty
 };
 
 inline Row split_row(const char* data) {
-    std::int64_t head[2];
+    std::int64_t head[3];
     std::memcpy(head, data, kRowHead);
     Row row;
     row.executions = head[1];
+    row.mpi = std::string_view(data + head[0], static_cast<std::size_t>(head[2] - head[0]));
     std::string_view rest(data + kRowHead, static_cast<std::size_t>(head[0]) - kRowHead);
     while (true) {
         const auto bar = rest.find('|');
@@ -1200,7 +1535,21 @@ inline bool mpi_live() {
 
 inline std::int64_t executions_now() { return execution.load(std::memory_order_relaxed) + 1; }
 
-// One process, no MPI: one file of one rank.
+// The `mpi` section of a file from its ranks' rows (first rank `first`), if
+// any of them captured.
+inline std::optional<std::string> mpi_section(const std::vector<Row>& rows, int first) {
+    MpiFile file;
+    bool any = false;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        if (rows[r].mpi.empty()) continue;
+        file.add_rank(first + static_cast<std::int64_t>(r), rows[r].mpi);
+        any = true;
+    }
+    return any ? std::optional<std::string>(file.payload()) : std::nullopt;
+}
+
+// One process, no MPI: one file of one rank, without `mpi` section (its rows
+// would name world ranks of a run that is not this file's).
 inline void flush_single(const Settings& s, const SetId& set, const Local& local) {
     const FileHeader h{1, 0, 1, 0, 1, {executions_now()}};
     const std::string data = encode_file(s, set, h, local.paths, local.consistent,
@@ -1208,13 +1557,35 @@ inline void flush_single(const Settings& s, const SetId& set, const Local& local
     if (write_file(s, h, data)) remove_stale(s, 1);
 }
 
-inline void flush_mpi(Registry& reg, const SetId& set, const Local& local) {
+// The `mpi` section's rows name world ranks: it fits a flush over all of
+// MPI_COMM_WORLD in its order only (else a warning, once).
+inline bool flushes_world(Registry& reg, MPI_Comm comm) {
+    int same = MPI_UNEQUAL;
+    MPI_Comm_compare(comm, MPI_COMM_WORLD, &same);
+    if (same == MPI_IDENT || same == MPI_CONGRUENT) return true;
+    if (!reg.mpi_comm_warned)
+        warn("the profiler's communicator is not MPI_COMM_WORLD: files get no mpi section");
+    reg.mpi_comm_warned = true;
+    return false;
+}
+
+// `lib` (nullptr: no capture) counted `tables` before `local` was collected.
+inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const MpiLib* lib,
+                      const MpiTables& tables) {
     const Settings& s = reg.settings;
     MPI_Comm comm = s.comm;
     const Callpaths paths = synchronise(comm, local);
     std::vector<int> at(paths.size(), -1);
     const std::vector<int> mine = entries_in(local.paths, paths);
     for (std::size_t i = 0; i < mine.size(); ++i) at[static_cast<std::size_t>(mine[i])] = static_cast<int>(i);
+    std::string mpi;
+    if (lib != nullptr && flushes_world(reg, comm)) {
+        mpi = encode_rank_mpi(*lib, tables, [&](std::int64_t node) {
+            const auto id = static_cast<std::size_t>(node);
+            const int entry = node > 0 && id < local.entry_of_node.size() ? local.entry_of_node[id] : -1;
+            return entry < 0 ? mpisection::kNone : std::int64_t{mine[static_cast<std::size_t>(entry)]};
+        });
+    }
 
     int nranks = 0, rank = 0;
     MPI_Comm_size(comm, &nranks);
@@ -1224,7 +1595,7 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local) {
     MPI_Comm group = group_comm(reg, comm, naggs, g.index);
     bool with_consistent = false;
     for (const auto& m : s.metrics) with_consistent = with_consistent || m.second;
-    std::string row = encode_row(at, local, with_consistent, executions_now());
+    std::string row = encode_row(at, local, with_consistent, executions_now(), mpi);
     std::int64_t width = static_cast<std::int64_t>(row.size());
     MPI_Allreduce(MPI_IN_PLACE, &width, 1, MPI_INT64_T, MPI_MAX, group);
     row.resize(static_cast<std::size_t>(width), '\0');
@@ -1246,7 +1617,8 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local) {
         FileHeader h{nranks, g.first, g.size, g.index, naggs, {}};
         for (const auto& r : split) h.executions.push_back(r.executions);
         const std::string data = encode_file(s, set, h, paths, consistent,
-                                             [&](int r, std::size_t i) { return split[static_cast<std::size_t>(r)].fields[offset + i]; });
+                                             [&](int r, std::size_t i) { return split[static_cast<std::size_t>(r)].fields[offset + i]; },
+                                             mpi_section(split, g.first));
         state[0] = write_file(s, h, data);
         if (rank == 0 && state[0]) state[1] = stale_sets(s, naggs).empty();
     }
@@ -1304,11 +1676,14 @@ inline int on_finalize(MPI_Comm, int, void*, void*);
 inline std::string write_profile() {
     Registry& reg = registry();
     std::lock_guard<std::mutex> lock(reg.flush_mutex);
+    const MpiPause pause;
     settle_run(reg, reg.settings.comm);
     const SetId set{reg.run_id, reg.flushes++};
     const std::uint64_t records = total_records(reg);   // all of these are in `local`
+    const MpiLib* lib = reg.mpi_capture && mpi_live() ? mpi_lib() : nullptr;
+    const MpiTables tables = lib ? read_mpi(*lib) : MpiTables();   // every node named is in `local`
     const Local local = collect_local(reg);
-    if (mpi_live()) flush_mpi(reg, set, local);
+    if (mpi_live()) flush_mpi(reg, set, local, lib, tables);
     else flush_single(reg.settings, set, local);
     reg.last_flush_ns = steady_ns();
     reg.flushed_records = records;
@@ -1345,6 +1720,7 @@ namespace detail {
 // flush() unless no rank recorded anything since the last flush. Collective.
 inline void flush_if_new() {
     Registry& reg = registry();
+    const MpiPause pause;
     std::int64_t fresh = total_records(reg) != reg.flushed_records;
     if (mpi_live()) MPI_Allreduce(MPI_IN_PLACE, &fresh, 1, MPI_INT64_T, MPI_MAX, reg.settings.comm);
     if (fresh) write_profile();
@@ -1360,7 +1736,10 @@ inline bool snapshot() {
     detail::Registry& reg = detail::registry();
     int due = reg.settings.frequency > 0 &&
               static_cast<double>(detail::steady_ns() - reg.last_flush_ns) >= reg.settings.frequency * 1e9;
-    if (detail::mpi_live()) MPI_Bcast(&due, 1, MPI_INT, 0, reg.settings.comm);
+    if (detail::mpi_live()) {
+        const detail::MpiPause pause;
+        MPI_Bcast(&due, 1, MPI_INT, 0, reg.settings.comm);
+    }
     if (due) flush();
     return due != 0;
 }
@@ -1392,6 +1771,8 @@ class Profiler {
         reg.profiler = this;
         reg.profiler_tree = mine;
         reg.last_flush_ns = detail::steady_ns();
+        reg.mpi_capture = detail::start_capture();
+        const detail::MpiPause pause;
         detail::hook_finalize(reg);
         detail::settle_run(reg, reg.settings.comm);   // rank 0's run id, while MPI is live
     }
@@ -1425,6 +1806,7 @@ class Profiler {
                 detail::warn(std::string("profile not written: ") + e.what());
             }
         }
+        if (reg.mpi_capture) detail::mpi_lib()->enable(0);   // recording lasts while a profiler does
         reg.profiler = nullptr;
     }
 

@@ -1,0 +1,45 @@
+// Prints the `mpi` section payload of the rows read from stdin, through the
+// header's encoder: the codec identity test (test_mpi_capture.py) compares it
+// with tinyprof._mpisection.encode. One row a line, fields separated by
+// spaces, `-` for NONE (or no member):
+//   comm <name> <size> <created> <member,member,...>
+//   op <rank> <line> <comm> <op> <bucket> <calls> <bytes> <time>
+//   peer <rank> <line> <comm> <peer> <messages> <bytes>
+#include <tinyprof/tinyprof.hpp>
+
+#include <iostream>
+#include <sstream>
+
+namespace mp = TinyProf::mpisection;
+
+static std::int64_t number(const std::string& text) { return text == "-" ? mp::kNone : std::stoll(text); }
+
+static std::vector<std::int32_t> members(const std::string& text) {
+    std::vector<std::int32_t> out;
+    if (text == "-") return out;
+    std::stringstream items(text);
+    for (std::string item; std::getline(items, item, ',');) out.push_back(std::stoi(item));
+    return out;
+}
+
+int main() {
+    std::vector<mp::Comm> comms;
+    std::vector<mp::OpRow> ops;
+    std::vector<mp::PeerRow> peers;
+    for (std::string line; std::getline(std::cin, line);) {
+        std::istringstream in(line);
+        std::string kind, a, b, c, d, e, f, g, h;
+        in >> kind >> a >> b >> c >> d;
+        if (kind == "comm") {
+            comms.push_back({a, number(b), mp::encode_members(members(d)), number(c)});
+        } else if (kind == "op") {
+            in >> e >> f >> g >> h;
+            ops.push_back({number(a), number(b), number(c), d, number(e), number(f), number(g), number(h)});
+        } else {
+            in >> e >> f;
+            peers.push_back({number(a), number(b), number(c), number(d), number(e), number(f)});
+        }
+    }
+    std::cout << mp::encode(comms, ops, peers);
+    return 0;
+}
