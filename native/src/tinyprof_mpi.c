@@ -1,0 +1,1032 @@
+/* tinyprof_mpi.c: libtinyprof_mpi, tinyprof's PMPI library.
+ *
+ * Every wrapped MPI_X / MPI_X_c records (calls, bytes, time) into the calling
+ * thread's own table under (node, communicator, op, size bucket), and sends
+ * add (messages, bytes) under (node, communicator, destination world rank).
+ * Interface: native/include/tinyprof/tinyprof_mpi.h. Rules: docs/mpi.md.
+ *
+ * Hot path of a wrapper: one branch when recording is off or the thread is
+ * paused; else a lock-free handle lookup, two clock reads, the source
+ * function and an uncontended per-thread lock. No allocation except when a
+ * table grows; nothing here ever calls into Python.
+ */
+#define _GNU_SOURCE
+#include "tinyprof/tinyprof_mpi.h"
+
+#include <mpi.h>
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(MPI_Comm) <= 8 && sizeof(MPI_Message) <= 8, "handles are hashed as 8 bytes");
+_Static_assert(sizeof(int) == sizeof(int32_t), "MPI ranks are copied as int32");
+
+/* ------------------------------------------------------------------ ops */
+
+/* Every wrapped operation, in code order: the code is the record's TP_OP_OP. */
+#define TP_OPS(X)                                                                            \
+    X(Send) X(Ssend) X(Rsend) X(Bsend) X(Isend) X(Issend) X(Irsend) X(Ibsend) X(Recv)        \
+    X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Probe) X(Iprobe) X(Mprobe) X(Improbe)          \
+    X(Mrecv) X(Imrecv)                                                                       \
+    X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome)      \
+    X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Gather) X(Gatherv) X(Scatter) X(Scatterv)   \
+    X(Allgather) X(Allgatherv) X(Alltoall) X(Alltoallv) X(Alltoallw) X(Reduce_scatter)       \
+    X(Reduce_scatter_block) X(Scan) X(Exscan)                                                \
+    X(Ibarrier) X(Ibcast) X(Ireduce) X(Iallreduce) X(Igather) X(Igatherv) X(Iscatter)        \
+    X(Iscatterv) X(Iallgather) X(Iallgatherv) X(Ialltoall) X(Ialltoallv) X(Ialltoallw)       \
+    X(Ireduce_scatter) X(Ireduce_scatter_block) X(Iscan) X(Iexscan)                          \
+    X(Comm_dup) X(Comm_dup_with_info) X(Comm_idup) X(Comm_idup_with_info) X(Comm_split)     \
+    X(Comm_split_type) X(Comm_create) X(Comm_create_group) X(Cart_create) X(Cart_sub)        \
+    X(Graph_create) X(Dist_graph_create) X(Dist_graph_create_adjacent) X(Intercomm_create)   \
+    X(Intercomm_merge) X(Comm_free)
+
+#define TP_OP_ENUM(name) OP_##name,
+#define TP_OP_STRING(name) #name,
+enum { TP_OPS(TP_OP_ENUM) TP_NOPS };
+static const char *const tp_op_names[TP_NOPS] = {TP_OPS(TP_OP_STRING)};
+
+/* Kinds of communicator creation: the `<kind>` of a derived name. */
+enum { K_DUP, K_SPLIT, K_CREATE, K_CART, K_SUB, K_GRAPH, K_INTER, K_MERGE };
+static const char *const tp_kind_names[] = {"dup", "split", "create", "cart",
+                                            "sub", "graph", "inter", "merge"};
+
+/* ------------------------------------------------------------ globals */
+
+static atomic_int g_on;                               /* recording, process-wide */
+static _Atomic(tinyprof_mpi_source_fn) g_source;      /* current node, or NULL */
+
+/* Everything thread-local in one block: one TLS address computation per call. */
+struct tp_tls {
+    struct tp_thread *thread;   /* this thread's tables, registered on first record */
+    int pause;                  /* tinyprof_mpi_pause depth */
+    unsigned msg_next;          /* ring of Mprobe'd messages -> communicator, for Mrecv */
+    uint64_t msg[8];
+    int32_t msg_comm[8];
+};
+static _Thread_local struct tp_tls tls;
+
+static void tp_warn_once(atomic_flag *done, const char *what) {
+    if (!atomic_flag_test_and_set(done)) fprintf(stderr, "tinyprof: MPI capture: %s\n", what);
+}
+
+static inline int64_t tp_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A handle's bytes as a key (MPI_Comm is an int in MPICH, a pointer in Open MPI). */
+#define TP_BITS(h) tp_bits(&(h), sizeof(h))
+static inline uint64_t tp_bits(const void *h, size_t size) {
+    uint64_t k = 0;
+    memcpy(&k, h, size);
+    return k;
+}
+
+static inline uint64_t tp_mix(uint64_t x) {
+    x ^= x >> 31;
+    x *= 0x9E3779B97F4A7C15ull;
+    return x ^ (x >> 29);
+}
+
+/* --------------------------------------------------- per-thread tables */
+
+/* One counter row: key (a, b), values v. Empty while v[0] == 0 (calls and
+ * messages are >= 1 once a row exists). Ops: a = node<<32 | comm, b = op<<8 |
+ * bucket, v = calls, bytes, time. Peers: same a, b = peer, v = messages, bytes. */
+typedef struct {
+    uint64_t a, b;
+    int64_t v[3];
+} tp_row;
+
+/* Open addressing, linear probing, grown by doubling at 3/4 load. */
+typedef struct {
+    tp_row *rows;
+    size_t cap, n;
+} tp_table;
+
+static atomic_flag g_warned_oom = ATOMIC_FLAG_INIT;
+
+static tp_row *tp_slot(tp_row *rows, size_t cap, uint64_t a, uint64_t b) {
+    size_t i = tp_mix(a * 31 + b) & (cap - 1);
+    while (rows[i].v[0] != 0 && (rows[i].a != a || rows[i].b != b)) i = (i + 1) & (cap - 1);
+    return &rows[i];
+}
+
+static int tp_grow(tp_table *t) {
+    size_t cap = t->cap ? 2 * t->cap : 64;
+    tp_row *rows = calloc(cap, sizeof *rows);
+    if (!rows) {
+        tp_warn_once(&g_warned_oom, "out of memory, some MPI calls are not counted");
+        return -1;
+    }
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->rows[i].v[0] != 0) *tp_slot(rows, cap, t->rows[i].a, t->rows[i].b) = t->rows[i];
+    free(t->rows);
+    t->rows = rows;
+    t->cap = cap;
+    return 0;
+}
+
+static void tp_add(tp_table *t, uint64_t a, uint64_t b, int64_t v0, int64_t v1, int64_t v2) {
+    if (4 * (t->n + 1) > 3 * t->cap && tp_grow(t) != 0) return;
+    tp_row *r = tp_slot(t->rows, t->cap, a, b);
+    if (r->v[0] == 0) {
+        r->a = a;
+        r->b = b;
+        t->n++;
+    }
+    r->v[0] += v0;
+    r->v[1] += v1;
+    r->v[2] += v2;
+}
+
+/* A thread's tables. `busy` is taken by the owner per update and by a
+ * collector while copying; the owner almost never finds it taken. Never
+ * freed: a thread that exits keeps its counts. */
+struct tp_thread {
+    atomic_flag busy;
+    tp_table ops, peers;
+    struct tp_thread *next;
+};
+static _Atomic(struct tp_thread *) g_threads;
+static pthread_mutex_t g_threads_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void tp_lock(struct tp_thread *t) {
+    while (atomic_flag_test_and_set_explicit(&t->busy, memory_order_acquire)) sched_yield();
+}
+static void tp_unlock(struct tp_thread *t) { atomic_flag_clear_explicit(&t->busy, memory_order_release); }
+
+static struct tp_thread *tp_register(void) {
+    struct tp_thread *t = calloc(1, sizeof *t);
+    if (!t) {
+        tp_warn_once(&g_warned_oom, "out of memory, some MPI calls are not counted");
+        return NULL;
+    }
+    atomic_flag_clear(&t->busy);
+    pthread_mutex_lock(&g_threads_mu);
+    t->next = atomic_load(&g_threads);
+    atomic_store_explicit(&g_threads, t, memory_order_release);
+    pthread_mutex_unlock(&g_threads_mu);
+    return tls.thread = t;
+}
+
+/* ------------------------------------------------------ communicators */
+
+/* A communicator's record. Immutable once published, except `flags`
+ * (FREED) and `children` (under g_comm_mu). Records never move. */
+typedef struct {
+    char name[256];
+    int32_t size;          /* local group size */
+    int32_t nmembers;      /* entries of members (1 for self-like: the own rank) */
+    int32_t *members;      /* world ranks in rank order */
+    int64_t created;       /* node current at creation */
+    int64_t children;      /* communicators created from this one so far (non-private) */
+    atomic_int flags;      /* TP_COMM_* */
+    int inter;             /* an intercommunicator: no peer matrix, root rules differ */
+} tp_comm;
+
+#define TP_CHUNK 512
+#define TP_MAX_CHUNKS 256  /* 131072 communicators */
+static tp_comm *g_chunks[TP_MAX_CHUNKS];
+static atomic_int g_ncomms;
+static pthread_mutex_t g_comm_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_flag g_warned_comms = ATOMIC_FLAG_INIT;
+
+static inline tp_comm *tp_rec(int32_t i) { return &g_chunks[i / TP_CHUNK][i % TP_CHUNK]; }
+
+/* Handle -> record index: fixed open addressing, lock-free readers, writers
+ * under g_comm_mu. A key is never removed: freeing sets its index to -1, and
+ * the same handle, when MPI reuses it, takes its slot again. */
+#define TP_MAP_SIZE (1u << 14)
+static struct {
+    _Atomic uint64_t key;
+    atomic_int idx;
+} g_map[TP_MAP_SIZE];
+static unsigned g_map_used;
+static int g_map_full;
+
+static inline int32_t tp_find(uint64_t k) {
+    for (uint32_t i = tp_mix(k) & (TP_MAP_SIZE - 1);; i = (i + 1) & (TP_MAP_SIZE - 1)) {
+        uint64_t s = atomic_load_explicit(&g_map[i].key, memory_order_acquire);
+        if (s == k) return atomic_load_explicit(&g_map[i].idx, memory_order_acquire);
+        if (s == 0) return -1;
+    }
+}
+
+/* Under g_comm_mu. Returns 0, or -1 when the map is full (warned once). */
+static int tp_map(uint64_t k, int32_t idx) {
+    uint32_t i = tp_mix(k) & (TP_MAP_SIZE - 1);
+    while (g_map[i].key != 0 && g_map[i].key != k) i = (i + 1) & (TP_MAP_SIZE - 1);
+    if (g_map[i].key == 0) {
+        if (4 * (g_map_used + 1) > 3 * TP_MAP_SIZE) {
+            g_map_full = 1;
+            tp_warn_once(&g_warned_comms, "too many communicators, later ones are not named");
+            return -1;
+        }
+        g_map_used++;
+        atomic_store_explicit(&g_map[i].idx, idx, memory_order_release);
+        atomic_store_explicit(&g_map[i].key, k, memory_order_release);
+    } else {
+        atomic_store_explicit(&g_map[i].idx, idx, memory_order_release);
+    }
+    return 0;
+}
+
+/* Under g_comm_mu: append a record (name, size and members filled by the caller). */
+static tp_comm *tp_new_record(int32_t *idx) {
+    int n = atomic_load(&g_ncomms);
+    if (n >= TP_CHUNK * TP_MAX_CHUNKS) {
+        tp_warn_once(&g_warned_comms, "too many communicators, later ones are not named");
+        return NULL;
+    }
+    if (!g_chunks[n / TP_CHUNK] && !(g_chunks[n / TP_CHUNK] = calloc(TP_CHUNK, sizeof(tp_comm)))) {
+        tp_warn_once(&g_warned_oom, "out of memory, some MPI calls are not counted");
+        return NULL;
+    }
+    *idx = n;
+    return tp_rec(n);
+}
+
+/* Publish the record made by tp_new_record and map its handle. */
+static void tp_publish(int32_t idx, MPI_Comm c) {
+    atomic_store_explicit(&g_ncomms, idx + 1, memory_order_release);
+    tp_map(TP_BITS(c), idx);
+}
+
+static MPI_Group g_world_group;
+static int32_t g_world_rank;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* Size, intercommunicator flag and members (world ranks of the local group)
+ * of `c`; members malloc'ed (NULL if out of memory). Local calls only. */
+static void tp_describe(MPI_Comm c, tp_comm *r) {
+    MPI_Group g;
+    int n = 0, inter = 0;
+    PMPI_Comm_test_inter(c, &inter);
+    PMPI_Comm_group(c, &g);
+    PMPI_Group_size(g, &n);
+    r->inter = inter;
+    r->size = n;
+    r->members = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    r->nmembers = r->members ? n : 0;
+    if (r->members) {
+        for (int i = 0; i < n; i++) r->members[i] = i;
+        PMPI_Group_translate_ranks(g, n, (int *)r->members, g_world_group, (int *)r->members);
+    }
+    PMPI_Group_free(&g);
+}
+
+static void tp_init(void) {
+    int32_t idx;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+    PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group);
+    pthread_mutex_lock(&g_comm_mu);
+    tp_comm *w = tp_new_record(&idx);   /* 0: COMM_WORLD */
+    strcpy(w->name, "COMM_WORLD");
+    tp_describe(MPI_COMM_WORLD, w);
+    tp_publish(idx, MPI_COMM_WORLD);
+    tp_comm *s = tp_new_record(&idx);   /* 1: COMM_SELF */
+    strcpy(s->name, "COMM_SELF");
+    tp_describe(MPI_COMM_SELF, s);
+    atomic_store(&s->flags, TP_COMM_SELFLIKE);
+    tp_publish(idx, MPI_COMM_SELF);
+    pthread_mutex_unlock(&g_comm_mu);
+}
+
+/* Initialise once MPI is; 0 if it is not (yet, or any more). */
+static int tp_ready(void) {
+    int init = 0, fini = 0;
+    PMPI_Initialized(&init);
+    PMPI_Finalized(&fini);
+    if (!init || fini) return 0;
+    pthread_once(&g_once, tp_init);
+    return 1;
+}
+
+/* A handle never seen created: a record named `comm<size>@<r0>` on first use. */
+static int32_t tp_index_slow(MPI_Comm c) {
+    int32_t idx = -1;
+    if (c == MPI_COMM_NULL || TP_BITS(c) == 0) return -1;
+    pthread_once(&g_once, tp_init);
+    pthread_mutex_lock(&g_comm_mu);
+    if ((idx = tp_find(TP_BITS(c))) < 0 && !g_map_full) {
+        tp_comm *r = tp_new_record(&idx);
+        if (r) {
+            tp_describe(c, r);
+            snprintf(r->name, sizeof r->name, "comm%d@%d", (int)r->size,
+                     r->nmembers ? (int)r->members[0] : 0);
+            tp_publish(idx, c);
+        }
+    }
+    pthread_mutex_unlock(&g_comm_mu);
+    return idx;
+}
+
+/* Record index of a communicator handle; -1 for MPI_COMM_NULL or untracked. */
+static inline int32_t tp_index(MPI_Comm c) {
+    int32_t idx = tp_find(TP_BITS(c));
+    return idx >= 0 ? idx : tp_index_slow(c);
+}
+
+static inline int tp_private(int32_t idx) {
+    return idx >= 0 && (atomic_load_explicit(&tp_rec(idx)->flags, memory_order_relaxed) & TP_COMM_PRIVATE);
+}
+
+/* Read the node now: the creating thread's current node. */
+static inline int32_t tp_node(void) {
+    tinyprof_mpi_source_fn f = atomic_load_explicit(&g_source, memory_order_relaxed);
+    return f ? f() : 0;
+}
+
+/* After a successful creation of `c` from record `parent` (-1: untracked):
+ * name it per docs/mpi.md. A call returning MPI_COMM_NULL still advances the
+ * parent's count; a paused thread's communicators (or a private parent's)
+ * are private and advance nothing. */
+static void tp_created(int32_t parent, MPI_Comm c, int kind) {
+    tp_comm d = {.size = 0};
+    tp_comm *p = parent >= 0 ? tp_rec(parent) : NULL;
+    int priv = tls.pause > 0 || (p && (atomic_load(&p->flags) & TP_COMM_PRIVATE));
+    if (c != MPI_COMM_NULL) {
+        if (kind == K_DUP && p) {   /* same group: no MPI call (an idup'ed handle is not usable yet) */
+            d.size = p->size;
+            d.inter = p->inter;
+            d.members = malloc(sizeof(int32_t) * (size_t)(p->nmembers ? p->nmembers : 1));
+            d.nmembers = d.members ? p->nmembers : 0;
+            if (d.members) memcpy(d.members, p->members, sizeof(int32_t) * (size_t)d.nmembers);
+        } else {
+            tp_describe(c, &d);
+        }
+    }
+    int32_t node = tp_node();
+    pthread_mutex_lock(&g_comm_mu);
+    int64_t k = (!priv && p) ? ++p->children : 0;
+    int32_t idx;
+    tp_comm *r = c != MPI_COMM_NULL && !g_map_full ? tp_new_record(&idx) : NULL;
+    if (r) {
+        int selflike = p && (atomic_load(&p->flags) & TP_COMM_SELFLIKE);
+        int n = snprintf(r->name, sizeof r->name, "%s.%s%lld", p ? p->name : "comm", tp_kind_names[kind],
+                         (long long)k);
+        if (p && d.size < p->size && n >= 0 && (size_t)n < sizeof r->name)
+            snprintf(r->name + n, sizeof r->name - (size_t)n, "@%d", d.nmembers ? (int)d.members[0] : 0);
+        r->size = d.size;
+        r->inter = d.inter;
+        r->members = d.members;
+        r->nmembers = d.nmembers;
+        r->created = node;
+        atomic_store(&r->flags, (priv ? TP_COMM_PRIVATE : 0) | (selflike ? TP_COMM_SELFLIKE : 0));
+        tp_publish(idx, c);
+    } else {
+        free(d.members);
+    }
+    pthread_mutex_unlock(&g_comm_mu);
+}
+
+static void tp_freed(int32_t idx, MPI_Comm c) {
+    if (idx < 0) return;
+    pthread_mutex_lock(&g_comm_mu);
+    atomic_fetch_or(&tp_rec(idx)->flags, TP_COMM_FREED);
+    tp_map(TP_BITS(c), -1);
+    pthread_mutex_unlock(&g_comm_mu);
+}
+
+/* ---------------------------------------------------------- recording */
+
+typedef struct {
+    int32_t comm;   /* record index; -1: none */
+    int64_t t0;
+} tp_call;
+
+static inline int tp_active(void) {
+    return atomic_load_explicit(&g_on, memory_order_relaxed) && tls.pause == 0;
+}
+
+static inline int tp_bucket(int64_t b) { return b <= 0 ? 0 : 64 - __builtin_clzll((uint64_t)b); }
+
+/* Charge one call to the calling thread's tables; peer >= 0: a message too. */
+static void tp_end(const tp_call *c, int op, int64_t t1, int64_t bytes, int32_t peer) {
+    struct tp_thread *t = tls.thread ? tls.thread : tp_register();
+    if (!t) return;
+    uint64_t a = (uint64_t)(uint32_t)tp_node() << 32 | (uint32_t)c->comm;
+    tp_lock(t);
+    tp_add(&t->ops, a, (uint64_t)op << 8 | (uint64_t)tp_bucket(bytes), 1, bytes, t1 - c->t0);
+    if (peer >= 0) tp_add(&t->peers, a, (uint64_t)peer, 1, bytes, 0);
+    tp_unlock(t);
+}
+
+/* World rank of rank `dest` of record `idx`; -1 for MPI_PROC_NULL, an
+ * intercommunicator or an unknown rank: no matrix entry. */
+static inline int32_t tp_peer(int32_t idx, int dest) {
+    if (idx < 0) return -1;
+    tp_comm *r = tp_rec(idx);
+    return !r->inter && dest >= 0 && dest < r->nmembers ? r->members[dest] : -1;
+}
+
+static int64_t tp_tsize(MPI_Datatype t) {
+    MPI_Count s = 0;
+    if (t == MPI_DATATYPE_NULL || PMPI_Type_size_c(t, &s) != MPI_SUCCESS) return 0;
+    return (int64_t)s;
+}
+
+/* count x size of type; the type is not looked at when count is 0 (it may be null). */
+static inline int64_t tp_nb(int64_t count, MPI_Datatype t) { return count > 0 ? count * tp_tsize(t) : 0; }
+
+static int64_t tp_status_bytes(const MPI_Status *st, MPI_Datatype t) {
+    MPI_Count n = 0;
+    if (PMPI_Get_count_c(st, t, &n) != MPI_SUCCESS || n == MPI_UNDEFINED) return 0;
+    return tp_nb(n, t);
+}
+
+static int tp_rank(MPI_Comm c) {
+    int r = -1;
+    PMPI_Comm_rank(c, &r);
+    return r;
+}
+
+/* This rank is the root of a rooted collective. */
+static int tp_is_root(int32_t idx, MPI_Comm c, int root) {
+    return root == MPI_ROOT || (idx >= 0 && !tp_rec(idx)->inter && root == tp_rank(c));
+}
+
+/* Entries of a per-peer count array: the remote group size on an intercommunicator. */
+static int tp_npeers(int32_t idx, MPI_Comm c) {
+    int n = 0;
+    if (idx >= 0 && !tp_rec(idx)->inter) return tp_rec(idx)->size;
+    PMPI_Comm_remote_size(c, &n);
+    return n;
+}
+
+/* Sums of count arrays (int classic, MPI_Count large-count). */
+#define TP_SUMS(SFX, CT)                                                              \
+    static int64_t tp_sum##SFX(const CT *c, int n) {                                  \
+        int64_t s = 0;                                                                \
+        for (int i = 0; i < n; i++) s += c[i];                                        \
+        return s;                                                                     \
+    }                                                                                 \
+    static int64_t tp_wsum##SFX(const CT *c, const MPI_Datatype *t, int n) {          \
+        int64_t s = 0;                                                                \
+        for (int i = 0; i < n; i++) s += tp_nb(c[i], t[i]);                           \
+        return s;                                                                     \
+    }
+TP_SUMS(_i, int)
+TP_SUMS(_c, MPI_Count)
+#define tp_sum(c, n) _Generic((c), const int *: tp_sum_i, const MPI_Count *: tp_sum_c)(c, n)
+#define tp_wsum(c, t, n) _Generic((c), const int *: tp_wsum_i, const MPI_Count *: tp_wsum_c)(c, t, n)
+
+/* Mprobe'd message -> communicator, for the Mrecv that consumes it (an
+ * MPI_Message names no communicator). Per thread, the last 8. */
+static void tp_msg_put(MPI_Message m, int32_t comm) {
+    if (m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC) return;
+    unsigned i = tls.msg_next++ % 8;
+    tls.msg[i] = TP_BITS(m);
+    tls.msg_comm[i] = comm;
+}
+static int32_t tp_msg_comm(MPI_Message m) {
+    for (int i = 0; i < 8; i++)
+        if (tls.msg[i] == TP_BITS(m)) return tls.msg_comm[i];
+    return -1;
+}
+
+/* ----------------------------------------------------------- wrappers */
+
+/* The one wrapper: NAME's PMPI call, timed and charged to op OP on record
+ * COMM when recording. PRE/POST: statements around the call (recording path
+ * only); BYTES and PEER are read after it (only if it succeeded). */
+#define TP_WRAP(NAME, OP, PARAMS, ARGS, COMM, PRE, BYTES, PEER, POST)                     \
+    int MPI_##NAME PARAMS {                                                               \
+        tp_call c_;                                                                       \
+        if (!tp_active() || tp_private(c_.comm = (COMM))) return PMPI_##NAME ARGS;        \
+        PRE;                                                                              \
+        c_.t0 = tp_now();                                                                 \
+        int rc_ = PMPI_##NAME ARGS;                                                       \
+        int64_t t1_ = tp_now();                                                           \
+        POST;                                                                             \
+        int ok_ = rc_ == MPI_SUCCESS;                                                     \
+        tp_end(&c_, OP, t1_, ok_ ? (int64_t)(BYTES) : 0, ok_ ? (int32_t)(PEER) : -1);     \
+        return rc_;                                                                       \
+    }
+
+/* Trailing request parameter: BL blocking, NB nonblocking (pasted as R##_P, R##_A). */
+#define BL_P
+#define BL_A
+#define NB_P , MPI_Request *request
+#define NB_A , request
+
+/* Instantiate family FAM for the classic (int counts and displacements) and
+ * the large-count `_c` entry point. */
+#define TP_BOTH(FAM, ...) FAM(, int, int, __VA_ARGS__) FAM(_c, MPI_Count, MPI_Aint, __VA_ARGS__)
+/* A collective and its nonblocking twin. */
+#define TP_COLL(FAM, NAME, INAME, BYTES) TP_BOTH(FAM, NAME, BL, BYTES) TP_BOTH(FAM, INAME, NB, BYTES)
+
+#define TP_LOCAL_STATUS                 \
+    MPI_Status st_;                     \
+    if (status == MPI_STATUS_IGNORE) status = &st_
+
+/* -- point-to-point */
+#define F_SEND(SFX, CT, DT, NAME, R)                                                                  \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                     \
+            (const void *buf, CT count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm R##_P), \
+            (buf, count, datatype, dest, tag, comm R##_A), tp_index(comm), , tp_nb(count, datatype),  \
+            tp_peer(c_.comm, dest), )
+TP_BOTH(F_SEND, Send, BL) TP_BOTH(F_SEND, Ssend, BL) TP_BOTH(F_SEND, Rsend, BL) TP_BOTH(F_SEND, Bsend, BL)
+TP_BOTH(F_SEND, Isend, NB) TP_BOTH(F_SEND, Issend, NB) TP_BOTH(F_SEND, Irsend, NB) TP_BOTH(F_SEND, Ibsend, NB)
+
+#define F_RECV(SFX, CT, DT, NAME)                                                                   \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
+            (void *buf, CT count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,        \
+             MPI_Status *status),                                                                   \
+            (buf, count, datatype, source, tag, comm, status), tp_index(comm), TP_LOCAL_STATUS,     \
+            tp_status_bytes(status, datatype), -1, )
+TP_BOTH(F_RECV, Recv)
+
+#define F_IRECV(SFX, CT, DT, NAME)                                                                  \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
+            (void *buf, CT count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,        \
+             MPI_Request *request),                                                                 \
+            (buf, count, datatype, source, tag, comm, request), tp_index(comm), ,                   \
+            tp_nb(count, datatype), -1, )
+TP_BOTH(F_IRECV, Irecv)
+
+#define F_SENDRECV(SFX, CT, DT, NAME)                                                               \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
+            (const void *sendbuf, CT sendcount, MPI_Datatype sendtype, int dest, int sendtag,       \
+             void *recvbuf, CT recvcount, MPI_Datatype recvtype, int source, int recvtag,           \
+             MPI_Comm comm, MPI_Status *status),                                                    \
+            (sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,     \
+             recvtag, comm, status),                                                                \
+            tp_index(comm), , tp_nb(sendcount, sendtype), tp_peer(c_.comm, dest), )
+TP_BOTH(F_SENDRECV, Sendrecv)
+
+#define F_SENDRECV_REPLACE(SFX, CT, DT, NAME)                                                       \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
+            (void *buf, CT count, MPI_Datatype datatype, int dest, int sendtag, int source,         \
+             int recvtag, MPI_Comm comm, MPI_Status *status),                                       \
+            (buf, count, datatype, dest, sendtag, source, recvtag, comm, status), tp_index(comm), , \
+            tp_nb(count, datatype), tp_peer(c_.comm, dest), )
+TP_BOTH(F_SENDRECV_REPLACE, Sendrecv_replace)
+
+/* Probes have no `_c` form; Mprobe'd messages remember their communicator. */
+TP_WRAP(Probe, OP_Probe, (int source, int tag, MPI_Comm comm, MPI_Status *status),
+        (source, tag, comm, status), tp_index(comm), , 0, -1, )
+TP_WRAP(Iprobe, OP_Iprobe, (int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status),
+        (source, tag, comm, flag, status), tp_index(comm), , 0, -1, )
+TP_WRAP(Mprobe, OP_Mprobe,
+        (int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status),
+        (source, tag, comm, message, status), tp_index(comm), , 0, -1,
+        if (rc_ == MPI_SUCCESS) tp_msg_put(*message, c_.comm))
+TP_WRAP(Improbe, OP_Improbe,
+        (int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status),
+        (source, tag, comm, flag, message, status), tp_index(comm), , 0, -1,
+        if (rc_ == MPI_SUCCESS && *flag) tp_msg_put(*message, c_.comm))
+
+#define F_MRECV(SFX, CT, DT, NAME)                                                                  \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
+            (void *buf, CT count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status), \
+            (buf, count, datatype, message, status), tp_msg_comm(*message), TP_LOCAL_STATUS,        \
+            tp_status_bytes(status, datatype), -1, )
+TP_BOTH(F_MRECV, Mrecv)
+
+#define F_IMRECV(SFX, CT, DT, NAME)                                                                 \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
+            (void *buf, CT count, MPI_Datatype datatype, MPI_Message *message,                      \
+             MPI_Request *request),                                                                 \
+            (buf, count, datatype, message, request), tp_msg_comm(*message), ,                      \
+            tp_nb(count, datatype), -1, )
+TP_BOTH(F_IMRECV, Imrecv)
+
+/* -- completion: no communicator, no bytes */
+#define F_DONE(NAME, PARAMS, ARGS) TP_WRAP(NAME, OP_##NAME, PARAMS, ARGS, -1, , 0, -1, )
+F_DONE(Wait, (MPI_Request *request, MPI_Status *status), (request, status))
+F_DONE(Waitall, (int count, MPI_Request array_of_requests[], MPI_Status *array_of_statuses),
+       (count, array_of_requests, array_of_statuses))
+F_DONE(Waitany, (int count, MPI_Request array_of_requests[], int *indx, MPI_Status *status),
+       (count, array_of_requests, indx, status))
+F_DONE(Waitsome,
+       (int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[],
+        MPI_Status *array_of_statuses),
+       (incount, array_of_requests, outcount, array_of_indices, array_of_statuses))
+F_DONE(Test, (MPI_Request *request, int *flag, MPI_Status *status), (request, flag, status))
+F_DONE(Testall,
+       (int count, MPI_Request array_of_requests[], int *flag, MPI_Status *array_of_statuses),
+       (count, array_of_requests, flag, array_of_statuses))
+F_DONE(Testany,
+       (int count, MPI_Request array_of_requests[], int *indx, int *flag, MPI_Status *status),
+       (count, array_of_requests, indx, flag, status))
+F_DONE(Testsome,
+       (int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[],
+        MPI_Status *array_of_statuses),
+       (incount, array_of_requests, outcount, array_of_indices, array_of_statuses))
+
+/* -- collectives; BYTES per docs/mpi.md */
+TP_WRAP(Barrier, OP_Barrier, (MPI_Comm comm), (comm), tp_index(comm), , 0, -1, )
+TP_WRAP(Ibarrier, OP_Ibarrier, (MPI_Comm comm, MPI_Request *request), (comm, request),
+        tp_index(comm), , 0, -1, )
+
+#define F_BCAST(SFX, CT, DT, NAME, R, BYTES)                                                         \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (void *buffer, CT count, MPI_Datatype datatype, int root, MPI_Comm comm R##_P),         \
+            (buffer, count, datatype, root, comm R##_A), tp_index(comm), , BYTES, -1, )
+TP_COLL(F_BCAST, Bcast, Ibcast, tp_nb(count, datatype))
+
+#define F_REDUCE(SFX, CT, DT, NAME, R, BYTES)                                                        \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, void *recvbuf, CT count, MPI_Datatype datatype, MPI_Op op,         \
+             int root, MPI_Comm comm R##_P),                                                         \
+            (sendbuf, recvbuf, count, datatype, op, root, comm R##_A), tp_index(comm), , BYTES, -1, )
+TP_COLL(F_REDUCE, Reduce, Ireduce, tp_nb(count, datatype))
+
+#define F_ALLREDUCE(SFX, CT, DT, NAME, R, BYTES)                                                     \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, void *recvbuf, CT count, MPI_Datatype datatype, MPI_Op op,         \
+             MPI_Comm comm R##_P),                                                                   \
+            (sendbuf, recvbuf, count, datatype, op, comm R##_A), tp_index(comm), , BYTES, -1, )
+TP_COLL(F_ALLREDUCE, Allreduce, Iallreduce, tp_nb(count, datatype))
+TP_COLL(F_ALLREDUCE, Scan, Iscan, tp_nb(count, datatype))
+TP_COLL(F_ALLREDUCE, Exscan, Iexscan, tp_nb(count, datatype))
+
+#define F_GATHER(SFX, CT, DT, NAME, R, BYTES)                                                        \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, CT sendcount, MPI_Datatype sendtype, void *recvbuf, CT recvcount,  \
+             MPI_Datatype recvtype, int root, MPI_Comm comm R##_P),                                  \
+            (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm R##_A),          \
+            tp_index(comm), , BYTES, -1, )
+#define IN_PLACE_OR(RECV, SEND) (sendbuf == MPI_IN_PLACE ? (RECV) : (SEND))
+TP_COLL(F_GATHER, Gather, Igather,
+        IN_PLACE_OR(tp_nb(recvcount, recvtype), tp_nb(sendcount, sendtype)))
+TP_COLL(F_GATHER, Scatter, Iscatter,
+        tp_is_root(c_.comm, comm, root) ? tp_nb(sendcount, sendtype) * tp_npeers(c_.comm, comm)
+                                        : tp_nb(recvcount, recvtype))
+
+#define F_ALLGATHER(SFX, CT, DT, NAME, R, BYTES)                                                     \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, CT sendcount, MPI_Datatype sendtype, void *recvbuf, CT recvcount,  \
+             MPI_Datatype recvtype, MPI_Comm comm R##_P),                                            \
+            (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm R##_A),                \
+            tp_index(comm), , BYTES, -1, )
+TP_COLL(F_ALLGATHER, Allgather, Iallgather,
+        IN_PLACE_OR(tp_nb(recvcount, recvtype), tp_nb(sendcount, sendtype)))
+TP_COLL(F_ALLGATHER, Alltoall, Ialltoall,
+        IN_PLACE_OR(tp_nb(recvcount, recvtype), tp_nb(sendcount, sendtype)) * tp_npeers(c_.comm, comm))
+
+#define F_GATHERV(SFX, CT, DT, NAME, R, BYTES)                                                       \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, CT sendcount, MPI_Datatype sendtype, void *recvbuf,                \
+             const CT recvcounts[], const DT displs[], MPI_Datatype recvtype, int root,              \
+             MPI_Comm comm R##_P),                                                                   \
+            (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm R##_A), \
+            tp_index(comm), , BYTES, -1, )
+TP_COLL(F_GATHERV, Gatherv, Igatherv,
+        IN_PLACE_OR(tp_nb(recvcounts[tp_rank(comm)], recvtype), tp_nb(sendcount, sendtype)))
+
+#define F_ALLGATHERV(SFX, CT, DT, NAME, R, BYTES)                                                    \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, CT sendcount, MPI_Datatype sendtype, void *recvbuf,                \
+             const CT recvcounts[], const DT displs[], MPI_Datatype recvtype, MPI_Comm comm R##_P),  \
+            (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm R##_A),       \
+            tp_index(comm), , BYTES, -1, )
+TP_COLL(F_ALLGATHERV, Allgatherv, Iallgatherv,
+        IN_PLACE_OR(tp_nb(recvcounts[tp_rank(comm)], recvtype), tp_nb(sendcount, sendtype)))
+
+#define F_SCATTERV(SFX, CT, DT, NAME, R, BYTES)                                                      \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, const CT sendcounts[], const DT displs[], MPI_Datatype sendtype,   \
+             void *recvbuf, CT recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm R##_P),     \
+            (sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm R##_A), \
+            tp_index(comm), , BYTES, -1, )
+TP_COLL(F_SCATTERV, Scatterv, Iscatterv,
+        tp_is_root(c_.comm, comm, root) ? tp_nb(tp_sum(sendcounts, tp_npeers(c_.comm, comm)), sendtype)
+                                        : tp_nb(recvcount, recvtype))
+
+#define F_ALLTOALLV(SFX, CT, DT, NAME, R, BYTES)                                                     \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, const CT sendcounts[], const DT sdispls[], MPI_Datatype sendtype,  \
+             void *recvbuf, const CT recvcounts[], const DT rdispls[], MPI_Datatype recvtype,        \
+             MPI_Comm comm R##_P),                                                                   \
+            (sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,         \
+             comm R##_A),                                                                            \
+            tp_index(comm), , BYTES, -1, )
+TP_COLL(F_ALLTOALLV, Alltoallv, Ialltoallv,
+        IN_PLACE_OR(tp_nb(tp_sum(recvcounts, tp_npeers(c_.comm, comm)), recvtype),
+                    tp_nb(tp_sum(sendcounts, tp_npeers(c_.comm, comm)), sendtype)))
+
+#define F_ALLTOALLW(SFX, CT, DT, NAME, R, BYTES)                                                     \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, const CT sendcounts[], const DT sdispls[],                         \
+             const MPI_Datatype sendtypes[], void *recvbuf, const CT recvcounts[],                   \
+             const DT rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm R##_P),               \
+            (sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,       \
+             comm R##_A),                                                                            \
+            tp_index(comm), , BYTES, -1, )
+TP_COLL(F_ALLTOALLW, Alltoallw, Ialltoallw,
+        IN_PLACE_OR(tp_wsum(recvcounts, recvtypes, tp_npeers(c_.comm, comm)),
+                    tp_wsum(sendcounts, sendtypes, tp_npeers(c_.comm, comm))))
+
+#define F_REDUCE_SCATTER(SFX, CT, DT, NAME, R, BYTES)                                                \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, void *recvbuf, const CT recvcounts[], MPI_Datatype datatype,       \
+             MPI_Op op, MPI_Comm comm R##_P),                                                        \
+            (sendbuf, recvbuf, recvcounts, datatype, op, comm R##_A), tp_index(comm), , BYTES, -1, )
+TP_COLL(F_REDUCE_SCATTER, Reduce_scatter, Ireduce_scatter,
+        tp_nb(tp_sum(recvcounts, tp_rec(c_.comm)->size), datatype))
+
+#define F_REDUCE_SCATTER_BLOCK(SFX, CT, DT, NAME, R, BYTES)                                          \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
+            (const void *sendbuf, void *recvbuf, CT recvcount, MPI_Datatype datatype, MPI_Op op,     \
+             MPI_Comm comm R##_P),                                                                   \
+            (sendbuf, recvbuf, recvcount, datatype, op, comm R##_A), tp_index(comm), , BYTES, -1, )
+TP_COLL(F_REDUCE_SCATTER_BLOCK, Reduce_scatter_block, Ireduce_scatter_block,
+        tp_nb(recvcount, datatype) * tp_rec(c_.comm)->size)
+
+/* -- communicator creation: always named (recording or not); counted as an
+ * op on the parent when recording. */
+#define F_CREATE(NAME, KIND, PARAMS, ARGS, PARENT, OUT)                                          \
+    int MPI_##NAME PARAMS {                                                                      \
+        tp_call c_ = {tp_index(PARENT), 0};                                                      \
+        int rec_ = tp_active() && !tp_private(c_.comm);                                          \
+        if (rec_) c_.t0 = tp_now();                                                              \
+        int rc_ = PMPI_##NAME ARGS;                                                              \
+        if (rec_) tp_end(&c_, OP_##NAME, tp_now(), 0, -1);                                       \
+        if (rc_ == MPI_SUCCESS) tp_created(c_.comm, *(OUT), KIND);                               \
+        return rc_;                                                                              \
+    }
+F_CREATE(Comm_dup, K_DUP, (MPI_Comm comm, MPI_Comm *newcomm), (comm, newcomm), comm, newcomm)
+F_CREATE(Comm_dup_with_info, K_DUP, (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm),
+         (comm, info, newcomm), comm, newcomm)
+F_CREATE(Comm_idup, K_DUP, (MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request),
+         (comm, newcomm, request), comm, newcomm)
+F_CREATE(Comm_idup_with_info, K_DUP,
+         (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request),
+         (comm, info, newcomm, request), comm, newcomm)
+F_CREATE(Comm_split, K_SPLIT, (MPI_Comm comm, int color, int key, MPI_Comm *newcomm),
+         (comm, color, key, newcomm), comm, newcomm)
+F_CREATE(Comm_split_type, K_SPLIT,
+         (MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm),
+         (comm, split_type, key, info, newcomm), comm, newcomm)
+F_CREATE(Comm_create, K_CREATE, (MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm),
+         (comm, group, newcomm), comm, newcomm)
+F_CREATE(Comm_create_group, K_CREATE, (MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm),
+         (comm, group, tag, newcomm), comm, newcomm)
+F_CREATE(Cart_create, K_CART,
+         (MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
+          MPI_Comm *comm_cart),
+         (comm_old, ndims, dims, periods, reorder, comm_cart), comm_old, comm_cart)
+F_CREATE(Cart_sub, K_SUB, (MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm),
+         (comm, remain_dims, newcomm), comm, newcomm)
+F_CREATE(Graph_create, K_GRAPH,
+         (MPI_Comm comm_old, int nnodes, const int indx[], const int edges[], int reorder,
+          MPI_Comm *comm_graph),
+         (comm_old, nnodes, indx, edges, reorder, comm_graph), comm_old, comm_graph)
+F_CREATE(Dist_graph_create, K_GRAPH,
+         (MPI_Comm comm_old, int n, const int sources[], const int degrees[],
+          const int destinations[], const int weights[], MPI_Info info, int reorder,
+          MPI_Comm *comm_dist_graph),
+         (comm_old, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph),
+         comm_old, comm_dist_graph)
+F_CREATE(Dist_graph_create_adjacent, K_GRAPH,
+         (MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[],
+          int outdegree, const int destinations[], const int destweights[], MPI_Info info,
+          int reorder, MPI_Comm *comm_dist_graph),
+         (comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info,
+          reorder, comm_dist_graph),
+         comm_old, comm_dist_graph)
+F_CREATE(Intercomm_create, K_INTER,
+         (MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
+          MPI_Comm *newintercomm),
+         (local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm), local_comm,
+         newintercomm)
+F_CREATE(Intercomm_merge, K_MERGE, (MPI_Comm intercomm, int high, MPI_Comm *newintracomm),
+         (intercomm, high, newintracomm), intercomm, newintracomm)
+
+/* Counted on the communicator freed; its record stays, flagged FREED, and
+ * its handle is forgotten (MPI reuses handles). */
+int MPI_Comm_free(MPI_Comm *comm) {
+    MPI_Comm h = *comm;
+    int rec_ = tp_active();
+    tp_call c_ = {rec_ ? tp_index(h) : tp_find(TP_BITS(h)), 0};
+    rec_ = rec_ && !tp_private(c_.comm);
+    if (rec_) c_.t0 = tp_now();
+    int rc_ = PMPI_Comm_free(comm);
+    if (rec_) tp_end(&c_, OP_Comm_free, tp_now(), 0, -1);
+    if (rc_ == MPI_SUCCESS) tp_freed(c_.comm, h);
+    return rc_;
+}
+
+/* ------------------------------------------------------------ control */
+
+int tinyprof_mpi_abi(void) { return TINYPROF_MPI_ABI; }
+
+void tinyprof_mpi_set_source(tinyprof_mpi_source_fn fn) { atomic_store(&g_source, fn); }
+
+void tinyprof_mpi_enable(int on) { atomic_store(&g_on, on != 0); }
+
+int tinyprof_mpi_pause(int on) {
+    if (on) return ++tls.pause;
+    return tls.pause > 0 ? --tls.pause : 0;
+}
+
+void tinyprof_mpi_reset(void) {
+    for (struct tp_thread *t = atomic_load_explicit(&g_threads, memory_order_acquire); t; t = t->next) {
+        tp_lock(t);
+        tp_table *tables[] = {&t->ops, &t->peers};
+        for (int i = 0; i < 2; i++) {
+            if (tables[i]->rows) memset(tables[i]->rows, 0, tables[i]->cap * sizeof(tp_row));
+            tables[i]->n = 0;
+        }
+        tp_unlock(t);
+    }
+}
+
+/* Every thread's table `which` (offset of a tp_table in tp_thread) summed,
+ * as records of `fields` int64: node, comm, the key's second part (ops: op
+ * and bucket; peers: peer), then the values (ops: 3; peers: 2). */
+static int64_t *tp_collect(size_t which, int fields, size_t *n) {
+    tp_table sum = {0};
+    *n = 0;
+    for (struct tp_thread *t = atomic_load_explicit(&g_threads, memory_order_acquire); t; t = t->next) {
+        const tp_table *tab = (const tp_table *)((const char *)t + which);
+        tp_lock(t);
+        for (size_t i = 0; i < tab->cap; i++) {
+            const tp_row *r = &tab->rows[i];
+            if (r->v[0] != 0) tp_add(&sum, r->a, r->b, r->v[0], r->v[1], r->v[2]);
+        }
+        tp_unlock(t);
+    }
+    int64_t *out = sum.n ? malloc(sum.n * (size_t)fields * sizeof(int64_t)) : NULL;
+    if (out) {
+        int64_t *o = out;
+        for (size_t i = 0; i < sum.cap; i++) {
+            const tp_row *r = &sum.rows[i];
+            if (r->v[0] == 0) continue;
+            *o++ = (int32_t)(r->a >> 32);
+            *o++ = (int32_t)(uint32_t)r->a;
+            if (fields == TP_OP_FIELDS) {
+                *o++ = (int64_t)(r->b >> 8);
+                *o++ = (int64_t)(r->b & 0xff);
+            } else {
+                *o++ = (int64_t)r->b;
+            }
+            for (int v = 0; v < (fields == TP_OP_FIELDS ? 3 : 2); v++) *o++ = r->v[v];
+        }
+        *n = sum.n;
+    }
+    free(sum.rows);
+    return out;
+}
+
+int64_t *tinyprof_mpi_ops(size_t *n) {
+    return tp_collect(offsetof(struct tp_thread, ops), TP_OP_FIELDS, n);
+}
+
+int64_t *tinyprof_mpi_peers(size_t *n) {
+    return tp_collect(offsetof(struct tp_thread, peers), TP_PEER_FIELDS, n);
+}
+
+void tinyprof_mpi_free(void *records) { free(records); }
+
+int tinyprof_mpi_comm_count(void) {
+    tp_ready();
+    return atomic_load_explicit(&g_ncomms, memory_order_acquire);
+}
+
+static tp_comm *tp_rec_checked(int i) {
+    tp_ready();
+    return i >= 0 && i < atomic_load_explicit(&g_ncomms, memory_order_acquire) ? tp_rec(i) : NULL;
+}
+
+int tinyprof_mpi_comm_info(int i, char *name, size_t cap, int64_t info[TP_COMM_FIELDS]) {
+    tp_comm *r = tp_rec_checked(i);
+    if (!r) return -1;
+    int flags = atomic_load(&r->flags);
+    if (name && cap) snprintf(name, cap, "%s", r->name);
+    info[TP_COMM_SIZE] = r->size;
+    info[TP_COMM_MEMBERS] = flags & TP_COMM_SELFLIKE ? 0 : r->nmembers;
+    info[TP_COMM_CREATED] = r->created;
+    info[TP_COMM_FLAGS] = flags;
+    return 0;
+}
+
+int tinyprof_mpi_comm_members(int i, int32_t *out, size_t cap) {
+    tp_comm *r = tp_rec_checked(i);
+    if (!r) return -1;
+    int n = atomic_load(&r->flags) & TP_COMM_SELFLIKE ? 0 : r->nmembers;
+    memcpy(out, r->members, sizeof(int32_t) * ((size_t)n < cap ? (size_t)n : cap));
+    return n;
+}
+
+const char *tinyprof_mpi_op_name(int op) { return op >= 0 && op < TP_NOPS ? tp_op_names[op] : NULL; }
+
+/* -------------------------------------------------------------- patch */
+
+#if defined(__x86_64__)
+#define TP_R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define TP_R_GLOB_DAT R_X86_64_GLOB_DAT
+#elif defined(__aarch64__)
+#define TP_R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define TP_R_GLOB_DAT R_AARCH64_GLOB_DAT
+#endif
+
+typedef struct {
+    const char *object;
+    void *self;             /* our dlopen handle */
+    const void *self_base;  /* our load address */
+    int matched, rewritten;
+} tp_patch_ctx;
+
+#ifdef TP_R_JUMP_SLOT
+/* Our wrapper of `name`, or NULL if this library does not define it (dlsym
+ * on our handle also searches our dependencies: libmpi's MPI_* are not ours). */
+static void *tp_own(const tp_patch_ctx *ctx, const char *name) {
+    Dl_info di;
+    void *f = dlsym(ctx->self, name);
+    return f && dladdr(f, &di) && di.dli_fbase == ctx->self_base ? f : NULL;
+}
+
+/* Point the slot at `f`; a slot in the RELRO segment is made writable and
+ * read-only again. Returns 0, or -1. */
+static int tp_write_slot(void **slot, void *f, uintptr_t relro_lo, uintptr_t relro_hi) {
+    uintptr_t page = (uintptr_t)slot & ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1);
+    size_t len = (uintptr_t)(slot + 1) - page;
+    int relro = (uintptr_t)slot >= relro_lo && (uintptr_t)slot < relro_hi;
+    if (relro && mprotect((void *)page, len, PROT_READ | PROT_WRITE) != 0) return -1;
+    __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+    if (relro) mprotect((void *)page, len, PROT_READ);
+    return 0;
+}
+
+static int tp_patch_object(struct dl_phdr_info *info, size_t size, void *data) {
+    tp_patch_ctx *ctx = data;
+    uintptr_t base = info->dlpi_addr, relro_lo = 0, relro_hi = 0;
+    const ElfW(Dyn) *dyn = NULL;
+    (void)size;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, ctx->object) || (const void *)base == ctx->self_base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
+        if (ph->p_type == PT_GNU_RELRO) {
+            relro_lo = base + ph->p_vaddr;
+            relro_hi = relro_lo + ph->p_memsz;
+        }
+    }
+    if (!dyn) return 0;
+    ctx->matched++;
+    /* glibc relocates these d_ptr in place; an unrelocated one is an offset. */
+#define TP_PTR(v) ((uintptr_t)(v) < base ? (uintptr_t)(v) + base : (uintptr_t)(v))
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const ElfW(Rela) *tabs[2] = {NULL, NULL};
+    size_t sizes[2] = {0, 0};
+    int rela = 1;
+    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+        switch (d->d_tag) {
+        case DT_SYMTAB: symtab = (const ElfW(Sym) *)TP_PTR(d->d_un.d_ptr); break;
+        case DT_STRTAB: strtab = (const char *)TP_PTR(d->d_un.d_ptr); break;
+        case DT_JMPREL: tabs[0] = (const ElfW(Rela) *)TP_PTR(d->d_un.d_ptr); break;
+        case DT_PLTRELSZ: sizes[0] = d->d_un.d_val; break;
+        case DT_RELA: tabs[1] = (const ElfW(Rela) *)TP_PTR(d->d_un.d_ptr); break;
+        case DT_RELASZ: sizes[1] = d->d_un.d_val; break;
+        case DT_PLTREL: rela = d->d_un.d_val == DT_RELA; break;
+        }
+    }
+#undef TP_PTR
+    if (!symtab || !strtab || !rela) return 0;
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; tabs[t] && i < sizes[t] / sizeof(ElfW(Rela)); i++) {
+            const ElfW(Rela) *r = &tabs[t][i];
+            unsigned long type = ELF64_R_TYPE(r->r_info);
+            if (type != TP_R_JUMP_SLOT && type != TP_R_GLOB_DAT) continue;
+            const char *name = strtab + symtab[ELF64_R_SYM(r->r_info)].st_name;
+            if (strncmp(name, "MPI_", 4) != 0) continue;
+            void *f = tp_own(ctx, name), **slot = (void **)(base + r->r_offset);
+            if (f && *slot != f && tp_write_slot(slot, f, relro_lo, relro_hi) == 0) ctx->rewritten++;
+        }
+    }
+    return 0;
+}
+#endif
+
+int tinyprof_mpi_patch(const char *object) {
+#ifdef TP_R_JUMP_SLOT
+    Dl_info di;
+    tp_patch_ctx ctx = {.object = object};
+    if (!object || !dladdr((void *)tinyprof_mpi_patch, &di) ||
+        !(ctx.self = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD)))
+        return -1;
+    ctx.self_base = di.dli_fbase;
+    dl_iterate_phdr(tp_patch_object, &ctx);
+    dlclose(ctx.self);
+    return ctx.matched ? ctx.rewritten : -1;
+#else
+    (void)object;
+    return -1;
+#endif
+}
