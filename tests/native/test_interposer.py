@@ -1,6 +1,6 @@
 """libtinyprof_mpi linked into a C program (``-ltinyprof_mpi`` before
 ``-lmpi``): exact calls, bytes, buckets, peers and communicator records of
-tests/native/mpi_capture.c at several rank counts."""
+tests/native/interposer.c at several rank counts."""
 from __future__ import annotations
 
 import subprocess
@@ -22,9 +22,9 @@ def program(tmp_path_factory) -> Path:
     if not MPICC.exists():
         pytest.skip(f"no mpicc at {MPICC} (make install)")
     assert LIB.exists(), f"{LIB} not built (setup.py build_ext --inplace)"
-    exe = tmp_path_factory.mktemp("mpi-capture") / "mpi_capture"
+    exe = tmp_path_factory.mktemp("mpi-capture") / "interposer"
     cmd = [str(MPICC), "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),
-           str(ROOT / "tests" / "native" / "mpi_capture.c"), f"-L{LIB.parent}", "-ltinyprof_mpi",
+           str(ROOT / "tests" / "native" / "interposer.c"), f"-L{LIB.parent}", "-ltinyprof_mpi",
            f"-Wl,-rpath,{LIB.parent}", "-o", str(exe)]
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, f"{' '.join(cmd)}\n{result.stderr}"
