@@ -69,6 +69,7 @@ struct tp_tls {
     struct tp_thread *thread;   /* this thread's tables, registered on first record */
     int pause;                  /* tinyprof_mpi_pause depth */
     unsigned msg_next;          /* ring of Mprobe'd messages -> communicator, for Mrecv */
+    unsigned msg_live;          /* bit i: msg[i] not consumed yet */
     uint64_t msg[8];
     int32_t msg_comm[8];
 };
@@ -483,16 +484,23 @@ TP_SUMS(_c, MPI_Count)
 #define tp_wsum(c, t, n) _Generic((c), const int *: tp_wsum_i, const MPI_Count *: tp_wsum_c)(c, t, n)
 
 /* Mprobe'd message -> communicator, for the Mrecv that consumes it (an
- * MPI_Message names no communicator). Per thread, the last 8. */
+ * MPI_Message names no communicator). Per thread, the last 8. MPI reuses
+ * message handles: the newest entry wins, and an Mrecv consumes its entry. */
 static void tp_msg_put(MPI_Message m, int32_t comm) {
     if (m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC) return;
     unsigned i = tls.msg_next++ % 8;
     tls.msg[i] = TP_BITS(m);
     tls.msg_comm[i] = comm;
+    tls.msg_live |= 1u << i;
 }
 static int32_t tp_msg_comm(MPI_Message m) {
-    for (int i = 0; i < 8; i++)
-        if (tls.msg[i] == TP_BITS(m)) return tls.msg_comm[i];
+    for (unsigned k = 1; k <= 8; k++) {
+        unsigned i = (tls.msg_next - k) % 8;
+        if (tls.msg_live & (1u << i) && tls.msg[i] == TP_BITS(m)) {
+            tls.msg_live &= ~(1u << i);
+            return tls.msg_comm[i];
+        }
+    }
     return -1;
 }
 
