@@ -175,6 +175,40 @@ def test_to_hatchet_has_mpi_columns(profile):
     assert frame["mpi.calls"].sum() == sum(c[5] for c in CALLS) - 3
 
 
+def test_hatchet_file_has_mpi_columns(profile_dir, tmp_path):
+    out = tmp_path / "mpi.json"
+    assert convert_main([profile_dir, "--to", "hatchet", "-o", str(out)]) == 0
+    gf = ht.GraphFrame.from_caliper(str(out))               # hatchet's own reader
+    assert [m for m in gf.exc_metrics if m.startswith("mpi.")] == ["mpi.time", "mpi.bytes", "mpi.calls"]
+    assert sorted(gf.inc_metrics) == ["mpi.bytes (inc)", "mpi.calls (inc)", "mpi.time (inc)", "time (inc)"]
+    for (node, rank), row in gf.dataframe.iterrows():
+        path = _callpath(node)
+        for suffix, want in (("", EXCLUSIVE), (" (inc)", INCLUSIVE)):
+            calls, nbytes, ns = want[path][rank]
+            got = (row[f"mpi.calls{suffix}"], row[f"mpi.bytes{suffix}"], row[f"mpi.time{suffix}"])
+            assert got == (calls, nbytes, ns / 1e9), (path, rank, suffix)
+
+
+def test_callflow_processes_a_profile_with_mpi_columns(profile_dir, tmp_path):
+    """The --to hatchet file is also CallFlow's input: the MPI columns must not break it."""
+    pytest.importorskip("callflow")
+    data = tmp_path / "flow"
+    done = subprocess.run([_script("tinyprof"), "callflow", profile_dir, "-o", str(data),
+                           "--process-only"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    frame = pd.read_pickle(data / ".callflow" / "mpiconv" / "df.pkl")
+    callpaths = tinyprof.read(profile_dir).callpaths
+    assert len(frame) == 4 * NRANKS
+    for row in frame.to_dict("records"):
+        path, rank = callpaths[row["nid"]], row["rank"]
+        assert (row["mpi.calls (inc)"], row["mpi.bytes"]) == (INCLUSIVE[path][rank][0],
+                                                              EXCLUSIVE[path][rank][1])
+
+
+def _script(name: str) -> str:
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
 def test_mpi_columns_work_in_hatchet(profile):
     gf = tinyprof.to_hatchet(profile, statistic="max")      # MPI columns are sums regardless
     tree = gf.tree(metric_column="mpi.time (inc)")
@@ -368,8 +402,7 @@ def test_cli_bad_arguments_exit_2(profile_dir, capsys):
 def test_cli_bad_profile_in_a_real_process(tmp_path, clock):
     section = b"comms 0\nops 1\n0||5|Send|0|1|0|0\npeers 0\n"     # no communicator 5
     bad = os.path.join(make_profile(tmp_path / "bad", clock, section=section), "mpiconv.0-of-2.tp")
-    script = os.path.join(os.path.dirname(sys.executable), "tinyprof")
-    done = subprocess.run([script, "mpi", str(bad)], capture_output=True, text=True)
+    done = subprocess.run([_script("tinyprof"), "mpi", str(bad)], capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and bad in done.stderr and "mpi section" in done.stderr
 

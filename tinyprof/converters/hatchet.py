@@ -5,8 +5,9 @@ node per callpath and a row for every rank, also the ranks that never ran
 the callpath (count 0). Columns: ``time`` (exclusive) and ``time (inc)`` in
 seconds, ``count`` (recorded values), every custom metric, and ``name``.
 ``exc_metrics`` are ``time``, ``count`` and the inconsistent metrics.
-With MPI capture, the GraphFrame also holds the MPI columns of
-:data:`MPI_EXCLUSIVE` and :data:`MPI_INCLUSIVE`; the file does not.
+With MPI capture, both also hold the MPI columns of :data:`MPI_EXCLUSIVE`
+and :data:`MPI_INCLUSIVE` (hatchet's reader takes a column named ``(inc)``
+for an inclusive metric).
 
 The file is Caliper json-split, the format of hatchet's
 ``GraphFrame.from_caliper`` that keeps every rank; it holds the same rows.
@@ -55,16 +56,14 @@ def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> "hatch
     import pandas as pd
 
     profile = as_profile(profile_or_path)
-    mpi = profile.mpi_recorded
-    check_columns(profile, _COLUMNS + (MPI_EXCLUSIVE + MPI_INCLUSIVE if mpi else ()), "hatchet")
+    mpi = _mpi_columns(profile)
     agg = aggregate(profile, statistic)
     graph, nodes = build_graph(profile.callpaths)
     order = np.argsort([n._hatchet_nid for n in nodes], kind="stable")   # hatchet's row order
     index = pd.MultiIndex.from_product([[nodes[i] for i in order], range(profile.nranks)],
                                        names=["node", "rank"])
-    columns = {"time": agg.time_exc, "time (inc)": agg.time_inc, "count": agg.count, **agg.metrics}
-    if mpi:
-        columns.update((f"mpi.{k}", v) for k, v in mpi_per_node(profile).items())
+    columns = {"time": agg.time_exc, "time (inc)": agg.time_inc, "count": agg.count, **agg.metrics,
+               **mpi}
     frame = pd.DataFrame({k: v[order].ravel() for k, v in columns.items()}, index=index)
     frame["name"] = np.repeat(np.array([nodes[i].frame["name"] for i in order], dtype=object),
                               profile.nranks)
@@ -107,15 +106,23 @@ def write(profile: Profile, path: "str | os.PathLike[str]", statistic: str = "su
 
 def write_aggregates(profile: Profile, agg: Aggregates, path: "str | os.PathLike[str]") -> None:
     """The json-split file of already aggregated values (also CallFlow's input)."""
-    check_columns(profile, _COLUMNS, "hatchet")
+    mpi = _mpi_columns(profile)
     ncallpaths, nranks = agg.count.shape
     values = [(_jsonsplit.RANK, np.tile(np.arange(nranks), ncallpaths)),
               (_jsonsplit.TIME, agg.time_exc.ravel()),
               (_jsonsplit.TIME_INC, agg.time_inc.ravel()),
               ("count", agg.count.ravel()),
-              *((k, v.ravel()) for k, v in agg.metrics.items())]
+              *((k, v.ravel()) for k, v in {**agg.metrics, **mpi}.items())]
     _jsonsplit.write(path, profile.callpaths, np.repeat(np.arange(ncallpaths), nranks), values,
                      _metadata(profile, agg))
+
+
+def _mpi_columns(profile: Profile) -> Dict[str, np.ndarray]:
+    """The MPI columns, by name, of a profile with MPI capture (else none), once
+    no custom metric has the name of an output column."""
+    mpi = profile.mpi_recorded
+    check_columns(profile, _COLUMNS + (MPI_EXCLUSIVE + MPI_INCLUSIVE if mpi else ()), "hatchet")
+    return {f"mpi.{k}": v for k, v in mpi_per_node(profile).items()} if mpi else {}
 
 
 def _metadata(profile: Profile, agg: Aggregates) -> Dict[str, Any]:
