@@ -18,6 +18,7 @@ from . import _command, tune
 from ._version import __version__
 from .converters import TARGETS
 from .converters._values import STATISTICS
+from .converters.mpitable import DEFAULT_BY, KEYS, SORTS
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -47,8 +48,6 @@ def _mpi(args: argparse.Namespace) -> int:
 
 
 def _by(text: str) -> List[str]:
-    from .converters.mpitable import KEYS
-
     keys = text.split(",")
     for key in keys:
         if key not in KEYS:
@@ -115,15 +114,15 @@ def _parser() -> argparse.ArgumentParser:
                     "data or no call matches. See docs/convert.md.")
     mpi.add_argument("profile", metavar="PROFILE",
                      help="a profile's output directory, or any one file of it")
-    mpi.add_argument("--by", type=_by, default=["callpath", "comm", "op", "bucket"],
-                     metavar="KEYS", help="comma-separated fields to group by, from callpath, "
-                     "comm, op, bucket (the size), rank (default: callpath,comm,op,bucket)")
+    mpi.add_argument("--by", type=_by, default=list(DEFAULT_BY), metavar="KEYS",
+                     help=f"comma-separated fields to group by, from {', '.join(KEYS)} "
+                          f"(bucket: the size; default: {','.join(DEFAULT_BY)})")
     mpi.add_argument("--callpath", action="append", default=[], metavar="PATH",
                      help="keep the calls in this region and below it, written main<halo or "
                           "main/halo (repeat for several)")
     mpi.add_argument("--comm", action="append", default=[], metavar="NAME",
                      help="keep the calls on this communicator (repeat for several)")
-    mpi.add_argument("--sort", choices=("time", "bytes", "calls"), default="time",
+    mpi.add_argument("--sort", choices=SORTS, default="time",
                      help="largest first by this column (default: time)")
     mpi.add_argument("--limit", type=_count, metavar="N", help="print at most N rows")
     mpi.add_argument("--comms", action="store_true",
