@@ -1,6 +1,7 @@
 """The ``tinyprof`` and ``tinyprof-convert`` command lines.
 
 ``tinyprof show PROFILE`` prints a per-callpath summary across ranks;
+``tinyprof mpi PROFILE`` prints its MPI calls as mpisee-through does;
 ``tinyprof callflow PROFILE`` opens a profile in CallFlow;
 ``mpiexec -n P tinyprof tune`` recommends an aggregator count (``tune.py``);
 ``tinyprof-convert PROFILE --to FORMAT -o OUT`` converts a profile for
@@ -17,6 +18,7 @@ from . import _command, tune
 from ._version import __version__
 from .converters import TARGETS
 from .converters._values import STATISTICS
+from .converters.mpitable import DEFAULT_BY, KEYS, SORTS
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -25,6 +27,38 @@ def _show(args: argparse.Namespace) -> int:
 
     print(summary(read(args.profile)))
     return 0
+
+
+def _mpi(args: argparse.Namespace) -> int:
+    from ._profile import read
+    from .converters import mpitable
+
+    profile = read(args.profile)
+    if not profile.mpi_recorded:
+        print(f"tinyprof: profile {profile.name!r} holds no MPI data "
+              "(record with Profiler(mpi=True) or TINYPROF_MPI=1)", file=sys.stderr)
+        return 1
+    rows = mpitable.group(profile, args.by, args.callpath, args.comm)
+    print(mpitable.table(profile, rows, args.by, args.sort, args.limit))
+    if args.comms:
+        print(f"\n{mpitable.communicators(profile)}")
+    if not rows:
+        print("tinyprof: no MPI call matches", file=sys.stderr)
+    return 0 if rows else 1
+
+
+def _by(text: str) -> List[str]:
+    keys = text.split(",")
+    for key in keys:
+        if key not in KEYS:
+            raise argparse.ArgumentTypeError(f"{key!r} is not one of {','.join(KEYS)}")
+    return keys
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (0, 1, 2, ...)")
+    return int(text)
 
 
 def _callflow(args: argparse.Namespace) -> int:
@@ -42,7 +76,7 @@ def _convert(args: argparse.Namespace) -> int:
     from ._profile import read
     from .converters import convert
 
-    _echo(convert(read(args.profile), args.target, args.output, args.statistic))
+    _echo(convert(read(args.profile), args.target, args.output, args.statistic, args.table))
     return 0
 
 
@@ -72,6 +106,28 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("profile", metavar="PROFILE",
                       help="a profile's output directory, or any one file of it")
     show.set_defaults(run=_show)
+    mpi = commands.add_parser(
+        "mpi", help="print the MPI calls per callpath, communicator, operation and size",
+        description="Print the MPI calls of a profile recorded with MPI capture, summed per "
+                    "distinct value of the --by fields: calls, bytes, time, bytes per call and "
+                    "share of the whole MPI time. Exit status 1 when the profile holds no MPI "
+                    "data or no call matches. See docs/convert.md.")
+    mpi.add_argument("profile", metavar="PROFILE",
+                     help="a profile's output directory, or any one file of it")
+    mpi.add_argument("--by", type=_by, default=list(DEFAULT_BY), metavar="KEYS",
+                     help=f"comma-separated fields to group by, from {', '.join(KEYS)} "
+                          f"(bucket: the size; default: {','.join(DEFAULT_BY)})")
+    mpi.add_argument("--callpath", action="append", default=[], metavar="PATH",
+                     help="keep the calls in this region and below it, written main<halo or "
+                          "main/halo (repeat for several)")
+    mpi.add_argument("--comm", action="append", default=[], metavar="NAME",
+                     help="keep the calls on this communicator (repeat for several)")
+    mpi.add_argument("--sort", choices=SORTS, default="time",
+                     help="largest first by this column (default: time)")
+    mpi.add_argument("--limit", type=_count, metavar="N", help="print at most N rows")
+    mpi.add_argument("--comms", action="store_true",
+                     help="also print the communicators: size, world ranks, creating callpath")
+    mpi.set_defaults(run=_mpi)
     flow = commands.add_parser(
         "callflow", help="open a profile in CallFlow (needs tinyprof[callflow])",
         description="Convert a profile to CallFlow's input, process it with CallFlow "
@@ -113,6 +169,9 @@ def _convert_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="output file (a directory for callflow)")
     _add_statistic(parser, " for hatchet and callflow; csv keeps every value")
+    parser.add_argument("--table", choices=("values", "mpi"), default="values",
+                        help="for csv: every value (default), or the MPI calls (profiles "
+                             "recorded with MPI capture)")
     parser.set_defaults(run=_convert)
     return parser
 
@@ -124,7 +183,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def convert_main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``tinyprof-convert`` console script."""
-    return _command.run("tinyprof-convert", _convert_parser().parse_args(argv))
+    parser = _convert_parser()
+    args = parser.parse_args(argv)
+    if args.table != "values" and args.target != "csv":
+        parser.error(f"--table {args.table} needs --to csv")
+    return _command.run("tinyprof-convert", args)
 
 
 if __name__ == "__main__":

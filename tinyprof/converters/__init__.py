@@ -4,8 +4,10 @@
   hatchet's ``GraphFrame.from_caliper``;
 - :mod:`.callflow`: CallFlow's ``caliper_json`` input, and CallFlow run with
   the compatibility fix it needs today;
-- :mod:`.dataframe`: ``to_dataframe``, every value as a long-form pandas DataFrame;
-- :mod:`.csv`: the paper's "standard CSV", one row per value.
+- :mod:`.dataframe`: ``to_dataframe``, every value as a long-form pandas DataFrame,
+  or the MPI table;
+- :mod:`.csv`: the paper's "standard CSV", one row per value, or the MPI table;
+- :mod:`.mpitable`: the text tables of ``tinyprof mpi``.
 
 pandas, hatchet and CallFlow are imported inside the functions that need
 them, so that importing tinyprof never does.
@@ -25,11 +27,15 @@ class ConvertError(ValueError):
 
 
 def convert(profile: Profile, target: str, out: "str | os.PathLike[str]",
-            statistic: str = "sum") -> str:
+            statistic: str = "sum", table: str = "values") -> str:
     """Write ``profile`` as ``target`` (one of :data:`TARGETS`) to ``out``; returns the
-    path written (a file, or for CallFlow the file inside the directory ``out``)."""
+    path written (a file, or for CallFlow the file inside the directory ``out``).
+    ``table="mpi"`` (csv only) writes the MPI table instead of the values."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}: use one of {', '.join(TARGETS)}")
+    if table != "values" and target != "csv":
+        raise ValueError(f"table {table!r} is for the csv target only")
     module = importlib.import_module(f"{__name__}.{target}")
-    options = {} if target == "csv" else {"statistic": statistic}   # CSV keeps every value
+    # CSV keeps every value: no statistic
+    options = {"table": table} if target == "csv" else {"statistic": statistic}
     return module.write(profile, out, **options)

@@ -169,3 +169,38 @@ def _reduce_missing(values: np.ndarray, starts: np.ndarray, statistic: str) -> n
         if statistic == "mean":
             out = out / np.maximum(given, 1)
     return np.where(given > 0, out, np.nan)
+
+
+MPI_VALUES = ("time", "bytes", "calls")
+
+
+def mpi_per_node(profile: Profile) -> Dict[str, np.ndarray]:
+    """The MPI calls of each (callpath, rank), arrays of shape (len(callpaths), nranks):
+    ``time`` (seconds), ``bytes`` and ``calls`` made while the callpath was
+    current (exclusive), and ``time (inc)``, ``bytes (inc)``, ``calls (inc)``
+    over the callpath and its descendants. Calls outside any event (callpath
+    ``()``) belong to no callpath and are left out."""
+    index = {path: i for i, path in enumerate(profile.callpaths)}
+    shape = (len(profile.callpaths), profile.nranks)
+    inside = [r for r in profile._mpi.ops if r[0]]
+    node = np.array([index[r[0]] for r in inside], dtype=np.int64)
+    rank = np.array([r[1] for r in inside], dtype=np.int64)
+    parent = parents(profile)
+    out: Dict[str, np.ndarray] = {}
+    for name, field in zip(MPI_VALUES, (7, 6, 5)):     # time (ns), bytes, calls in an op row
+        exclusive = np.zeros(shape, dtype=np.int64)
+        np.add.at(exclusive, (node, rank), np.array([r[field] for r in inside], dtype=np.int64))
+        out[name], out[f"{name} (inc)"] = exclusive, inclusive(exclusive, parent)
+    # Summed in ns as integers: one division keeps the times exact.
+    for name in ("time", "time (inc)"):
+        out[name] = out[name] / _PER_SECOND[profile.unit]
+    return out
+
+
+def inclusive(exclusive: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Per callpath (rows, parents first), its value plus all its descendants'."""
+    out = exclusive.copy()
+    for i in range(len(parent) - 1, -1, -1):            # children before their parents
+        if parent[i] >= 0:
+            out[parent[i]] += out[i]
+    return out

@@ -6,6 +6,9 @@ metrics in the profile's order: an inconsistent one empty where not given, a
 consistent one repeated on every row of its callpath. Every row repeats its
 callpath and context: the redundancy the tinyprof format removes.
 
+The MPI table (``table="mpi"``) has the columns of :data:`MPI_COLUMNS`, as
+``to_dataframe(profile, "mpi")`` gives them (callpath empty outside any event).
+
 Text cells are made safe for spreadsheets and for UTF-8 (see docs/convert.md):
 a text cell starting with a formula character gets a leading ``'``, and a
 lone surrogate in a name is written as its escape ``\\udcff``.
@@ -20,6 +23,7 @@ import numpy as np
 
 from .._layout import write_atomic
 from .._profile import Profile
+from . import ConvertError
 from .dataframe import to_dataframe
 
 if TYPE_CHECKING:                       # pandas is imported when to_dataframe runs
@@ -29,10 +33,20 @@ if TYPE_CHECKING:                       # pandas is imported when to_dataframe r
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def write(profile: Profile, path: "str | os.PathLike[str]") -> str:
-    """Write the standard CSV of ``profile`` to ``path`` atomically; needs pandas."""
-    frame = to_dataframe(profile)
-    columns = ["rank", "execution", "iteration", "callpath", "time", *(k for k, _ in profile.metrics)]
+MPI_COLUMNS = ["rank", "callpath", "comm", "op", "bucket", "size_min", "size_max", "calls",
+               "bytes", "time"]
+
+
+def write(profile: Profile, path: "str | os.PathLike[str]", table: str = "values") -> str:
+    """Write the standard CSV of ``profile`` (``table="mpi"``: its MPI table,
+    one row per rank, callpath, communicator, op and size bucket) to ``path``
+    atomically; needs pandas."""
+    if table == "mpi" and not profile.mpi_recorded:
+        raise ConvertError(f"profile {profile.name!r} holds no MPI data "
+                           "(record with Profiler(mpi=True) or TINYPROF_MPI=1)")
+    frame = to_dataframe(profile, table)
+    columns = MPI_COLUMNS if table == "mpi" else [
+        "rank", "execution", "iteration", "callpath", "time", *(k for k, _ in profile.metrics)]
     safe, cr = safe_text(frame[columns])
     # Before 3.13 the csv module quotes a cell holding a CR only when the line
     # terminator has one: with "\n" lines, a CR quotes every text cell instead.

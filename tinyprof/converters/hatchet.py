@@ -5,6 +5,9 @@ node per callpath and a row for every rank, also the ranks that never ran
 the callpath (count 0). Columns: ``time`` (exclusive) and ``time (inc)`` in
 seconds, ``count`` (recorded values), every custom metric, and ``name``.
 ``exc_metrics`` are ``time``, ``count`` and the inconsistent metrics.
+With MPI capture, both also hold the MPI columns of :data:`MPI_EXCLUSIVE`
+and :data:`MPI_INCLUSIVE` (hatchet's reader takes a column named ``(inc)``
+for an inclusive metric).
 
 The file is Caliper json-split, the format of hatchet's
 ``GraphFrame.from_caliper`` that keeps every rank; it holds the same rows.
@@ -19,7 +22,7 @@ import numpy as np
 from .._profile import Profile
 
 from . import _jsonsplit
-from ._values import Aggregates, aggregate, as_profile, check_columns
+from ._values import MPI_VALUES, Aggregates, aggregate, as_profile, check_columns, mpi_per_node
 
 if TYPE_CHECKING:                       # hatchet is imported when a function needs it
     import hatchet
@@ -29,6 +32,8 @@ Callpath = Tuple[str, ...]
 # Own columns of the GraphFrame and of the json-split file (hatchet renames some).
 _COLUMNS = ("time", "time (inc)", "count", "name", "node", "rank", "nid", "path",
             _jsonsplit.RANK, _jsonsplit.TIME, _jsonsplit.TIME_INC)
+MPI_EXCLUSIVE = tuple(f"mpi.{k}" for k in MPI_VALUES)          # mpi.time, mpi.bytes, mpi.calls
+MPI_INCLUSIVE = tuple(f"mpi.{k} (inc)" for k in MPI_VALUES)
 
 
 def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> "hatchet.GraphFrame":
@@ -38,25 +43,38 @@ def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> "hatch
     values of all executions and iterations; the exclusive ``time`` is the
     inclusive time minus the children's inclusive time on the same rank.
     Needs the ``tinyprof[hatchet]`` extra.
+
+    With MPI capture (``profile.mpi_recorded``) each (node, rank) also gets
+    ``mpi.time`` (seconds), ``mpi.bytes`` and ``mpi.calls``: the MPI calls
+    made while that callpath was current, summed over communicators,
+    operations and sizes (always sums, whatever ``statistic``); and
+    ``mpi.time (inc)``, ``mpi.bytes (inc)``, ``mpi.calls (inc)`` over the node
+    and its descendants. MPI calls outside any event have no node and are
+    not in the GraphFrame (``profile.mpi`` has them, with callpath ``()``).
     """
     import hatchet
     import pandas as pd
 
     profile = as_profile(profile_or_path)
-    check_columns(profile, _COLUMNS, "hatchet")
+    mpi = _mpi_columns(profile)
     agg = aggregate(profile, statistic)
     graph, nodes = build_graph(profile.callpaths)
     order = np.argsort([n._hatchet_nid for n in nodes], kind="stable")   # hatchet's row order
     index = pd.MultiIndex.from_product([[nodes[i] for i in order], range(profile.nranks)],
                                        names=["node", "rank"])
-    columns = {"time": agg.time_exc, "time (inc)": agg.time_inc, "count": agg.count, **agg.metrics}
+    columns = {"time": agg.time_exc, "time (inc)": agg.time_inc, "count": agg.count, **agg.metrics,
+               **mpi}
     frame = pd.DataFrame({k: v[order].ravel() for k, v in columns.items()}, index=index)
     frame["name"] = np.repeat(np.array([nodes[i].frame["name"] for i in order], dtype=object),
                               profile.nranks)
     # Per-rank quantities are exclusive metrics, so that hatchet's cross-rank
     # reductions (drop_index_levels) apply to them; a consistent metric is not.
     exclusive = ["time", "count", *(k for k, c in profile.metrics if not c)]
-    return hatchet.GraphFrame(graph, frame, exclusive, ["time (inc)"], metadata=_metadata(profile, agg))
+    inclusive = ["time (inc)"]
+    if mpi:
+        exclusive += MPI_EXCLUSIVE
+        inclusive += MPI_INCLUSIVE
+    return hatchet.GraphFrame(graph, frame, exclusive, inclusive, metadata=_metadata(profile, agg))
 
 
 def build_graph(callpaths: Sequence[Callpath]) -> "Tuple[hatchet.graph.Graph, List[hatchet.node.Node]]":
@@ -88,15 +106,23 @@ def write(profile: Profile, path: "str | os.PathLike[str]", statistic: str = "su
 
 def write_aggregates(profile: Profile, agg: Aggregates, path: "str | os.PathLike[str]") -> None:
     """The json-split file of already aggregated values (also CallFlow's input)."""
-    check_columns(profile, _COLUMNS, "hatchet")
+    mpi = _mpi_columns(profile)
     ncallpaths, nranks = agg.count.shape
     values = [(_jsonsplit.RANK, np.tile(np.arange(nranks), ncallpaths)),
               (_jsonsplit.TIME, agg.time_exc.ravel()),
               (_jsonsplit.TIME_INC, agg.time_inc.ravel()),
               ("count", agg.count.ravel()),
-              *((k, v.ravel()) for k, v in agg.metrics.items())]
+              *((k, v.ravel()) for k, v in {**agg.metrics, **mpi}.items())]
     _jsonsplit.write(path, profile.callpaths, np.repeat(np.arange(ncallpaths), nranks), values,
                      _metadata(profile, agg))
+
+
+def _mpi_columns(profile: Profile) -> Dict[str, np.ndarray]:
+    """The MPI columns, by name, of a profile with MPI capture (else none), once
+    no custom metric has the name of an output column."""
+    mpi = profile.mpi_recorded
+    check_columns(profile, _COLUMNS + (MPI_EXCLUSIVE + MPI_INCLUSIVE if mpi else ()), "hatchet")
+    return {f"mpi.{k}": v for k, v in mpi_per_node(profile).items()} if mpi else {}
 
 
 def _metadata(profile: Profile, agg: Aggregates) -> Dict[str, Any]:

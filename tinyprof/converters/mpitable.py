@@ -1,0 +1,136 @@
+"""The text tables of ``tinyprof mpi``: MPI calls grouped as mpisee-through
+groups them, and the communicators. Needs neither pandas nor hatchet.
+
+Rows are summed over everything not grouped by; the time is summed in
+integer nanoseconds, so the table is exact to its last printed digit.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .._mpisection import encode_members
+from .._profile import _PER_SECOND, Profile
+from .._summary import _UNITS as _TIME_UNITS, _printable
+
+from . import ConvertError
+
+Callpath = Tuple[str, ...]
+KEYS = ("callpath", "comm", "op", "bucket", "rank")     # what rows can be grouped by
+DEFAULT_BY = ("callpath", "comm", "op", "bucket")
+_SORT_COLUMN = {"time": 3, "bytes": 2, "calls": 1}   # in a Row
+SORTS = tuple(_SORT_COLUMN)
+_FIELD = {"callpath": 0, "rank": 1, "comm": 2, "op": 3, "bucket": 4}   # in an op row
+_HEAD = {"callpath": "callpath", "comm": "comm", "op": "op", "bucket": "size", "rank": "rank"}
+_UNITS = ("", "K", "M", "G", "T", "P", "E")            # binary: 1K = 1024 bytes
+
+# One row of the table: its key (values of the --by fields) and calls, bytes, time in ns.
+Row = Tuple[tuple, int, int, int]
+
+
+def group(profile: Profile, by: Sequence[str] = DEFAULT_BY, callpaths: Sequence[str] = (),
+          comms: Sequence[str] = ()) -> List[Row]:
+    """The MPI calls of ``profile`` summed per distinct value of the ``by``
+    fields, in key order. ``callpaths`` keeps the calls made in those regions
+    and below them (each written ``a<b`` or ``a/b``); ``comms`` keeps the calls
+    on those communicators (so no completion call, which has none). A
+    callpath or communicator not in the profile is a :class:`ConvertError`."""
+    unknown = [k for k in by if k not in KEYS]
+    if unknown:
+        raise ConvertError(f"cannot group by {unknown[0]!r}: use {', '.join(KEYS)}")
+    data = profile._mpi
+    for name in comms:
+        if name not in data.comms:
+            raise ConvertError(f"no communicator {name!r} in profile {profile.name!r} "
+                               f"(it has {', '.join(sorted(data.comms)) or 'none'})")
+    spelled = {s for path in profile.callpaths for s in ("<".join(path), "/".join(path))}
+    for text in callpaths:
+        if text not in spelled:
+            raise ConvertError(f"no callpath {text!r} in profile {profile.name!r}")
+    wanted, keep = set(callpaths), set(comms)
+    inside: Dict[Callpath, bool] = {}
+    sums: Dict[tuple, List[int]] = {}
+    for row in data.ops:
+        path = row[0]
+        if wanted:
+            if path not in inside:
+                inside[path] = any("<".join(path[:n]) in wanted or "/".join(path[:n]) in wanted
+                                   for n in range(1, len(path) + 1))
+            if not inside[path]:
+                continue
+        if keep and row[2] not in keep:
+            continue
+        acc = sums.setdefault(tuple(row[_FIELD[k]] for k in by), [0, 0, 0])
+        acc[0] += row[5]
+        acc[1] += row[6]
+        acc[2] += row[7]
+    return [(key, *values) for key, values in sorted(sums.items())]
+
+
+def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
+          sort: str = "time", limit: Optional[int] = None) -> str:
+    """``rows`` (from :func:`group`) as a text table under a line of the
+    profile's totals: the ``by`` fields, then calls, bytes, time, average
+    bytes per call and the share of the profile's whole MPI time, largest
+    ``sort`` first (ties in key order), at most ``limit`` rows. Times are in
+    the unit (s, ms, us, ns) of the profile's whole MPI time."""
+    if sort not in SORTS:
+        raise ConvertError(f"cannot sort by {sort!r}: use {', '.join(SORTS)}")
+    ops = profile._mpi.ops
+    calls, nbytes, total = (sum(r[i] for r in ops) for i in (5, 6, 7))
+    seconds = 1 / _PER_SECOND[profile.unit]
+    unit, scale = next(((u, s) for u, s in _TIME_UNITS if total * seconds >= s), _TIME_UNITS[-1])
+    head = (f"{profile.name}: {profile.nranks} ranks, {calls} MPI calls, {nbytes} bytes, "
+            f"{total * seconds / scale:.3f} {unit} in MPI (summed over ranks)")
+    shown = sorted(rows, key=lambda r: -r[_SORT_COLUMN[sort]])[:limit]   # stable: ties in key order
+    lines = [(*(_HEAD[k] for k in by), "calls", "bytes", f"time ({unit})", "avg bytes/call",
+              "% MPI time")]
+    for key, c, b, t in shown:
+        lines.append((*(_cell(k, v) for k, v in zip(by, key)), str(c), str(b),
+                      f"{t * seconds / scale:.3f}", f"{b / c:.1f}",
+                      f"{100 * t / total if total else 0:.2f}"))
+    numbers = [i for i, k in enumerate(by) if k == "rank"] + list(range(len(by), len(lines[0])))
+    out = [head, *_align(lines, right=numbers)]
+    hidden = len(rows) - len(shown)
+    if hidden:
+        out.append(f"({hidden} more {'row' if hidden == 1 else 'rows'} not shown: --limit)")
+    return "\n".join(out)
+
+
+def communicators(profile: Profile) -> str:
+    """The communicators as a text table: name, size, world ranks in rank
+    order (``self`` for COMM_SELF and its kind: each rank alone) and the
+    callpath that created it (``-``: predefined or outside any event)."""
+    lines = [("comm", "size", "ranks", "created")]
+    for name, (size, members, created) in sorted(profile._mpi.comms.items()):
+        lines.append((name, str(size), encode_members(members) if members else "self",
+                      _cell("callpath", created or ())))
+    return "\n".join(_align(lines, right=(1,)))
+
+
+def size_range(bucket: int) -> str:
+    """Bucket ``k`` as its byte range: ``0``, else ``[2^(k-1), 2^k)`` in binary
+    units, ``[1K, 2K)`` for 1024..2047 bytes."""
+    return "0" if bucket == 0 else f"[{_binary(bucket - 1)}, {_binary(bucket)})"
+
+
+def _binary(exponent: int) -> str:
+    """2**exponent in binary units: ``512``, ``1K``, ``16E``."""
+    return f"{1 << exponent % 10}{_UNITS[exponent // 10]}"
+
+
+def _cell(key: str, value) -> str:
+    if key == "callpath":
+        return "<".join(map(_printable, value)) if value else "-"   # (): outside any event
+    if key == "comm":
+        return value or "-"                                          # completion calls
+    if key == "bucket":
+        return size_range(value)
+    return str(value)
+
+
+def _align(lines: Sequence[Sequence[str]], right: Sequence[int]) -> List[str]:
+    """Columns padded to their widest cell: those in ``right`` right-aligned."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return ["  ".join(c.rjust(w) if i in right else c.ljust(w)
+                      for i, (c, w) in enumerate(zip(line, widths))).rstrip()
+            for line in lines]
