@@ -56,11 +56,11 @@ def load(files: Sequence[ParsedFile]) -> MpiData:
     return data
 
 
-def table(data: MpiData, seconds_per_unit: float) -> Any:
+def table(data: MpiData, units_per_second: float) -> Any:
     """``Profile.mpi``: one row per (callpath, rank, comm, op, size bucket)."""
     import pandas as pd
     rows = [(path, rank, comm, op, k, *_mpisection.bucket_range(k), calls, nbytes,
-             t * seconds_per_unit) for path, rank, comm, op, k, calls, nbytes, t in data.ops]
+             t / units_per_second) for path, rank, comm, op, k, calls, nbytes, t in data.ops]
     frame = pd.DataFrame(rows, columns=MPI_COLUMNS)
     return frame.astype({"rank": "int64", "bucket": "int64", "size_min": "int64",
                          "size_max": "int64", "calls": "int64", "bytes": "int64",

@@ -121,7 +121,7 @@ class Profile:
         ``rank``, ``comm`` (``""`` for completion calls: Wait*, Test*), ``op``
         (``"Allreduce"``), ``bucket``, ``size_min`` and ``size_max`` (bytes per
         call), ``calls``, ``bytes`` and ``time`` (seconds). Empty without capture."""
-        return _mpitables.table(self._mpi, 1 / _PER_SECOND[self.unit])
+        return _mpitables.table(self._mpi, _PER_SECOND[self.unit])
 
     @property
     def communicators(self) -> Any:

@@ -74,9 +74,4 @@ def _mpi_frame(profile: Profile) -> "pandas.DataFrame":
     ids = np.array([index.get(path, -1) for path in frame["callpath"]], dtype=np.int32)
     frame["callpath"] = _labels(profile.callpaths, ids)
     frame.insert(0, "callpath_id", ids)
-    # Divided, not multiplied by 1e-9 as Profile.mpi does (an ulp off): the
-    # time reads back exactly ns / 1e9, as Profile.series and to_hatchet give it.
-    # Profile.mpi's rows are profile._mpi.ops in order.
-    ns = np.array([row[7] for row in profile._mpi.ops], dtype=np.int64)
-    frame["time"] = ns / _PER_SECOND[profile.unit]
     return frame
