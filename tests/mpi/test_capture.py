@@ -211,3 +211,21 @@ def test_snapshots_carry_the_mpi_section(world, mpi_tmp_path):
     for r in range(world.Get_size()):
         _check(errors, rows, (("main",), r, "COMM_WORLD", "Allreduce"), 4, 256)
     assert not all_errors(world, errors)
+
+
+def test_time_inside_mpi_fits_in_its_region(world, mpi_tmp_path):
+    """MPI time is timed on the TSC where it is invariant and converted to ns
+    when read: whatever the machine's speed, the time inside the calls of a
+    region is positive and no more than the region's own time (the two clocks
+    agree to far better than 1%)."""
+    _start("clk", mpi_tmp_path)
+    with Event("main"):
+        for _ in range(200):
+            MPI.COMM_SELF.Allreduce(MPI.IN_PLACE, np.ones(4))
+    tinyprof.flush()
+    prof = tinyprof.read(mpi_tmp_path)
+    rank = world.Get_rank()
+    inside = prof.mpi.query("rank == @rank and op == 'Allreduce'").time.sum()
+    region = prof.series(("main",), rank)[0][0]
+    errors = [] if 0 < inside <= region * 1.01 else [f"MPI {inside} s in a region of {region} s"]
+    assert not all_errors(world, errors)
