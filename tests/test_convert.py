@@ -71,13 +71,21 @@ def make_profile(outdir, clock, selfkeys: str = "tag:0,mem:1", name: str = "conv
         ranks.append(_record_rank(rank, clock))
         executions.append(impl.executions())
     impl.reset()
-    os.makedirs(outdir, exist_ok=True)
     half = NRANKS // 2
-    for index, (lo, hi) in enumerate([(0, half), (half, NRANKS)]):
-        header = _format.Header(name=name, nranks=NRANKS, first_rank=lo, rank_count=hi - lo,
-                                file_index=index, file_count=2, metrics=list(prof.metrics))
-        data = _assemble.build_file(header, ranks[lo:hi], executions[lo:hi])
-        _layout.write_atomic(os.path.join(outdir, _layout.file_name(name, index, 2)), data)
+    return write_profile(outdir, name, prof.metrics, ranks, executions, [(0, half), (half, NRANKS)])
+
+
+def write_profile(outdir, name: str, metrics, ranks, executions, bounds,
+                  sections=lambda index, lo, hi: ()) -> str:
+    """Write the ranks' events as one file per ``(lo, hi)`` rank range of ``bounds``;
+    ``sections(index, lo, hi)`` gives each file's sections."""
+    os.makedirs(outdir, exist_ok=True)
+    for index, (lo, hi) in enumerate(bounds):
+        header = _format.Header(name=name, nranks=len(ranks), first_rank=lo, rank_count=hi - lo,
+                                file_index=index, file_count=len(bounds), metrics=list(metrics))
+        data = _assemble.build_file(header, ranks[lo:hi], executions[lo:hi],
+                                    sections=sections(index, lo, hi))
+        _layout.write_atomic(os.path.join(outdir, _layout.file_name(name, index, len(bounds))), data)
     return str(outdir)
 
 

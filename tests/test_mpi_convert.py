@@ -17,10 +17,11 @@ from typing import List, Optional, Tuple
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _assemble, _eventmap, _format, _layout
+from tinyprof import _annotate, _eventmap
 from tinyprof._mpisection import NONE, Communicator, bucket, encode
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError, mpitable
+from test_convert import write_profile
 
 pd = pytest.importorskip("pandas")
 ht = pytest.importorskip("hatchet")
@@ -101,16 +102,12 @@ def make_profile(outdir, clock, name: str = "mpiconv", mpi: bool = True,
         ranks.append(_record_rank(rank, clock))
         executions.append(impl.executions())
     impl.reset()
-    os.makedirs(outdir, exist_ok=True)
-    for index, (lo, hi) in enumerate([(0, 2), (2, 3)]):
-        header = _format.Header(name=name, nranks=NRANKS, first_rank=lo, rank_count=hi - lo,
-                                file_index=index, file_count=2, metrics=list(prof.metrics))
+
+    def sections(index: int, lo: int, hi: int):
         lines = [e.path for e in ranks[lo]]        # the lowest rank of each file has all its lines
         payload = section if section is not None and index == 0 else _section(lines, range(lo, hi))
-        sections = [("mpi", payload)] if mpi else []
-        data = _assemble.build_file(header, ranks[lo:hi], executions[lo:hi], sections=sections)
-        _layout.write_atomic(os.path.join(outdir, _layout.file_name(name, index, 2)), data)
-    return str(outdir)
+        return [("mpi", payload)] if mpi else []
+    return write_profile(outdir, name, prof.metrics, ranks, executions, [(0, 2), (2, 3)], sections)
 
 
 @pytest.fixture
