@@ -1,18 +1,20 @@
 """The cost of MPI capture (``Profiler(mpi=True)``, docs/mpi.md).
 
-    .venv/bin/python benchmarks/mpi.py [--repeats 5] [--calls 100000] [--steps 2000]
+    .venv/bin/python benchmarks/mpi.py [--repeats 5] [--blocks 200] [--calls 2000] [--steps 2000]
 
-1. Per MPI call: worker processes, capture off (``mpi=False``) and on,
-   launched interleaved, one mpiexec each, time ``--calls`` small calls from
-   mpi4py: ``Allreduce`` of one double and ``Sendrecv`` of 8 bytes, on
-   COMM_SELF at 1 rank and on COMM_WORLD at 2 ranks (neighbour exchange).
-   A worker's figure is the best of 5 batches (ns per call); the table gives
-   the median over ``--repeats`` workers of each mode, and on - off.
-2. Event enter+exit (``with Event("x"): pass``, nested in an open event),
-   in the same workers: capture adds no work to events, so on - off is noise.
+1. Per MPI call: a worker (mpiexec, 1 rank on COMM_SELF, then 2 ranks on
+   COMM_WORLD, a neighbour exchange) starts ``Profiler(mpi=True)`` and times
+   ``--blocks`` pairs of blocks of ``--calls`` small calls from mpi4py,
+   recording off then on (``tinyprof_mpi_enable``), side by side in one
+   process: ``Allreduce`` of one double and ``Sendrecv`` of 8 bytes. A pair
+   gives on - off per call; the table gives the medians. "Off" has the
+   library in mpi4py's path with recording off (its wrappers then cost one
+   branch: ~3 ns in a C program, see docs/performance.md).
+2. Event enter+exit (``with Event("x"): pass``), nested in an open event,
+   the same way: capture adds no work to events, so on - off is noise.
 3. The demo (tinyprof/demo.py, ``--steps``) on 4 ranks with
-   ``TINYPROF_MPI=0`` and ``=1``, interleaved; its own time figure (Profiler()
-   to the end of the flush, slowest rank), median over ``--repeats``.
+   ``TINYPROF_MPI=0`` and ``=1``, interleaved, ``--repeats`` runs each: its
+   own time figure (Profiler() to the end of the flush, slowest rank), median.
 
 Prints Markdown tables (docs/performance.md, "MPI capture").
 """
@@ -33,71 +35,67 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from continuous import MPIEXEC, run_demo      # noqa: E402
 
-BATCHES = 5
+CASES = ("Allreduce", "Sendrecv", "Event")
 
 
-def worker(mode: str, calls: int) -> None:
-    """Time the calls on this rank; rank 0 prints one JSON line."""
+def worker(blocks: int, calls: int) -> None:
+    """Time the cases on this rank, recording off and on by turns; rank 0
+    prints one JSON line: per case, (median off ns/call, median of on - off)."""
     import numpy as np
     from mpi4py import MPI
 
     import tinyprof
     comm = MPI.COMM_WORLD
-    tinyprof.Profiler("bench", outdir=tempfile.mkdtemp(), mpi=mode == "on")
+    lib = tinyprof.Profiler("bench", outdir=tempfile.mkdtemp(), mpi=True).session.capture.lib
     over = MPI.COMM_SELF if comm.Get_size() == 1 else comm
     right, left = (over.Get_rank() + 1) % over.Get_size(), (over.Get_rank() - 1) % over.Get_size()
     x, y = np.ones(1), np.ones(1)
+    ev = tinyprof.Event("x")
 
-    def allreduce():
-        for _ in range(calls):
-            over.Allreduce(x, y)
+    def block(case: str) -> float:
+        t = time.perf_counter_ns()
+        if case == "Allreduce":
+            for _ in range(calls):
+                over.Allreduce(x, y)
+        elif case == "Sendrecv":
+            for _ in range(calls):
+                over.Sendrecv(x, dest=right, recvbuf=y, source=left)
+        else:
+            for _ in range(calls):
+                with ev:
+                    pass
+        return (time.perf_counter_ns() - t) / calls
 
-    def sendrecv():
-        for _ in range(calls):
-            over.Sendrecv(x, dest=right, recvbuf=y, source=left)
-
-    def events():
-        ev = tinyprof.Event("x")
-        for _ in range(calls):
-            with ev:
-                pass
-
-    out: Dict[str, float] = {}
+    out: Dict[str, List[float]] = {}
     with tinyprof.Event("bench"):
-        for name, fn in (("Allreduce", allreduce), ("Sendrecv", sendrecv), ("Event", events)):
-            best = float("inf")
-            for _ in range(BATCHES):
-                comm.Barrier()
-                t = time.perf_counter_ns()
-                fn()
-                best = min(best, (time.perf_counter_ns() - t) / calls)
-            out[name] = best
+        for case in CASES:
+            offs, diffs = [], []
+            for _ in range(blocks):
+                lib.tinyprof_mpi_enable(0)
+                off = block(case)
+                lib.tinyprof_mpi_enable(1)
+                diffs.append(block(case) - off)
+                offs.append(off)
+            out[case] = [statistics.median(offs), statistics.median(diffs)]
+    lib.tinyprof_mpi_enable(0)
     if comm.Get_rank() == 0:
         print(json.dumps(out), flush=True)
 
 
-def run_worker(ranks: int, mode: str, calls: int) -> Dict[str, float]:
-    proc = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, os.path.abspath(__file__),
-                           "--worker", mode, "--calls", str(calls)],
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode:
-        raise SystemExit(f"worker failed:\n{proc.stdout}{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def per_call(repeats: int, calls: int) -> None:
-    print("| ranks | call | off (ns) | on (ns) | added (ns) |")
-    print("| ---: | --- | ---: | ---: | ---: |")
+def per_call(blocks: int, calls: int) -> None:
+    print("| ranks | call | off (ns) | added by recording (ns) |")
+    print("| ---: | --- | ---: | ---: |")
     for ranks in (1, 2):
-        runs: Dict[str, List[Dict[str, float]]] = {"off": [], "on": []}
-        for _ in range(repeats):
-            for mode in runs:
-                runs[mode].append(run_worker(ranks, mode, calls))
-        for name in ("Allreduce", "Sendrecv", "Event"):
-            off = statistics.median(r[name] for r in runs["off"])
-            on = statistics.median(r[name] for r in runs["on"])
-            label = "Event enter+exit" if name == "Event" else name
-            print(f"| {ranks} | {label} | {off:.0f} | {on:.0f} | {on - off:+.0f} |")
+        proc = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, os.path.abspath(__file__),
+                               "--worker", "--blocks", str(blocks), "--calls", str(calls)],
+                              capture_output=True, text=True, timeout=1200)
+        if proc.returncode:
+            raise SystemExit(f"worker failed:\n{proc.stdout}{proc.stderr}")
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        for case in CASES:
+            off, added = got[case]
+            label = "Event enter+exit" if case == "Event" else case
+            print(f"| {ranks} | {label} | {off:.0f} | {added:+.1f} |")
 
 
 def demo(repeats: int, steps: int) -> None:
@@ -116,14 +114,15 @@ def demo(repeats: int, steps: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--calls", type=int, default=100_000)
+    p.add_argument("--blocks", type=int, default=200)
+    p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--worker", choices=["on", "off"], help=argparse.SUPPRESS)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        worker(args.worker, args.calls)
+        worker(args.blocks, args.calls)
         return
-    per_call(args.repeats, args.calls)
+    per_call(args.blocks, args.calls)
     demo(args.repeats, args.steps)
 
 
