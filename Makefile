@@ -52,12 +52,17 @@ bench: install bench-native
 	$(PY) benchmarks/peers.py
 	$(PY) benchmarks/mpi.py
 
-# The C++ annotation cost, built with the mpicxx of the mpich wheel.
+# The C++ annotation cost, built with the mpicxx of the mpich wheel; the MPI wrappers' cost in C.
 bench-native: install
 	mkdir -p native/build
 	$(BIN)/mpicxx -std=c++17 -O2 -Wall -Wextra -Werror -Inative/include \
 		benchmarks/native_event.cpp -o native/build/native_event
 	native/build/native_event
+	$(BIN)/mpicc -O2 -Wall -Wextra -Werror benchmarks/mpi_wrapper.c -o native/build/mpi_plain
+	$(BIN)/mpicc -O2 -Wall -Wextra -Werror benchmarks/mpi_wrapper.c -o native/build/mpi_linked \
+		-Ltinyprof -ltinyprof_mpi -Wl,-rpath,$(CURDIR)/tinyprof
+	native/build/mpi_plain
+	native/build/mpi_linked
 
 clean:
 	rm -rf $(VENV) build *.egg-info tinyprof/*.so native/build
