@@ -100,11 +100,18 @@ def _mpiexec() -> str:
 def _launch(args: argparse.Namespace, argv: List[str]) -> int:
     cmd = [_mpiexec(), "-n", str(args.nranks), sys.executable, "-m", "tinyprof.demo",
            *(a for a in argv if a != "--run")]
-    status = subprocess.run(cmd).returncode
+    # MPI capture on unless the environment says otherwise: the demo shows it too
+    env = dict(os.environ, TINYPROF_MPI=os.environ.get("TINYPROF_MPI", "1"))
+    status = subprocess.run(cmd, env=env).returncode
     if status:
         sys.exit(f"tinyprof.demo: {' '.join(cmd)} failed with status {status}")
     from ._summary import summary
-    print(summary(tinyprof.read(args.outdir)))
+    profile = tinyprof.read(args.outdir)
+    print(summary(profile))
+    if profile.mpi_recorded:
+        from .converters import mpitable
+        print(f"\nMPI calls (tinyprof mpi {args.outdir}; docs/mpi.md):")
+        print(mpitable.table(profile, mpitable.group(profile), limit=8))
     return 0
 
 
