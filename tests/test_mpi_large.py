@@ -98,7 +98,8 @@ def test_demo_runs_on_three_ranks_and_summarises(tmp_path):
     out = proc.stdout.splitlines()          # the application's line, a title, the header
     assert out[2].split()[:3] == ["callpath", "ranks", "min"]
     unit = out[2].split()[3]
-    lines = {line.split()[0]: line.split() for line in out[3:]}
+    summary = out[3:out.index("")]                         # then the MPI table
+    lines = {line.split()[0]: line.split() for line in summary}
     scale = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
     for path in p.callpaths:
         totals = {r: sum(map(sum, p.series(path, r))) for r in range(3) if any(p.series(path, r))}
@@ -108,3 +109,11 @@ def test_demo_runs_on_three_ranks_and_summarises(tmp_path):
             round(v / scale, 3) for v in (min(totals.values()), sum(totals.values()) / len(totals),
                                           max(totals.values()))]
         assert cells[5:] == ["rank", str(max(totals, key=totals.get))]
+    # With MPI capture (on for --run): 20 steps x 2 Sendrecv per rank, the 40
+    # at the plate's edges with no peer (mpi4py sends nothing to PROC_NULL).
+    m = p.mpi
+    halo = m[m.callpath.map(("main", "halo").__eq__) & (m.op == "Sendrecv")]
+    per_bucket = halo.groupby("bucket")[["calls", "bytes"]].sum()
+    assert per_bucket.to_dict("index") == {0: {"calls": 40, "bytes": 0},
+                                           12: {"calls": 80, "bytes": 80 * 2048}}
+    assert "MPI calls (tinyprof mpi heat; docs/mpi.md):" in out
