@@ -192,7 +192,7 @@ cmake_minimum_required(VERSION 3.16)
 project(heat_app CXX)
 {how}
 add_executable(heat {example})
-target_link_libraries(heat PRIVATE tinyprof::tinyprof)
+target_link_libraries(heat PRIVATE tinyprof::mpi tinyprof::tinyprof)
 """
 
 
@@ -206,7 +206,7 @@ def test_cmake_routes(tmp_path, route):
     if shutil.which("cmake") is None:
         pytest.skip("no cmake")
     native = ROOT / "native"
-    mpi = [f"-DMPI_CXX_COMPILER={MPICXX}"]
+    mpi = [f"-DMPI_CXX_COMPILER={MPICXX}", f"-DMPI_C_COMPILER={MPICXX.with_name('mpicc')}"]
     if route == "add_subdirectory":
         how = f'add_subdirectory("{native}" tinyprof)'
         prefix_args = []
@@ -214,6 +214,7 @@ def test_cmake_routes(tmp_path, route):
         build_lib, prefix = tmp_path / "lib-build", tmp_path / "prefix"
         cmake("-S", str(native), "-B", str(build_lib), f"-DCMAKE_INSTALL_PREFIX={prefix}", *mpi,
               cwd=tmp_path)
+        cmake("--build", str(build_lib), cwd=tmp_path)        # libtinyprof_mpi
         cmake("--install", str(build_lib), cwd=tmp_path)
         how = "find_package(tinyprof REQUIRED)"
         prefix_args = [f"-DCMAKE_PREFIX_PATH={prefix}"]
@@ -224,7 +225,9 @@ def test_cmake_routes(tmp_path, route):
           "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Werror", cwd=tmp_path)
     cmake("--build", str(app / "build"), cwd=tmp_path)
     run([app / "build" / "heat", 2, tmp_path / "out"], 2)
-    assert tinyprof.read(str(tmp_path / "out")).nranks == 2
+    prof = tinyprof.read(str(tmp_path / "out"))
+    assert prof.nranks == 2 and prof.mpi_recorded      # tinyprof::mpi linked: MPI recorded
+    assert set(prof.mpi.op) >= {"Sendrecv"}
 
 
 @pytest.mark.parametrize("nranks", [1, 3])
