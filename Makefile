@@ -61,8 +61,8 @@ bench-native: install
 	$(BIN)/mpicc -O2 -Wall -Wextra -Werror benchmarks/mpi_wrapper.c -o native/build/mpi_plain
 	$(BIN)/mpicc -O2 -Wall -Wextra -Werror benchmarks/mpi_wrapper.c -o native/build/mpi_linked \
 		-Ltinyprof -ltinyprof_mpi -Wl,-rpath,$(CURDIR)/tinyprof
-	native/build/mpi_plain
-	native/build/mpi_linked
+	for n in 1 2; do $(BIN)/mpiexec -n $$n native/build/mpi_plain; \
+		$(BIN)/mpiexec -n $$n native/build/mpi_linked; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info tinyprof/*.so native/build
