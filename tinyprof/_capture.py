@@ -91,8 +91,9 @@ def _check(lib: ctypes.CDLL) -> ctypes.CDLL:
 class Capture:
     """The loaded library, recording for this process."""
 
-    def __init__(self, lib: ctypes.CDLL) -> None:
+    def __init__(self, lib: ctypes.CDLL, attributes: bool) -> None:
         self.lib = lib
+        self.attributes = attributes    # calls charged to callpaths (the C core), not all to none
         self._ops: Dict[int, str] = {}
 
     @classmethod
@@ -103,13 +104,7 @@ class Capture:
         address = getattr(_annotate.impl, "_source_address", None)
         lib.tinyprof_mpi_set_source(address() if address is not None else None)
         lib.tinyprof_mpi_enable(1)
-        return cls(lib)
-
-    @property
-    def attributes(self) -> bool:
-        """Whether calls are charged to callpaths (the C core), not all to the root."""
-        from . import _annotate
-        return hasattr(_annotate.impl, "_source_address")
+        return cls(lib, address is not None)
 
     def stop(self) -> None:
         self.lib.tinyprof_mpi_enable(0)
@@ -136,10 +131,7 @@ class Capture:
                for node, comm, op, k, calls, nbytes, t in self._table("ops", _OP_FIELDS)]
         peers = [(rank, lines.get(node, NONE), index.get(comm, NONE), peer, messages, nbytes)
                  for node, comm, peer, messages, nbytes in self._table("peers", _PEER_FIELDS)]
-        keyed_ops = _mpisection.merge_rows(ops, 5)
-        keyed_peers = _mpisection.merge_rows(peers, 4)
-        return _mpisection.Section(comms, [k + tuple(v) for k, v in keyed_ops.items()],
-                                   [k + tuple(v) for k, v in keyed_peers.items()])
+        return _mpisection.Section(comms, _summed(ops, 5), _summed(peers, 4))
 
     def _table(self, which: str, width: int) -> List[List[int]]:
         n = ctypes.c_size_t()
@@ -182,3 +174,14 @@ class Capture:
                 comms.append(Communicator(text, size, members, lines.get(created, NONE)))
             index[i] = by_name[text]
         return comms, index
+
+
+def _summed(rows: List[tuple], key_len: int) -> List[tuple]:
+    """The rows with the same key (the first ``key_len`` fields) summed into
+    one: node ids that map to no line, and communicators that share a name."""
+    out: Dict[tuple, List[int]] = {}
+    for r in rows:
+        acc = out.setdefault(r[:key_len], [0] * (len(r) - key_len))
+        for i, v in enumerate(r[key_len:]):
+            acc[i] += v
+    return [key + tuple(values) for key, values in out.items()]

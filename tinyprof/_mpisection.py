@@ -256,15 +256,3 @@ def merge(parts: Sequence[Section]) -> Section:
         peers += [(r[0], r[1], remap[r[2]], *r[3:]) for r in part.peers]
     return Section(comms, ops, peers)
 
-
-def merge_rows(rows, key_len: int) -> Dict[tuple, List[int]]:
-    """Sum the values of rows with the same key (the first ``key_len`` fields)."""
-    out: Dict[tuple, List[int]] = {}
-    for r in rows:
-        acc = out.get(r[:key_len])
-        if acc is None:
-            out[r[:key_len]] = list(r[key_len:])
-        else:
-            for i, v in enumerate(r[key_len:]):
-                acc[i] += v
-    return out
