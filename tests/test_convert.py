@@ -65,14 +65,21 @@ def _record_rank(rank: int, clock) -> List[_eventmap.LocalEvent]:
 def make_profile(outdir, clock, selfkeys: str = "tag:0,mem:1", name: str = "conv") -> str:
     """Record NRANKS ranks serially and write them as a two-file profile in ``outdir``."""
     prof = tinyprof.Profiler(name, selfkeys=selfkeys, outdir=outdir)
-    ranks, executions = [], []
-    for rank in range(NRANKS):
-        impl.reset()
-        ranks.append(_record_rank(rank, clock))
-        executions.append(impl.executions())
-    impl.reset()
+    ranks, executions = record_ranks(NRANKS, _record_rank, clock)
     half = NRANKS // 2
     return write_profile(outdir, name, prof.metrics, ranks, executions, [(0, half), (half, NRANKS)])
+
+
+def record_ranks(nranks: int, record_rank, clock):
+    """``record_rank(rank, clock)`` on a fresh event map for each rank, serially:
+    each rank's events and executions."""
+    ranks, executions = [], []
+    for rank in range(nranks):
+        impl.reset()
+        ranks.append(record_rank(rank, clock))
+        executions.append(impl.executions())
+    impl.reset()
+    return ranks, executions
 
 
 def write_profile(outdir, name: str, metrics, ranks, executions, bounds,

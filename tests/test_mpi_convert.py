@@ -21,7 +21,7 @@ from tinyprof import _annotate, _eventmap
 from tinyprof._mpisection import NONE, Communicator, bucket, encode
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError, mpitable
-from test_convert import write_profile
+from test_convert import record_ranks, write_profile
 
 pd = pytest.importorskip("pandas")
 ht = pytest.importorskip("hatchet")
@@ -96,12 +96,7 @@ def make_profile(outdir, clock, name: str = "mpiconv", mpi: bool = True,
     """Record the ranks serially; write them as two files, with mpi sections if ``mpi``
     (``section``: the payload of the first file's instead)."""
     prof = tinyprof.Profiler(name, outdir=outdir)
-    ranks, executions = [], []
-    for rank in range(NRANKS):
-        impl.reset()
-        ranks.append(_record_rank(rank, clock))
-        executions.append(impl.executions())
-    impl.reset()
+    ranks, executions = record_ranks(NRANKS, _record_rank, clock)
 
     def sections(index: int, lo: int, hi: int):
         lines = [e.path for e in ranks[lo]]        # the lowest rank of each file has all its lines
