@@ -525,9 +525,8 @@ fast_context_works(void)
 
 /* Make node current. */
 static PyObject *
-current_set(Node *node)
+context_set(Node *node)
 {
-    tls_node = node->id;
 #ifdef FAST_CONTEXT
     if (fast_context)
         return fast_set(node);
@@ -535,11 +534,9 @@ current_set(Node *node)
     return PyContextVar_Set(current_var, (PyObject *)node);
 }
 
-/* Make node's parent current again, with current_set's token. */
 static int
-current_restore(Node *node, PyObject *token)
+context_restore(Node *node, PyObject *token)
 {
-    tls_node = parent_id(node);
 #ifdef FAST_CONTEXT
     if (fast_context)
         return fast_restore(node, token);
@@ -551,6 +548,26 @@ current_restore(Node *node, PyObject *token)
     token = PyContextVar_Set(current_var, node->parent);
     Py_XDECREF(token);
     return token != NULL ? 0 : -1;
+}
+
+/* Make node current; the thread-local follows once the context has. */
+static PyObject *
+current_set(Node *node)
+{
+    PyObject *token = context_set(node);
+    if (token != NULL)
+        tls_node = node->id;
+    return token;
+}
+
+/* Make node's parent current again, with current_set's token. */
+static int
+current_restore(Node *node, PyObject *token)
+{
+    int rc = context_restore(node, token);
+    if (rc == 0)
+        tls_node = parent_id(node);
+    return rc;
 }
 
 /* ---- the shared enter / exit steps ----------------------------------------- */
@@ -635,10 +652,12 @@ close_out_of_order(Node *node, Node *cur)
         cur = (Node *)cur->parent;
     if (cur != node)
         return 0;
-    tls_node = parent_id(node);
     PyObject *token = PyContextVar_Set(current_var, node->parent);
     Py_XDECREF(token);
-    return token != NULL ? 0 : -1;
+    if (token == NULL)
+        return -1;
+    tls_node = parent_id(node);
+    return 0;
 }
 
 /* `node` exits: make its parent current if it is the innermost open node,
