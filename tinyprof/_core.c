@@ -19,6 +19,8 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 
 /* ---- growable int64 buffer ------------------------------------------------ */
 
@@ -79,6 +81,33 @@ static int32_t next_id = 1;     /* of the next non-root node */
  * until the next enter or exit, MPI calls are charged to the last node made
  * current on this thread. */
 static _Thread_local int32_t tls_node;
+
+/* Trace mode (docs/trace.md): (node id, OS thread id, start, duration) per
+ * occurrence, appended at exit; at most trace_limit occurrences, the rest
+ * only counted. Off (trace_limit 0): one predictable branch per exit. */
+static Buf trace_buf;
+static int64_t trace_limit, trace_dropped;
+static _Thread_local int32_t tls_tid;   /* gettid(), cached: 0 until first needed */
+
+static int
+trace_push(int32_t id, int64_t start, int64_t end)
+{
+    if (trace_buf.len >= 4 * trace_limit) {
+        trace_dropped++;
+        return 0;
+    }
+    if (tls_tid == 0)
+        tls_tid = (int32_t)syscall(SYS_gettid);
+    if (trace_buf.cap - trace_buf.len < 4 && buf_grow(&trace_buf) < 0)
+        return -1;
+    int64_t *row = trace_buf.data + trace_buf.len;
+    row[0] = id;
+    row[1] = tls_tid;
+    row[2] = start;
+    row[3] = end - start;
+    trace_buf.len += 4;
+    return 0;
+}
 
 static int32_t
 current_id(void)
@@ -686,8 +715,11 @@ undo_open(Node *node, PyObject *token)
 
 /* Store one occurrence, then hand its metric values (if any) to the hook. */
 static int
-record(Node *node, int64_t elapsed, PyObject *values)
+record(Node *node, int64_t start, int64_t end, PyObject *values)
 {
+    if (trace_limit && trace_push(node->id, start, end) < 0)
+        return -1;
+    int64_t elapsed = end - start;
     Buf *times = &node->times;
     if (node->last_exec != exec_no || times->len == 0) {
         if (times->len == times->cap && buf_grow(times) < 0)
@@ -981,7 +1013,7 @@ event_exit(Event *e, PyObject *const *args, Py_ssize_t nargs)
     e->node = NULL;
     e->token = NULL;
     e->exited = 1;
-    int rc = record(node, end - e->start, e->values);
+    int rc = record(node, e->start, end, e->values);
     Py_DECREF(token);
     Py_DECREF(node);
     if (rc < 0)
@@ -1179,7 +1211,7 @@ wrapper_vectorcall(Wrapper *w, PyObject *const *args, size_t nargsf, PyObject *k
          * exit steps, or becomes the __context__ of an error they raise */
         PyObject *body_exc = result == NULL ? err_fetch() : NULL;
         if (read_clock(&end) < 0 || close_node(node, token) < 0 ||
-            record(node, end - start, w->values) < 0) {
+            record(node, start, end, w->values) < 0) {
             Py_CLEAR(result);
             PyObject *exc = err_fetch();
             PyException_SetContext(exc, body_exc);
@@ -1341,7 +1373,35 @@ mod_reset(PyObject *m, PyObject *unused)
     Py_XSETREF(root_node, fresh);
     Py_CLEAR(first_root);
     exec_no = -1;
+    trace_buf.len = 0;
+    trace_dropped = 0;
     Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_trace(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long long limit = PyLong_AsLongLong(arg);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    if (limit < 0 || limit > PY_SSIZE_T_MAX / 4 / (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "tinyprof: the trace limit must be >= 0 and addressable");
+        return NULL;
+    }
+    trace_limit = limit;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_trace_records(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    PyObject *data = buf_bytes(&trace_buf);
+    if (data == NULL)
+        return NULL;
+    return Py_BuildValue("(NL)", data, (long long)trace_dropped);
 }
 
 static PyObject *
@@ -1457,6 +1517,10 @@ static PyMethodDef module_methods[] = {
     {"current", mod_current, METH_NOARGS, "The innermost open Node in this context."},
     {"executions", mod_executions, METH_NOARGS, "Number of executions started."},
     {"reset", mod_reset, METH_NOARGS, "Forget every recorded value (tests, and a fresh profile)."},
+    {"trace", mod_trace, METH_O,
+     "Keep the start of up to `limit` occurrences (trace mode); 0 turns it off."},
+    {"trace_records", mod_trace_records, METH_NOARGS,
+     "(bytes of int64 (node id, OS tid, start, duration) per traced occurrence, dropped)."},
     {"set_clock", mod_set_clock, METH_O,
      "Replace the nanosecond clock (tests inject deterministic timings); None restores it."},
     {"set_metric_hook", mod_set_metric_hook, METH_O,

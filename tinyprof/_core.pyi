@@ -84,3 +84,7 @@ def _source_address() -> int:
     """Address of ``int32_t source(void)``: the id of the calling thread's current node."""
 def set_metric_hook(hook: Callable[[Node, Dict[str, float]], None]) -> None:
     """Set hook(node, values), called after an occurrence with metric values is recorded."""
+def trace(limit: int) -> None:
+    """Keep the start of up to ``limit`` occurrences (trace mode); 0 turns it off."""
+def trace_records() -> Tuple[bytes, int]:
+    """(bytes of int64 (node id, OS tid, start, duration) per traced occurrence, dropped)."""

@@ -23,7 +23,11 @@ class Profiler:
     ``"all"`` (a time series). ``mpi=True`` (default: ``TINYPROF_MPI``) also
     records MPI communication per callpath, communicator, operation, message
     size and peer (docs/mpi.md); create the Profiler before the communicators
-    you make, so that they get their stable names.
+    you make, so that they get their stable names. ``trace=True`` (default:
+    ``TINYPROF_TRACE``) also keeps the start of every occurrence, and with
+    ``mpi=True`` every MPI call, for timelines, the critical path and wait
+    states (docs/trace.md); ``trace_limit`` (default ``TINYPROF_TRACE_LIMIT``,
+    else 2,000,000) caps what each rank keeps of each.
 
     Creating a Profiler closes the previous one. Under MPI it is collective
     (one ``Dup`` of the communicator and one broadcast of the run id and the
@@ -33,8 +37,10 @@ class Profiler:
 
     def __init__(self, name: str = "profile", frequency: float = 0, selfkeys: str = "", *,
                  outdir: Optional[str] = None, aggregators: Optional[int] = None,
-                 comm: Any = None, keep: str = "last", mpi: Optional[bool] = None) -> None:
-        settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi)
+                 comm: Any = None, keep: str = "last", mpi: Optional[bool] = None,
+                 trace: Optional[bool] = None, trace_limit: Optional[int] = None) -> None:
+        settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi,
+                                   trace, trace_limit)
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
@@ -46,6 +52,7 @@ class Profiler:
     outdir = property(lambda self: self.settings.outdir, doc="The output directory.")
     keep = property(lambda self: self.settings.keep, doc="Snapshot keep policy.")
     mpi = property(lambda self: self.settings.mpi, doc="Whether MPI communication is recorded.")
+    trace = property(lambda self: self.settings.trace, doc="Whether trace mode is on.")
     aggregators = property(lambda self: self.settings.aggregators,
                            doc="Wanted aggregator count, or None for the default.")
 
@@ -71,7 +78,7 @@ class Profiler:
     def __repr__(self) -> str:
         s = self.settings
         return (f"tinyprof.Profiler({s.name!r}, frequency={s.frequency:g}, "
-                f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r}, mpi={s.mpi})")
+                f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r}, mpi={s.mpi}, trace={s.trace})")
 
 
 def flush() -> Optional[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import itertools
+import threading
 import time
 from array import array
 from typing import Any, Callable, Dict, Optional
@@ -60,6 +61,10 @@ _current: contextvars.ContextVar[Node] = contextvars.ContextVar("tinyprof_node",
 _first_root: Optional[str] = None
 _exec = -1
 _metric_hook: Optional[Callable[[Node, dict], None]] = None
+# Trace mode: (node id, OS thread id, start, duration) per occurrence, as the C core.
+_trace = array("q")
+_trace_limit = 0
+_trace_dropped = 0
 
 
 def root() -> Node:
@@ -76,12 +81,27 @@ def executions() -> int:
 
 def reset() -> None:
     """Forget every recorded value (tests, and a fresh profile)."""
-    global _first_root, _exec
+    global _first_root, _exec, _trace_dropped
     # In place: _root is the ContextVar's default, which threads started later see.
     _root.__init__("", None)
     _current.set(_root)
     _first_root = None
     _exec = -1
+    del _trace[:]
+    _trace_dropped = 0
+
+
+def trace(limit: int) -> None:
+    """Keep the start of up to ``limit`` occurrences (trace mode); 0 turns it off."""
+    global _trace_limit
+    if limit < 0:
+        raise ValueError("tinyprof: the trace limit must be >= 0 and addressable")
+    _trace_limit = limit
+
+
+def trace_records() -> tuple:
+    """(bytes of int64 (node id, OS tid, start, duration) per traced occurrence, dropped)."""
+    return _trace.tobytes(), _trace_dropped
 
 
 def set_clock(clock: Optional[Callable[[], int]]) -> None:
@@ -148,7 +168,7 @@ class Event:
                 _current.set(node.parent)
         else:
             _close_out_of_order(node)
-        _record(node, end - self._start, self.values)
+        _record(node, self._start, end, self.values)
 
     def __call__(self, func: Callable) -> Callable:
         name, is_common, loop, values = self.name, self.is_common, self.loop, self.values or {}
@@ -174,7 +194,14 @@ def _close_out_of_order(node: Node) -> None:
         _current.set(node.parent)
 
 
-def _record(node: Node, elapsed: int, values: Optional[dict]) -> None:
+def _record(node: Node, start: int, end: int, values: Optional[dict]) -> None:
+    global _trace_dropped
+    if _trace_limit:
+        if len(_trace) < 4 * _trace_limit:
+            _trace.extend((node.id, threading.get_native_id(), start, end - start))
+        else:
+            _trace_dropped += 1
+    elapsed = end - start
     times = node.times
     if node.last_exec != _exec:
         # Threads race here: the boundary goes in first, whole (one extend is

@@ -15,6 +15,7 @@ from typing import List, Optional, Tuple
 Metrics = Tuple[Tuple[str, bool], ...]      # (key, consistent?) in declaration order
 
 KEEP_POLICIES = ("last", "all")
+TRACE_LIMIT = 2_000_000     # occurrences (and MPI calls) kept per rank: 64 MB each
 
 
 def enabled() -> bool:
@@ -58,6 +59,16 @@ def env_aggregators() -> Optional[int]:
     return int(text)
 
 
+def env_trace_limit() -> int:
+    """``TINYPROF_TRACE_LIMIT``, else the default."""
+    text = os.environ.get("TINYPROF_TRACE_LIMIT", "").strip()
+    if not text:
+        return TRACE_LIMIT
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"tinyprof: TINYPROF_TRACE_LIMIT must be an integer >= 1, not {text!r}")
+    return int(text)
+
+
 def clamp_aggregators(wanted: Optional[int], nranks: int) -> int:
     """``wanted`` aggregators (None: the default P // 16) clamped to [1, P]."""
     return min(max(1, wanted if wanted is not None else nranks // 16), nranks)
@@ -78,11 +89,14 @@ class Settings:
     aggregators: Optional[int] = None
     keep: str = "last"
     mpi: bool = False
+    trace: bool = False
+    trace_limit: int = TRACE_LIMIT
 
     @classmethod
     def create(cls, name: str = "profile", frequency: float = 0, selfkeys: str = "",
                outdir: Optional[str] = None, aggregators: Optional[int] = None,
-               keep: str = "last", mpi: Optional[bool] = None) -> "Settings":
+               keep: str = "last", mpi: Optional[bool] = None, trace: Optional[bool] = None,
+               trace_limit: Optional[int] = None) -> "Settings":
         if not isinstance(name, str):
             raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
         if isinstance(frequency, bool) or not isinstance(frequency, numbers.Real):
@@ -103,9 +117,19 @@ class Settings:
             mpi = env_flag("TINYPROF_MPI")
         elif not isinstance(mpi, bool):
             raise TypeError(f"tinyprof.Profiler: mpi must be True or False, not {mpi!r}")
+        if trace is None:
+            trace = env_flag("TINYPROF_TRACE")
+        elif not isinstance(trace, bool):
+            raise TypeError(f"tinyprof.Profiler: trace must be True or False, not {trace!r}")
+        if trace_limit is None:
+            trace_limit = env_trace_limit()
+        elif isinstance(trace_limit, bool) or not isinstance(trace_limit, int) or trace_limit < 1:
+            raise ValueError(f"tinyprof.Profiler: trace_limit must be an integer >= 1, "
+                             f"not {trace_limit!r}")
         return cls(name=name, frequency=freq, metrics=tuple(parse_selfkeys(selfkeys)),
                    outdir=os.fspath(outdir) if outdir is not None else f"{name}.tinyprof",
-                   aggregators=aggregators, keep=keep, mpi=mpi)
+                   aggregators=aggregators, keep=keep, mpi=mpi, trace=trace,
+                   trace_limit=trace_limit)
 
     def aggregator_count(self, nranks: int) -> int:
         """Number of aggregators (files) of a flush over ``nranks`` ranks."""
