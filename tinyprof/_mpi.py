@@ -28,9 +28,10 @@ from ._settings import Settings
 
 Callpath = Tuple[str, ...]
 Meta = Tuple[Callpath, int, bool]        # callpath, loop mode, is_common hint
-# The rank's ``mpi`` section for the file lines given (callpath -> line), or None
-# when this rank has no MPI capture.
-MpiPart = Callable[[Dict[Callpath, int]], Optional[_mpisection.Section]]
+# A rank's part of a section for the file lines given (callpath -> line):
+# its payload, b"" when it has none.
+Part = Callable[[Dict[Callpath, int]], bytes]
+SECTIONS = ("mpi", "trace")             # in file order
 
 _SEP = ord("|")
 _ROW_HEAD = 16          # a rank row starts with int64 (used length, executions)
@@ -44,13 +45,14 @@ last_timings: Dict[str, float] = {}
 
 def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
           events: List[LocalEvent], executions: int, groups: Dict[int, object],
-          mpi_part: Optional[MpiPart] = None) -> bool:
+          parts: Optional[Dict[str, Part]] = None) -> bool:
     """The collective flush of this rank's ``events`` over ``comm``: the set of
     files ``<settings.outdir>/<stem>.<i>-of-<A>.tp``; whether every file of
     it was written (the same on all ranks). Consumes ``events``. ``groups``
     caches the group communicator of each aggregator count: Split is
     collective and not free, so each grouping is made once per session.
-    ``mpi_part`` (given on all ranks or none) adds the ``mpi`` section."""
+    ``parts`` gives this rank's parts of the sections (``SECTIONS``) it has;
+    a section is written when any rank of the file has a part of it."""
     t0 = time.perf_counter()
     keys = [k for k, c in settings.metrics if c]
     meta, fields, consistent = _encode_local(events, settings.metrics)
@@ -67,13 +69,7 @@ def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
     group = groups[naggs]
     box = [_encode_row(order, fields, consistent if keys else None, executions)]
     rows = _gather(group, box)                  # takes the row out of the box: freed once copied
-    parts = None
-    if mpi_part is not None:
-        mine = mpi_part({path: i for i, path in enumerate(order)})
-        payload = b"" if mine is None else _mpisection.encode(mine.comms, mine.ops, mine.peers)
-        gathered = _gather(group, [bytearray(np.int64(len(payload)).tobytes() + payload)])
-        if gathered is not None:
-            parts = [bytes(row[8:8 + int(np.frombuffer(row[:8], np.int64)[0])]) for row in gathered]
+    gathered_parts = _gather_parts(comm, group, parts or {}, order)
     t2 = time.perf_counter()
 
     # [file written, no older set to remove], then the minimum over all ranks
@@ -83,7 +79,7 @@ def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
         ranks = [_Row(rows, r, len(order), bool(keys)) for r in range(size)]
         del rows                # now the _Rows hold the buffer, and free it once encoded
         header = make_header(nranks, first, size, index, naggs)
-        sections = _mpi_sections(parts, header, len(order))
+        sections = _sections(gathered_parts, header, len(order))
         state[0] = _write(outdir, stem, header, ranks, order, loops, sections)
         if rank == 0 and state[0]:
             state[1] = not _layout.stale_sets(outdir, stem, naggs)
@@ -306,16 +302,42 @@ class _Row:
 
 # -- phase 3: file I/O ---------------------------------------------------------------
 
-def _mpi_sections(parts: Optional[List[bytes]], header: Header,
-                  nlines: int) -> List[Tuple[str, bytes]]:
-    """The file's ``mpi`` section from its ranks' payloads (none if no rank captured)."""
-    if not parts or not any(parts):
-        return []
-    first, count, where = header.first_rank, header.rank_count, "rank payload"
-    sections = [_mpisection.parse(p, where, 1, nlines, first, count, header.nranks)
-                for p in parts if p]
-    merged = _mpisection.merge(sections)
-    return [("mpi", _mpisection.encode(merged.comms, merged.ops, merged.peers))]
+def _gather_parts(comm, group, parts: Dict[str, Part], order: Sequence[Callpath]
+                  ) -> Dict[str, List[bytes]]:
+    """On the aggregator, each section's parts from its group's ranks, in rank
+    order. Every rank takes part in the gather of every section some rank
+    has (an allreduce of the flags first), so ranks that differ never hang."""
+    flags = np.array([name in parts for name in SECTIONS], np.int64)
+    comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
+    lines = {path: i for i, path in enumerate(order)} if parts else {}
+    out: Dict[str, List[bytes]] = {}
+    for name, wanted in zip(SECTIONS, flags.tolist()):
+        if not wanted:
+            continue
+        payload = parts[name](lines) if name in parts else b""
+        gathered = _gather(group, [bytearray(np.int64(len(payload)).tobytes() + payload)])
+        if gathered is not None:
+            out[name] = [bytes(row[8:8 + int(np.frombuffer(row[:8], np.int64)[0])])
+                         for row in gathered]
+    return out
+
+
+def _sections(parts: Dict[str, List[bytes]], header: Header,
+              nlines: int) -> List[Tuple[str, bytes]]:
+    """The file's sections from its ranks' parts: the ``mpi`` rows merged, the
+    ``trace`` blocks (one per rank, in rank order) concatenated. A section no
+    rank of the file has a part of is not written."""
+    out = []
+    mpi = [p for p in parts.get("mpi", ()) if p]
+    if mpi:
+        first, count, where = header.first_rank, header.rank_count, "rank payload"
+        merged = _mpisection.merge([_mpisection.parse(p, where, 1, nlines, first, count,
+                                                      header.nranks) for p in mpi])
+        out.append(("mpi", _mpisection.encode(merged.comms, merged.ops, merged.peers)))
+    trace = b"".join(parts.get("trace", ()))
+    if trace:
+        out.append(("trace", trace))
+    return out
 
 
 def _write(outdir: str, stem: str, header: Header, ranks: List[_Row],

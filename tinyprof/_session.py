@@ -113,6 +113,7 @@ class Session:
         self.flushed: Optional[tuple] = None   # fingerprint of what the last flush wrote
         self.snapshotter: Optional[Snapshotter] = None
         self.capture: Any = None        # _capture.Capture when MPI is recorded
+        self.syncs: List[Tuple[int, int, int]] = []    # trace clock: first and latest sync
         self.live = False
         self._pending: list = []        # buffers of exit-vote requests never completed
         self._warned: set = set()
@@ -133,6 +134,10 @@ class Session:
         comm = _world(self.user_comm)
         if settings.mpi:
             self._start_capture(comm)
+        if settings.trace:
+            _annotate.impl.trace(settings.trace_limit)
+            if self.capture is not None:
+                self.capture.trace(settings.trace_limit)
         if comm is not None:
             self.rank, self.size = comm.Get_rank(), comm.Get_size()
             with self.paused():
@@ -148,6 +153,7 @@ class Session:
                 self.warn("no-mpi", f"rank {launch[0]} of {launch[1]} started by an MPI "
                           "launcher, but mpi4py cannot initialise MPI: each rank writes "
                           f"its own profile, {self.stem}.*")
+        self._sync_clock()
         self.run = run
         self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
                                        self.header_maker, self.clock, self._snapshot_sections)
@@ -172,6 +178,19 @@ class Session:
             self.warn("mpi-pure", "the pure-Python core cannot tell the MPI library the "
                       "current callpath: all MPI calls are charged to no event")
 
+    def _sync_clock(self) -> None:
+        """Trace mode: align this rank's clock to rank 0's (collective under MPI),
+        keeping the first and the latest alignment."""
+        if not self.settings.trace:
+            return
+        if self.private is not None:
+            from . import _clocksync
+            with self.paused():
+                sync = _clocksync.sync(self.private)
+        else:
+            sync = (time.perf_counter_ns(), 0, 0)
+        self.syncs = [self.syncs[0], sync] if self.syncs else [sync]
+
     def paused(self) -> ContextManager[None]:
         """tinyprof's own MPI traffic in this thread: not counted as the application's."""
         return self.capture.paused() if self.capture is not None else contextlib.nullcontext()
@@ -191,6 +210,8 @@ class Session:
                 self.private.Free()
         if self.capture is not None:
             self.capture.stop()
+        if self.settings.trace:
+            _annotate.impl.trace(0)
         self.private, self.groups = None, {}
 
     def forked(self) -> None:
@@ -213,47 +234,74 @@ class Session:
         if not self.live:
             return None
         impl = _annotate.impl
+        mpi = self.private is not None and _live_mpi() is not None
+        if mpi and self.settings.trace:
+            self._sync_clock()
+        trace = self._trace_part() if self.settings.trace else None   # before the copy:
         # Before the copy: whatever another thread records meanwhile changes
         # the fingerprint, so the exit flush writes it.
         state = fingerprint(impl.root(), impl.executions())
-        events = collect(impl.root())
+        events = collect(impl.root())                               # it has their nodes
         executions = impl.executions()      # after collect: never fewer than the fields hold
         make_header = self.header_maker("flush", self.flushes)
         self.flushes += 1                   # every attempt takes a number, on all ranks alike
-        if self.private is not None and _live_mpi() is not None:
+        parts = self._parts(events, trace)
+        if mpi:
             from . import _mpi         # imports mpi4py, which is running already
-            part = self._mpi_part(events) if self.settings.mpi else None
             with self.paused():
                 written = _mpi.flush(self.private, self.settings, self.stem, make_header,
-                                     events, executions, self.groups, part)
+                                     events, executions, self.groups, parts)
         else:
-            written = self._flush_alone(make_header(1, 0, 1, 0, 1), events, executions)
+            written = self._flush_alone(make_header(1, 0, 1, 0, 1), events, executions, parts)
         if written:
             self.flushed = state
         return self.settings.outdir
 
-    def _mpi_part(self, events: Sequence[LocalEvent]) -> Callable[[Dict[tuple, int]], Any]:
-        """This rank's ``mpi`` section for the flush's lines (None without capture)."""
-        ids = {e.node.id: e.path for e in events}
-        capture = self.capture
+    def _trace_part(self) -> Callable[[Dict[int, int]], bytes]:
+        """This rank's trace block for a map of node ids to lines. Reads the
+        records now, before the event map is copied, so that every node they
+        name has a line."""
+        from . import _tracerank
+        core = _annotate.impl.trace_records()
+        calls = self.capture.trace_calls() if self.capture is not None else None
+        clock = _tracerank.clock_of(self.syncs)
+        return functools.partial(_tracerank.block, self.rank, clock, core, calls)
 
-        def part(lines: Dict[tuple, int]) -> Any:
-            if capture is None:
-                return None
-            return capture.section(self.rank, {i: lines[path] for i, path in ids.items()})
-        return part
+    def _parts(self, events: Sequence[LocalEvent], trace: Optional[Callable]
+               ) -> Dict[str, Callable[[Dict[tuple, int]], bytes]]:
+        """This rank's parts of the sections, each for a map of callpaths to lines."""
+        ids = [(e.node.id, e.path) for e in events]
+
+        def by_node(lines: Dict[tuple, int]) -> Dict[int, int]:
+            return {i: lines[path] for i, path in ids}
+        parts: Dict[str, Callable[[Dict[tuple, int]], bytes]] = {}
+        capture = self.capture
+        if capture is not None:
+            def mpi(lines: Dict[tuple, int]) -> bytes:
+                from ._mpisection import encode
+                s = capture.section(self.rank, by_node(lines))
+                return encode(s.comms, s.ops, s.peers)
+            parts["mpi"] = mpi
+        if trace is not None:
+            parts["trace"] = lambda lines: trace(by_node(lines))
+        return parts
 
     def _snapshot_sections(self, events: Sequence[LocalEvent]) -> List[Tuple[str, bytes]]:
-        """The sections of this rank's snapshot file (its events, a line each)."""
-        if self.capture is None:
-            return []
-        from ._mpisection import encode
-        s = self.capture.section(self.rank, {e.node.id: i for i, e in enumerate(events)})
-        return [("mpi", encode(s.comms, s.ops, s.peers))]
+        """The sections of this rank's snapshot file (its events, a line each).
+        The trace goes only into unscheduled snapshots (an aborting exit,
+        SIGTERM) of runs without periodic ones: a whole trace per period
+        would cost its size each time (docs/trace.md)."""
+        trace = self._trace_part() if self.settings.trace and not self.settings.frequency \
+            else None
+        lines = {e.path: i for i, e in enumerate(events)}
+        return [(name, part(lines)) for name, part in self._parts(events, trace).items()]
 
-    def _flush_alone(self, header: Header, events: list, executions: int) -> bool:
+    def _flush_alone(self, header: Header, events: list, executions: int,
+                     parts: Dict[str, Callable[[Dict[tuple, int]], bytes]]) -> bool:
         outdir = self.settings.outdir
-        data = _assemble.build_file(header, [events], [executions])
+        lines = {e.path: i for i, e in enumerate(events)}
+        sections = [(name, part(lines)) for name, part in parts.items()]
+        data = _assemble.build_file(header, [events], [executions], sections=sections)
         path = _layout.set_file(outdir, self.stem, 0, 1)
         failure = _layout.write_file(outdir, path, data)
         if failure:
