@@ -258,7 +258,7 @@ def _event_rows(r: _Reader, n: int, nthreads: int, nlines: int) -> np.ndarray:
     bad = np.flatnonzero((rows[:, 0] >= nthreads) | (rows[:, 1] >= nlines))
     if len(bad):
         raise r.fail("event row names an unknown thread or event line", r.line + 1 + int(bad[0]))
-    rows[:, 2] = _cumulative(r, rows[:, 2])
+    rows[:, 2] = _cumulative(r, rows[:, 2], r.line + 1)
     r.pos, r.line = end, r.line + n
     return rows
 
@@ -287,10 +287,11 @@ def _numeric_rows(region: bytes, n: int, width: int) -> bool:
     return not np.any(~sep[zero + 1])
 
 
-def _cumulative(r: _Reader, deltas: np.ndarray) -> np.ndarray:
+def _cumulative(r: _Reader, deltas: np.ndarray, line: int) -> np.ndarray:
+    """Start times from their deltas; ``line``: that of the first row."""
     starts = np.cumsum(deltas)      # the deltas are naturals: an overflow turns negative
     if len(starts) and starts.min() < 0:
-        raise r.fail("start times exceed 2^63-1")
+        raise r.fail("start times exceed 2^63-1", line + int(np.argmax(starts < 0)))
     return starts
 
 
@@ -316,7 +317,7 @@ def _call_rows_parse(r: _Reader, n: int, nthreads: int, ncomms: int, nlines: int
             if e is None or int(e[2]) >= nranks or max(int(e[3]), int(e[4])) > _INT64_MAX:
                 raise r.fail(f"bad endpoint {ep[:40]!r}")
             eps.append((i, SEND if e[1] == b"s" else RECV, int(e[2]), int(e[3]), int(e[4])))
-    calls[:, 2] = _cumulative(r, calls[:, 2])
+    calls[:, 2] = _cumulative(r, calls[:, 2], r.line - n + 1)
     return calls, list(ops), np.array(eps, np.int64).reshape(-1, 5)
 
 

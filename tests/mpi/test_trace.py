@@ -1,0 +1,125 @@
+"""Trace mode on real MPI ranks: the collective flush writes every rank's
+block, clocks are aligned within the bound they state, and trace off writes
+exactly the files of before (the golden file).
+
+Failures are gathered to all ranks before any assert (``all_errors``), so no
+rank waits forever in a collective.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import tinyprof
+from tinyprof import _annotate, _tracesection
+from tinyprof._format import parse_file
+from _workload import all_errors
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from test_golden import GOLDEN, RUN, fig2     # noqa: E402  (tests/, for the golden program)
+
+pytestmark = [pytest.mark.mpi]
+impl = _annotate.impl
+
+
+class Ticks:
+    """The hot path's clock, moved only by the program: exact times."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+    def tick(self, ns: int) -> None:
+        self.now += ns
+
+
+def blocks_of(outdir) -> list:
+    """Every file's trace blocks, in file order."""
+    out = []
+    for name in sorted(os.listdir(outdir)):
+        f = parse_file(os.path.join(outdir, name))
+        h = f.header
+        if "trace" in f.sections:
+            out += _tracesection.parse(f.sections["trace"], name, f.section_lines["trace"],
+                                       len(f.parents), h.first_rank, h.rank_count, h.nranks)
+    return out
+
+
+@pytest.mark.parametrize("trace", [False, True])
+def test_trace_off_files_equal_the_golden_file(world, mpi_tmp_path, monkeypatch, trace):
+    """The golden program on 2 ranks through a real Profiler and flush: trace off
+    gives the golden bytes; trace on gives them plus the trace section."""
+    if world.Get_size() != 2:
+        pytest.skip("the golden file holds 2 ranks")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.setenv("TINYPROF_RUN_ID", RUN)
+    outdir = str(mpi_tmp_path / f"golden-{trace}")
+    clock = Ticks()
+    impl.reset()
+    impl.set_clock(clock)
+    errors = []
+    try:
+        tinyprof.Profiler("fig2", 0, "tag:0,mem:1", outdir=outdir, aggregators=1, trace=trace)
+        for x in range(2):
+            fig2(world.rank, x, clock)
+        tinyprof.flush()
+        if world.rank == 0:
+            path = os.path.join(outdir, "fig2.0-of-1.tp")
+            data = open(path, "rb").read()
+            golden = open(GOLDEN, "rb").read()
+            if not trace and data != golden:
+                errors.append("trace off: the file differs from the golden file")
+            if trace:
+                at = data.index(b"section trace ")
+                if data[:at] != golden[:golden.index(b"end ")]:
+                    errors.append("trace on: the file does not start with the golden lines")
+                blocks = blocks_of(outdir)
+                if [b.rank for b in blocks] != [0, 1] or \
+                        [len(b.events) for b in blocks] != [2 * 7, 2 * 8]:
+                    errors.append(f"blocks: {[(b.rank, len(b.events)) for b in blocks]}")
+    finally:
+        impl.set_clock(None)
+        tinyprof.Profiler("after", outdir=str(mpi_tmp_path / "after"))   # trace off again
+        impl.reset()
+    assert all_errors(world, errors) == []
+
+
+def test_every_rank_has_a_block_and_aligned_clocks(world, mpi_tmp_path):
+    """All ranks share one machine's CLOCK_MONOTONIC, so the true offsets are 0
+    and Cristian's bound is exact: |offset| <= error, at both alignments."""
+    outdir = str(mpi_tmp_path / "aligned")
+    impl.reset()
+    errors = []
+    try:
+        tinyprof.Profiler("al", outdir=outdir, aggregators=max(1, world.Get_size() // 2),
+                          trace=True)
+        for _ in range(world.rank + 1):
+            with tinyprof.Event("main"):
+                with tinyprof.Event("inner"):
+                    pass
+        tinyprof.flush()
+        if world.rank == 0:
+            blocks = blocks_of(outdir)
+            if [b.rank for b in blocks] != list(range(world.Get_size())):
+                errors.append(f"ranks {[b.rank for b in blocks]}")
+            for b in blocks:
+                l0, o0, l1, o1, err = b.clock
+                if len(b.events) != 2 * (b.rank + 1):
+                    errors.append(f"rank {b.rank}: {len(b.events)} events")
+                if b.rank == 0 and (o0, o1, err) != (0, 0, 0):
+                    errors.append(f"rank 0's clock {b.clock}")
+                if not (abs(o0) <= err and abs(o1) <= err and l0 <= l1):
+                    errors.append(f"rank {b.rank}: clock {b.clock} outside its bound")
+                starts = b.events[:, 2]
+                if not (np.all(np.diff(starts) >= 0) and l0 <= starts[0] <= l1):
+                    errors.append(f"rank {b.rank}: starts {starts} not within the run")
+    finally:
+        tinyprof.Profiler("after", outdir=str(mpi_tmp_path / "after2"))
+        impl.reset()
+    assert all_errors(world, errors) == []
