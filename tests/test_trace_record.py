@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import tinyprof
-from tinyprof import _pyevent, _tracesection
+from tinyprof import _pyevent
 from tinyprof._format import FormatError, parse_file
 from tinyprof._tracesection import NONE, make_block, encode, parse
 

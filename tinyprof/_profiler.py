@@ -24,10 +24,10 @@ class Profiler:
     records MPI communication per callpath, communicator, operation, message
     size and peer (docs/mpi.md); create the Profiler before the communicators
     you make, so that they get their stable names. ``trace=True`` (default:
-    ``TINYPROF_TRACE``) also keeps the start of every occurrence, and with
-    ``mpi=True`` every MPI call, for timelines, the critical path and wait
-    states (docs/trace.md); ``trace_limit`` (default ``TINYPROF_TRACE_LIMIT``,
-    else 2,000,000) caps what each rank keeps of each.
+    ``TINYPROF_TRACE``) also keeps the start of every occurrence on clocks
+    aligned across ranks, written as the files' ``trace`` section
+    (docs/trace.md); ``trace_limit`` (default ``TINYPROF_TRACE_LIMIT``, else
+    2,000,000) caps the occurrences each rank keeps.
 
     Creating a Profiler closes the previous one. Under MPI it is collective
     (one ``Dup`` of the communicator and one broadcast of the run id and the

@@ -12,7 +12,6 @@ import sys
 
 import numpy as np
 import pytest
-from mpi4py import MPI
 
 import tinyprof
 from tinyprof import _annotate, _tracesection
