@@ -49,24 +49,19 @@ def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
     return keys
 
 
-def env_aggregators() -> Optional[int]:
-    """``TINYPROF_AGGREGATORS``, if set (an integer >= 1)."""
-    text = os.environ.get("TINYPROF_AGGREGATORS", "").strip()
+def env_count(name: str) -> Optional[int]:
+    """Environment variable ``name`` as an integer >= 1, or None if unset."""
+    text = os.environ.get(name, "").strip()
     if not text:
         return None
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"tinyprof: TINYPROF_AGGREGATORS must be an integer >= 1, not {text!r}")
+        raise ValueError(f"tinyprof: {name} must be an integer >= 1, not {text!r}")
     return int(text)
 
 
-def env_trace_limit() -> int:
-    """``TINYPROF_TRACE_LIMIT``, else the default."""
-    text = os.environ.get("TINYPROF_TRACE_LIMIT", "").strip()
-    if not text:
-        return TRACE_LIMIT
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"tinyprof: TINYPROF_TRACE_LIMIT must be an integer >= 1, not {text!r}")
-    return int(text)
+def env_aggregators() -> Optional[int]:
+    """``TINYPROF_AGGREGATORS``, if set (an integer >= 1)."""
+    return env_count("TINYPROF_AGGREGATORS")
 
 
 def clamp_aggregators(wanted: Optional[int], nranks: int) -> int:
@@ -122,7 +117,7 @@ class Settings:
         elif not isinstance(trace, bool):
             raise TypeError(f"tinyprof.Profiler: trace must be True or False, not {trace!r}")
         if trace_limit is None:
-            trace_limit = env_trace_limit()
+            trace_limit = env_count("TINYPROF_TRACE_LIMIT") or TRACE_LIMIT
         elif isinstance(trace_limit, bool) or not isinstance(trace_limit, int) or trace_limit < 1:
             raise ValueError(f"tinyprof.Profiler: trace_limit must be an integer >= 1, "
                              f"not {trace_limit!r}")

@@ -7,6 +7,7 @@ rank waits forever in a collective.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -21,21 +22,19 @@ from _workload import all_errors
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from test_golden import GOLDEN, RUN, fig2     # noqa: E402  (tests/, for the golden program)
 
+def _fake_clock_class():
+    """tests/conftest.py's FakeClock (that conftest is not this suite's)."""
+    spec = importlib.util.spec_from_file_location(
+        "tinyprof_tests_conftest", os.path.join(os.path.dirname(GOLDEN), "..", "conftest.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FakeClock
+
+
+FakeClock = _fake_clock_class()
+
 pytestmark = [pytest.mark.mpi]
 impl = _annotate.impl
-
-
-class Ticks:
-    """The hot path's clock, moved only by the program: exact times."""
-
-    def __init__(self) -> None:
-        self.now = 0
-
-    def __call__(self) -> int:
-        return self.now
-
-    def tick(self, ns: int) -> None:
-        self.now += ns
 
 
 def blocks_of(outdir) -> list:
@@ -59,7 +58,7 @@ def test_trace_off_files_equal_the_golden_file(world, mpi_tmp_path, monkeypatch,
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     monkeypatch.setenv("TINYPROF_RUN_ID", RUN)
     outdir = str(mpi_tmp_path / f"golden-{trace}")
-    clock = Ticks()
+    clock = FakeClock()
     impl.reset()
     impl.set_clock(clock)
     errors = []
