@@ -139,6 +139,36 @@ class Profile:
         run), on communicator ``comm`` (None: all)."""
         return _mpitables.matrix(self._mpi, self.nranks, callpath, comm, metric)
 
+    @cached_property
+    def trace(self) -> Any:
+        """The trace (``Profiler(trace=True)``): every occurrence and MPI call
+        of every rank on one clock, messages matched (a ``tinyprof._trace.Trace``;
+        docs/trace.md). Raises ValueError when the profile holds no trace."""
+        from . import _trace
+        return _trace.from_files(self._files, self.callpaths, self.nranks, self.unit)
+
+    def critical_path(self) -> Any:
+        """The critical path through the traced run, as a pandas DataFrame of
+        segments in time order: ``rank``, ``callpath`` (a tuple), ``op`` (the MPI
+        operation, ``""`` for computation), ``start`` (seconds since the first
+        record) and ``duration`` (seconds). See docs/trace.md."""
+        from . import _trace
+        return _trace.critical_path(self.trace)
+
+    def critical_path_summary(self) -> Any:
+        """The critical path per (rank, callpath), largest first: ``time`` on
+        the path and ``mpi``, its part in MPI calls (seconds), and ``share``
+        of the path's length."""
+        from . import _trace
+        return _trace.critical_path_summary(self.trace)
+
+    def wait_states(self) -> Any:
+        """Waiting time in MPI calls per (callpath, rank), in seconds, largest
+        first: ``late_sender``, ``late_receiver``, ``wait_collective``,
+        ``wait_barrier`` and ``total`` (Scalasca's patterns; docs/trace.md)."""
+        from . import _trace
+        return _trace.wait_states(self.trace)
+
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)
         if metric not in kinds:

@@ -2,6 +2,8 @@
 
 ``tinyprof show PROFILE`` prints a per-callpath summary across ranks;
 ``tinyprof mpi PROFILE`` prints its MPI calls as mpisee-through does;
+``tinyprof critical-path PROFILE`` and ``tinyprof wait-states PROFILE``
+analyse a traced run (docs/trace.md);
 ``tinyprof callflow PROFILE`` opens a profile in CallFlow;
 ``mpiexec -n P tinyprof tune`` recommends an aggregator count (``tune.py``);
 ``tinyprof-convert PROFILE --to FORMAT -o OUT`` converts a profile for
@@ -45,6 +47,24 @@ def _mpi(args: argparse.Namespace) -> int:
     if not rows:
         print("tinyprof: no MPI call matches", file=sys.stderr)
     return 0 if rows else 1
+
+
+def _trace_command(args: argparse.Namespace) -> int:
+    from . import _tracetext
+    from ._profile import read
+
+    profile = read(args.profile)
+    limit = args.limit or None
+    try:
+        if args.command == "critical-path":
+            text = _tracetext.critical_path(profile, limit, args.segments)
+        else:
+            text = _tracetext.wait_states(profile, limit)
+    except ValueError as e:           # recorded without trace=True
+        print(f"tinyprof: {e}", file=sys.stderr)
+        return 1
+    _echo(text)
+    return 0
 
 
 def _by(text: str) -> List[str]:
@@ -143,6 +163,23 @@ def _parser() -> argparse.ArgumentParser:
     flow.add_argument("--host", help="address to serve on (default: CALLFLOW_APP_HOST or 127.0.0.1)")
     flow.add_argument("--port", type=int, help="port to serve on (default: CALLFLOW_APP_PORT or 5000)")
     flow.set_defaults(run=_callflow)
+    for name, text, description in (
+            ("critical-path", "print the critical path of a traced run (trace=True)",
+             "Print the critical path through a run recorded with trace mode: its length "
+             "against the wall time, and its time per rank and callpath, largest first. "
+             "See docs/trace.md."),
+            ("wait-states", "print the time ranks waited in MPI calls (trace=True)",
+             "Print, per callpath and rank, the time spent waiting for a late sender, a late "
+             "receiver, or the last arrival at a collective or barrier. See docs/trace.md.")):
+        sub = commands.add_parser(name, help=text, description=description)
+        sub.add_argument("profile", metavar="PROFILE",
+                         help="a profile's output directory, or any one file of it")
+        sub.add_argument("--limit", type=_count, default=20, metavar="N",
+                         help="print at most N rows (default 20; 0: all)")
+        if name == "critical-path":
+            sub.add_argument("--segments", action="store_true",
+                             help="print the path's segments in time order instead")
+        sub.set_defaults(run=_trace_command)
     tuner = commands.add_parser(
         "tune", help="recommend an aggregator count for this machine (run under mpiexec)",
         description="Run the aggregator sweep (paper Fig. 6) on the ranks this is launched "
