@@ -162,26 +162,29 @@ def _intersect_rows(a: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarra
 
 # -- collectives ---------------------------------------------------------------------
 
-def collective_instances(trace: Trace) -> Tuple[np.ndarray, np.ndarray]:
+def _op_mask(trace: Trace, names: frozenset) -> np.ndarray:
+    """For every call: whether its operation is one of ``names``."""
+    return np.array([op in names for op in trace.ops] + [False], bool)[trace.calls["op"]]
+
+
+def collective_instances(trace: Trace) -> Tuple[np.ndarray, int]:
     """For every call, the instance of the collective it takes part in (the
     k-th blocking collective on its communicator, the same k on every rank),
     -1 for other calls; and the number of instances."""
     c = trace.calls
-    names = np.array(trace.ops + [""], object)
-    blocking = np.isin(names[c["op"]], list(ALL_TO_ALL | ONE_TO_ALL | ALL_TO_ONE))
     comm_ok = np.array([not n.startswith(_SELF_LIKE) for n in trace.comms] + [False], bool)
-    sel = np.flatnonzero(blocking & comm_ok[c["comm"]])
+    sel = np.flatnonzero(_op_mask(trace, ALL_TO_ALL | ONE_TO_ALL | ALL_TO_ONE) &
+                         comm_ok[c["comm"]])
     inst = np.full(len(c["op"]), -1, np.int64)
     if not len(sel):
         return inst, 0
     order = sel[np.lexsort((c["start"][sel], c["rank"][sel], c["comm"][sel]))]
-    key = np.column_stack([c["comm"][order], c["rank"][order]])
+    key = _pair_key(c["comm"][order], c["rank"][order])
     new = np.ones(len(order), bool)
-    new[1:] = np.any(key[1:] != key[:-1], axis=1)
+    new[1:] = key[1:] != key[:-1]
     first = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
     seq = np.arange(len(order)) - first                    # k on its (comm, rank)
-    pair = np.column_stack([c["comm"][order], seq])
-    _, ids = np.unique(pair, axis=0, return_inverse=True)
+    _, ids = np.unique(_pair_key(c["comm"][order], seq), return_inverse=True)
     inst[order] = ids.ravel()
     return inst, int(ids.max()) + 1
 
@@ -210,10 +213,7 @@ def _dependencies(trace: Trace) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.
         kind[callers] = k
 
     take(m["recv"], m["send"], 1)
-    names = np.array(trace.ops + [""], object)
-    op = names[c["op"]]
-    blocking_send = np.isin(op[m["send"]], list(BLOCKING_SENDS)) if len(m["send"]) else \
-        np.zeros(0, bool)
+    blocking_send = _op_mask(trace, BLOCKING_SENDS)[m["send"]]
     # a blocking send that ended after the receive began waited for it
     s, r = m["send"][blocking_send], m["recv"][blocking_send]
     waited = end[s] > start[r]
@@ -229,13 +229,13 @@ def _dependencies(trace: Trace) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.
         root_call = np.full(ninst, -1, np.int64)
         is_root = c["root"][sel] == c["rank"][sel]
         root_call[i[is_root]] = sel[is_root]
-        kinds = np.where(op[sel] == "Barrier", 4, 3)
-        to_all = np.isin(op[sel], list(ALL_TO_ALL))
+        kinds = np.where(_op_mask(trace, frozenset({"Barrier"}))[sel], 4, 3)
+        to_all = _op_mask(trace, ALL_TO_ALL)[sel]
         take(sel[to_all], latest[i[to_all]], 0)
         kind[sel[to_all]] = np.where(dep[sel[to_all]] >= 0, kinds[to_all], kind[sel[to_all]])
-        one = np.isin(op[sel], list(ONE_TO_ALL)) & ~is_root & (root_call[i] >= 0)
+        one = _op_mask(trace, ONE_TO_ALL)[sel] & ~is_root & (root_call[i] >= 0)
         take(sel[one], root_call[i[one]], 3)
-        gather = np.isin(op[sel], list(ALL_TO_ONE)) & is_root
+        gather = _op_mask(trace, ALL_TO_ONE)[sel] & is_root
         take(sel[gather], latest[i[gather]], 3)
         dep[dep == np.arange(n)] = -1                   # the last arrival waited for nobody
     has = dep >= 0
@@ -287,12 +287,19 @@ def _main_threads(trace: Trace) -> np.ndarray:
     main = np.full(trace.nranks, -1, np.int64)
     for cols in (trace.ev, trace.calls):          # calls last: they decide
         if len(cols["rank"]):
-            pairs, counts = np.unique(np.column_stack([cols["rank"], cols["thread"]]), axis=0,
-                                      return_counts=True)
-            order = np.lexsort((-counts, pairs[:, 0]))
-            first = order[np.unique(pairs[order, 0], return_index=True)[1]]
-            main[pairs[first, 0]] = pairs[first, 1]
+            keys, counts = np.unique(_pair_key(cols["rank"], cols["thread"]), return_counts=True)
+            rank, thread = keys >> 32, keys & 0xFFFFFFFF
+            order = np.lexsort((-counts, rank))
+            first = order[np.unique(rank[order], return_index=True)[1]]
+            main[rank[first]] = thread[first]
     return main
+
+
+def _pair_key(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """One sortable int64 per pair of naturals below 2^31 and 2^32 (ranks,
+    communicators; OS thread ids, sequence numbers): 1-D sorts are ~10x
+    faster than sorting rows."""
+    return (high.astype(np.int64) << 32) | low.astype(np.int64)
 
 
 def _rows(cols: Dict[str, np.ndarray], rank: int, thread: int) -> np.ndarray:
