@@ -1,6 +1,7 @@
 """The demo: a 2-D Jacobi heat solver over MPI (mpi4py + numpy), annotated.
 
     python -m tinyprof.demo --run [OUTDIR]       # mpiexec -n 8, then print the summary
+    python -m tinyprof.demo --run --trace        # ... traced: also the critical path
     mpiexec -n 8 python -m tinyprof.demo [OUTDIR] [--steps N]   # the application alone
 
 The plate is split into horizontal strips, one per rank; every step exchanges
@@ -85,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="snapshot interval in seconds (default 0: none)")
     p.add_argument("--keep", choices=("last", "all"), default="last",
                    help="snapshots kept (default last)")
+    p.add_argument("--trace", action="store_true",
+                   help="trace mode (docs/trace.md): --run also prints the critical path "
+                        "and the wait states")
     return p
 
 
@@ -102,6 +106,8 @@ def _launch(args: argparse.Namespace, argv: List[str]) -> int:
            *(a for a in argv if a != "--run")]
     # MPI capture on unless the environment says otherwise: the demo shows it too
     env = dict(os.environ, TINYPROF_MPI=os.environ.get("TINYPROF_MPI", "1"))
+    if args.trace:
+        env["TINYPROF_TRACE"] = "1"
     status = subprocess.run(cmd, env=env).returncode
     if status:
         sys.exit(f"tinyprof.demo: {' '.join(cmd)} failed with status {status}")
@@ -112,6 +118,12 @@ def _launch(args: argparse.Namespace, argv: List[str]) -> int:
         from .converters import mpitable
         print(f"\nMPI calls (tinyprof mpi {args.outdir}; docs/mpi.md):")
         print(mpitable.table(profile, mpitable.group(profile), limit=8))
+    if args.trace:
+        from . import _tracetext
+        print(f"\nCritical path (tinyprof critical-path {args.outdir}; docs/trace.md):")
+        print(_tracetext.critical_path(profile, limit=8))
+        print(f"\nWait states (tinyprof wait-states {args.outdir}):")
+        print(_tracetext.wait_states(profile, limit=8))
     return 0
 
 
@@ -129,7 +141,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     comm.Barrier()
     start = MPI.Wtime()
     tinyprof.Profiler("heat", frequency=args.frequency, selfkeys=SELFKEYS,
-                      outdir=args.outdir, keep=args.keep)
+                      outdir=args.outdir, keep=args.keep, trace=args.trace or None)
     residual = solve(comm, args.steps, args.rows, args.cols)
     tinyprof.flush()
     elapsed = comm.reduce(MPI.Wtime() - start, op=MPI.MAX)
