@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+from dataclasses import dataclass
 from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
@@ -22,8 +23,8 @@ from . import _mpisection
 from ._mpisection import NONE, Communicator
 
 LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libtinyprof_mpi.so")
-ABI = 1                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
-_OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS = 7, 5, 4
+ABI = 2                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
+_OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS, _TR_FIELDS, _EP_FIELDS = 7, 5, 4, 8, 5
 _SELFLIKE, _PRIVATE = 1, 2
 _MPI4PY = "mpi4py/MPI"              # the path part of mpi4py's extension module
 
@@ -49,7 +50,9 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
              [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, i64p]),
             ("tinyprof_mpi_comm_members", ctypes.c_int,
              [ctypes.c_int, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t]),
-            ("tinyprof_mpi_op_name", ctypes.c_char_p, [ctypes.c_int])):
+            ("tinyprof_mpi_op_name", ctypes.c_char_p, [ctypes.c_int]),
+            ("tinyprof_mpi_trace", None, [ctypes.c_size_t]),
+            ("tinyprof_mpi_trace_calls", i64p, [szp, ctypes.POINTER(i64p), szp, i64p])):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     return lib
@@ -86,6 +89,17 @@ def _check(lib: ctypes.CDLL) -> ctypes.CDLL:
         raise Unavailable(f"the capture library has interface version {lib.tinyprof_mpi_abi()}, "
                           f"this tinyprof needs {ABI}: reinstall tinyprof")
     return lib
+
+
+@dataclass
+class CallTrace:
+    """The MPI calls traced so far (``tinyprof_mpi_trace_calls``), with names."""
+
+    calls: np.ndarray               # (M, 8) int64: tid, node, start, dur, op, comm, bytes, root
+    endpoints: np.ndarray           # (K, 5) int64: call, kind, peer, tag, bytes
+    dropped: int
+    ops: List[str]                  # name of each op code of the calls
+    comms: Dict[int, str]           # communicator record -> name (non-private ones)
 
 
 class Capture:
@@ -132,6 +146,29 @@ class Capture:
         peers = [(rank, lines.get(node, NONE), index.get(comm, NONE), peer, messages, nbytes)
                  for node, comm, peer, messages, nbytes in self._table("peers", _PEER_FIELDS)]
         return _mpisection.Section(comms, _summed(ops, 5), _summed(peers, 4))
+
+    def trace(self, limit: int) -> None:
+        """Trace mode: keep up to ``limit`` calls with their messages; 0: off."""
+        self.lib.tinyprof_mpi_trace(limit)
+
+    def trace_calls(self) -> CallTrace:
+        """The calls traced so far (not consumed)."""
+        n, k, dropped = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_int64()
+        eps = ctypes.POINTER(ctypes.c_int64)()
+        calls = self.lib.tinyprof_mpi_trace_calls(ctypes.byref(n), ctypes.byref(eps),
+                                                  ctypes.byref(k), ctypes.byref(dropped))
+        try:
+            rows = np.ctypeslib.as_array(calls, (n.value, _TR_FIELDS)).copy() if calls else \
+                np.zeros((0, _TR_FIELDS), np.int64)
+            ends = np.ctypeslib.as_array(eps, (k.value, _EP_FIELDS)).copy() if eps else \
+                np.zeros((0, _EP_FIELDS), np.int64)
+        finally:
+            self.lib.tinyprof_mpi_free(calls)
+            self.lib.tinyprof_mpi_free(eps)
+        ops = [self._op(op) for op in range(int(rows[:, 4].max(initial=-1)) + 1)]
+        comms, index = self._comms({})
+        return CallTrace(rows, ends, dropped.value, ops,
+                         {i: comms[pos].name for i, pos in index.items()})
 
     def _table(self, which: str, width: int) -> List[List[int]]:
         n = ctypes.c_size_t()

@@ -134,8 +134,10 @@ class Session:
         comm = _world(self.user_comm)
         if settings.mpi:
             self._start_capture(comm)
-        if settings.trace:      # MPI calls are not traced yet: the events are
+        if settings.trace:
             _annotate.impl.trace(settings.trace_limit)
+            if self.capture is not None:
+                self.capture.trace(settings.trace_limit)
         if comm is not None:
             self.rank, self.size = comm.Get_rank(), comm.Get_size()
             with self.paused():
@@ -207,6 +209,7 @@ class Session:
                     group.Free()
                 self.private.Free()
         if self.capture is not None:
+            self.capture.trace(0)
             self.capture.stop()
         if self.settings.trace:
             _annotate.impl.trace(0)
@@ -261,8 +264,9 @@ class Session:
         name has a line."""
         from . import _tracerank
         core = _annotate.impl.trace_records()
+        calls = self.capture.trace_calls() if self.capture is not None else None
         clock = _tracerank.clock_of(self.syncs)
-        return functools.partial(_tracerank.block, self.rank, clock, core)
+        return functools.partial(_tracerank.block, self.rank, clock, core, calls)
 
     def _parts(self, events: Sequence[LocalEvent], trace: Optional[Callable]
                ) -> Dict[str, Callable[[Dict[tuple, int]], bytes]]:

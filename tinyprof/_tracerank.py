@@ -6,19 +6,24 @@ records; mapping nodes to the file's lines, sorting and encoding happen here.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from . import _tracesection
 from ._tracesection import NONE, Clock
 
+if TYPE_CHECKING:
+    from ._capture import CallTrace
 
-def block(rank: int, clock: Clock, core: Tuple[bytes, int], lines: Dict[int, int]) -> bytes:
-    """The encoded block: ``core`` is the core's ``trace_records()``, ``lines``
-    maps node ids to this flush's event lines. Occurrences of nodes without a
-    line (made after the event map was copied) are left for the next flush.
-    MPI calls are not traced yet (docs/trace.md): the block has no call rows."""
+
+def block(rank: int, clock: Clock, core: Tuple[bytes, int], mpi: Optional["CallTrace"],
+          lines: Dict[int, int]) -> bytes:
+    """The encoded block: ``core`` is the core's ``trace_records()``, ``mpi``
+    the MPI calls traced (None without capture), ``lines`` maps node ids to
+    this flush's event lines. Occurrences of nodes without a line (made after
+    the event map was copied) are left for the next flush; calls outside
+    every event (node 0) have no line."""
     ids = np.fromiter(lines.keys(), np.int64, len(lines))
     lookup = np.full(int(ids.max(initial=0)) + 1, NONE, np.int64)
     lookup[ids] = np.fromiter(lines.values(), np.int64, len(lines))
@@ -31,9 +36,21 @@ def block(rank: int, clock: Clock, core: Tuple[bytes, int], lines: Dict[int, int
     line = line_of(rec[:, 0])
     keep = line != NONE
     events = np.column_stack([rec[keep, 1], line[keep], rec[keep, 2], rec[keep, 3]])
-    none = np.zeros((0, 7), np.int64)
-    b = _tracesection.make_block(rank, clock, events, none, [], np.zeros((0, 5), np.int64),
-                                 [], (core[1], 0))
+    calls, ops, endpoints, names, dropped = np.zeros((0, 7), np.int64), [], \
+        np.zeros((0, 5), np.int64), [], 0
+    if mpi is not None:
+        c = mpi.calls
+        # communicators by name (fallback names may repeat across records)
+        position = {name: i for i, name in enumerate(dict.fromkeys(mpi.comms.values()))}
+        names = list(position)
+        comm = np.array([position[mpi.comms[i]] if i in mpi.comms else NONE
+                         for i in c[:, 5].tolist()], np.int64).reshape(-1)
+        calls = np.column_stack([c[:, 0], line_of(c[:, 1]), c[:, 2], c[:, 3], comm, c[:, 6],
+                                 c[:, 7]])
+        ops = [mpi.ops[op] for op in c[:, 4].tolist()]
+        endpoints, dropped = mpi.endpoints, mpi.dropped
+    b = _tracesection.make_block(rank, clock, events, calls, ops, endpoints, names,
+                                 (core[1], dropped))
     return _tracesection.encode([b])
 
 

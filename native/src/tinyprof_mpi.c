@@ -9,6 +9,10 @@
  * paused; else a lock-free handle lookup, two clock (TSC) reads, the source
  * function and an uncontended per-thread lock. No allocation except when a
  * table grows; nothing here ever calls into Python.
+ *
+ * Trace mode (tinyprof_mpi_trace) also appends one record per call, with
+ * the messages it sent or completed, to the thread's own arrays: a few
+ * more branches per call when on, one when off (docs/trace.md).
  */
 #define _GNU_SOURCE
 #include "tinyprof/tinyprof_mpi.h"
@@ -24,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -68,6 +73,20 @@ static const char *const tp_kind_names[] = {"dup", "split", "create", "cart",
 static atomic_int g_on;                               /* recording, process-wide */
 static _Atomic(tinyprof_mpi_source_fn) g_source;      /* current node, or NULL */
 
+/* A growable array of int64 (trace records). */
+typedef struct {
+    int64_t *v;
+    size_t n, cap;
+} tp_vec;
+
+/* Receive requests being traced: handle -> communicator record, per thread
+ * (open addressing; state 0 empty, 1 live, 2 deleted). */
+typedef struct {
+    uint64_t key;
+    int32_t comm;
+    int32_t state;
+} tp_req;
+
 /* Everything thread-local in one block: one TLS address computation per call. */
 struct tp_tls {
     struct tp_thread *thread;   /* this thread's tables, registered on first record */
@@ -76,6 +95,12 @@ struct tp_tls {
     unsigned msg_live;          /* bit i: msg[i] not consumed yet */
     uint64_t msg[8];
     int32_t msg_comm[8];
+    /* trace mode: the current call's endpoints and root, until tp_end records them */
+    tp_vec stage;               /* TP_EP_FIELDS - 1 values each: kind, peer, tag, bytes */
+    int32_t root1;              /* world rank of the root + 1; 0: none */
+    int32_t tid;                /* gettid(), cached */
+    tp_req *reqs;
+    size_t reqs_cap, reqs_used; /* used: live and deleted slots */
 };
 static _Thread_local struct tp_tls tls;
 
@@ -189,10 +214,12 @@ static void tp_add(tp_table *t, uint64_t a, uint64_t b, int64_t v0, int64_t v1, 
 
 /* A thread's tables. `busy` is taken by the owner per update and by a
  * collector while copying; the owner almost never finds it taken. Never
- * freed: a thread that exits keeps its counts. */
+ * freed: a thread that exits keeps its counts. `calls` and `eps` hold its
+ * trace (TP_TR_FIELDS and TP_EP_FIELDS values per record; times in ticks). */
 struct tp_thread {
     atomic_flag busy;
     tp_table ops, peers;
+    tp_vec calls, eps;
     struct tp_thread *next;
 };
 static _Atomic(struct tp_thread *) g_threads;
@@ -443,6 +470,185 @@ typedef struct {
     int64_t t0;
 } tp_call;
 
+/* ------------------------------------------------------------ tracing */
+
+static atomic_size_t g_trace_limit;     /* calls kept at most, process-wide; 0: off */
+static atomic_size_t g_trace_kept;
+static atomic_llong g_trace_dropped;
+
+static inline int tp_tracing(void) {
+    return __builtin_expect(atomic_load_explicit(&g_trace_limit, memory_order_relaxed) != 0, 0);
+}
+
+/* Room for `more` values; 0, or -1 when out of memory (warned once). */
+static int tp_reserve(tp_vec *v, size_t more) {
+    if (v->n + more <= v->cap) return 0;
+    size_t cap = v->cap ? 2 * v->cap : 256;
+    while (cap < v->n + more) cap *= 2;
+    int64_t *p = realloc(v->v, cap * sizeof(int64_t));
+    if (!p) {
+        tp_warn_once(&g_warned_oom, "out of memory, some MPI calls are not traced");
+        return -1;
+    }
+    v->v = p;
+    v->cap = cap;
+    return 0;
+}
+
+/* The current call sent (TP_EP_SEND) or completed (TP_EP_RECV) a message. */
+static void tp_stage(int kind, int32_t peer, int64_t tag, int64_t bytes) {
+    if (peer < 0 || tp_reserve(&tls.stage, 4) != 0) return;
+    int64_t *e = tls.stage.v + tls.stage.n;
+    e[0] = kind;
+    e[1] = peer;
+    e[2] = tag;
+    e[3] = bytes;
+    tls.stage.n += 4;
+}
+
+static tp_req *tp_req_slot(uint64_t key, int insert) {
+    tp_req *tomb = NULL;
+    for (size_t i = tp_mix(key) & (tls.reqs_cap - 1);; i = (i + 1) & (tls.reqs_cap - 1)) {
+        tp_req *r = &tls.reqs[i];
+        if (r->state == 0) return insert && tomb ? tomb : (insert ? r : NULL);
+        if (r->state == 2) {
+            if (!tomb) tomb = r;
+        } else if (r->key == key) {
+            return r;
+        }
+    }
+}
+
+/* Remember a receive request (Irecv, Imrecv) on communicator record `comm`. */
+static void tp_req_put(MPI_Request req, int32_t comm) {
+    if (4 * (tls.reqs_used + 1) > 3 * tls.reqs_cap) {        /* rehash, dropping deleted slots */
+        size_t cap = tls.reqs_cap ? tls.reqs_cap : 64, live = 0;
+        for (size_t i = 0; i < tls.reqs_cap; i++) live += tls.reqs[i].state == 1;
+        while (4 * (live + 1) > 2 * cap) cap *= 2;
+        tp_req *old = tls.reqs, *fresh = calloc(cap, sizeof *fresh);
+        if (!fresh) {
+            tp_warn_once(&g_warned_oom, "out of memory, some MPI calls are not traced");
+            return;
+        }
+        size_t old_cap = tls.reqs_cap;
+        tls.reqs = fresh;
+        tls.reqs_cap = cap;
+        tls.reqs_used = 0;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].state == 1) {
+                *tp_req_slot(old[i].key, 1) = old[i];
+                tls.reqs_used++;
+            }
+        free(old);
+    }
+    tp_req *r = tp_req_slot(TP_BITS(req), 1);
+    if (r->state == 0) tls.reqs_used++;
+    *r = (tp_req){TP_BITS(req), comm, 1};
+}
+
+#define TP_NOREQ INT32_MIN
+/* The communicator of a remembered receive request, or TP_NOREQ. */
+static int32_t tp_req_find(uint64_t key) {
+    tp_req *r = tls.reqs_cap ? tp_req_slot(key, 0) : NULL;
+    return r ? r->comm : TP_NOREQ;
+}
+
+static void tp_req_drop(uint64_t key) {
+    tp_req *r = tls.reqs_cap ? tp_req_slot(key, 0) : NULL;
+    if (r) r->state = 2;
+}
+
+/* A completed receive: its message, from the status. */
+static int64_t tp_status_bytes(const MPI_Status *st, MPI_Datatype t);
+static int32_t tp_peer(int32_t idx, int dest);
+static void tp_stage_status(int32_t comm, const MPI_Status *st) {
+    if (st->MPI_SOURCE >= 0)
+        tp_stage(TP_EP_RECV, tp_peer(comm, st->MPI_SOURCE), st->MPI_TAG, tp_status_bytes(st, MPI_BYTE));
+}
+
+/* Completion calls (Wait*, Test*): before the call, which requests are
+ * traced receives (their handles vanish in the call); statuses substituted
+ * when the caller ignores them; after it, one endpoint per completed one. */
+typedef struct {
+    int n, any;
+    uint64_t *key;
+    int32_t *comm;
+    MPI_Status *mine;            /* statuses allocated here, or NULL */
+    uint64_t key_buf[16];
+    int32_t comm_buf[16];
+    MPI_Status st_buf[16];
+} tp_done;
+
+static MPI_Status *tp_done_pre(tp_done *d, int n, const MPI_Request *reqs, MPI_Status *st, int array) {
+    d->n = d->any = 0;
+    d->mine = NULL;
+    if (!tp_tracing() || n <= 0) return st;
+    d->key = n <= 16 ? d->key_buf : malloc(sizeof(uint64_t) * (size_t)n);
+    d->comm = n <= 16 ? d->comm_buf : malloc(sizeof(int32_t) * (size_t)n);
+    if (!d->key || !d->comm) return st;
+    d->n = n;
+    for (int i = 0; i < n; i++) {
+        d->key[i] = TP_BITS(reqs[i]);
+        d->comm[i] = tp_req_find(d->key[i]);
+        d->any |= d->comm[i] != TP_NOREQ;
+    }
+    if (!d->any || (array ? st != MPI_STATUSES_IGNORE : st != MPI_STATUS_IGNORE)) return st;
+    int m = array ? n : 1;
+    MPI_Status *local = m <= 16 ? d->st_buf : (d->mine = malloc(sizeof(MPI_Status) * (size_t)m));
+    if (!local) d->any = 0;
+    return local ? local : st;
+}
+
+/* Request `i` completed with status `st`. */
+static void tp_done_one(tp_done *d, int i, const MPI_Status *st) {
+    if (!d->any || i < 0 || i >= d->n || d->comm[i] == TP_NOREQ) return;
+    tp_req_drop(d->key[i]);
+    tp_stage_status(d->comm[i], st);
+}
+
+static void tp_done_free(tp_done *d) {
+    if (d->n > 16) {
+        free(d->key);
+        free(d->comm);
+    }
+    free(d->mine);
+}
+
+/* Append the call to the thread's trace (under its lock), with what was staged. */
+static void tp_trace_add(struct tp_thread *t, const tp_call *c, int op, int64_t t1, int64_t bytes,
+                         int32_t node) {
+    size_t nep = tls.stage.n / 4;
+    if (atomic_fetch_add_explicit(&g_trace_kept, 1, memory_order_relaxed) >=
+            atomic_load_explicit(&g_trace_limit, memory_order_relaxed) ||
+        tp_reserve(&t->calls, TP_TR_FIELDS) != 0 || tp_reserve(&t->eps, nep * TP_EP_FIELDS) != 0) {
+        atomic_fetch_add_explicit(&g_trace_dropped, 1, memory_order_relaxed);
+        return;
+    }
+    if (!tls.tid) tls.tid = (int32_t)syscall(SYS_gettid);
+    int64_t *r = t->calls.v + t->calls.n, call = (int64_t)(t->calls.n / TP_TR_FIELDS);
+    r[TP_TR_TID] = tls.tid;
+    r[TP_TR_NODE] = node;
+    r[TP_TR_START] = c->t0;
+    r[TP_TR_DUR] = t1 > c->t0 ? t1 - c->t0 : 0;
+    r[TP_TR_OP] = op;
+    r[TP_TR_COMM] = c->comm;
+    r[TP_TR_BYTES] = bytes;
+    r[TP_TR_ROOT] = (int64_t)tls.root1 - 1;
+    t->calls.n += TP_TR_FIELDS;
+    for (size_t i = 0; i < nep; i++) {
+        int64_t *e = t->eps.v + t->eps.n;
+        e[TP_EP_CALL] = call;
+        memcpy(&e[TP_EP_KIND], tls.stage.v + 4 * i, 4 * sizeof(int64_t));
+        t->eps.n += TP_EP_FIELDS;
+    }
+}
+
+/* Statements run after a successful call, in trace mode only. */
+#define TP_TRACE(...)                                   \
+    if (rc_ == MPI_SUCCESS && tp_tracing()) {           \
+        __VA_ARGS__;                                    \
+    }
+
 static inline int tp_active(void) {
     return atomic_load_explicit(&g_on, memory_order_relaxed) && tls.pause == 0;
 }
@@ -453,13 +659,17 @@ static inline int tp_bucket(int64_t b) { return b <= 0 ? 0 : 64 - __builtin_clzl
 static void tp_end(const tp_call *c, int op, int64_t t1, int64_t bytes, int32_t peer) {
     struct tp_thread *t = tls.thread ? tls.thread : tp_register();
     if (!t) return;
-    uint64_t a = (uint64_t)(uint32_t)tp_node() << 32 | (uint32_t)c->comm;
+    int32_t node = tp_node();
+    uint64_t a = (uint64_t)(uint32_t)node << 32 | (uint32_t)c->comm;
     tp_lock(t);
     /* a thread moved across cores may see a slightly earlier t1: never negative */
     tp_add(&t->ops, a, (uint64_t)op << 8 | (uint64_t)tp_bucket(bytes), 1, bytes,
            t1 > c->t0 ? t1 - c->t0 : 0);
     if (peer >= 0) tp_add(&t->peers, a, (uint64_t)peer, 1, bytes, 0);
+    if (tp_tracing()) tp_trace_add(t, c, op, t1, bytes, node);
     tp_unlock(t);
+    tls.stage.n = 0;
+    tls.root1 = 0;
 }
 
 /* World rank of rank `dest` of record `idx`; -1 for MPI_PROC_NULL, an
@@ -564,8 +774,10 @@ static int32_t tp_msg_comm(MPI_Message m) {
 /* Trailing request parameter: BL blocking, NB nonblocking (pasted as R##_P, R##_A). */
 #define BL_P
 #define BL_A
+#define BL_FORGET
 #define NB_P , MPI_Request *request
 #define NB_A , request
+#define NB_FORGET tp_req_drop(TP_BITS(*request))   /* a handle MPI reused: no longer a receive */
 
 /* Instantiate family FAM for the classic (int counts and displacements) and
  * the large-count `_c` entry point. */
@@ -582,7 +794,9 @@ static int32_t tp_msg_comm(MPI_Message m) {
     TP_WRAP(NAME##SFX, OP_##NAME,                                                                     \
             (const void *buf, CT count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm R##_P), \
             (buf, count, datatype, dest, tag, comm R##_A), tp_index(comm), , tp_nb(count, datatype),  \
-            tp_peer(c_.comm, dest), )
+            tp_peer(c_.comm, dest),                                                                   \
+            TP_TRACE(tp_stage(TP_EP_SEND, tp_peer(c_.comm, dest), tag, tp_nb(count, datatype));       \
+                     R##_FORGET))
 TP_BOTH(F_SEND, Send, BL) TP_BOTH(F_SEND, Ssend, BL) TP_BOTH(F_SEND, Rsend, BL) TP_BOTH(F_SEND, Bsend, BL)
 TP_BOTH(F_SEND, Isend, NB) TP_BOTH(F_SEND, Issend, NB) TP_BOTH(F_SEND, Irsend, NB) TP_BOTH(F_SEND, Ibsend, NB)
 
@@ -591,7 +805,7 @@ TP_BOTH(F_SEND, Isend, NB) TP_BOTH(F_SEND, Issend, NB) TP_BOTH(F_SEND, Irsend, N
             (void *buf, CT count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,        \
              MPI_Status *status),                                                                   \
             (buf, count, datatype, source, tag, comm, status), tp_index(comm), TP_LOCAL_STATUS,     \
-            tp_status_bytes(status, datatype), -1, )
+            tp_status_bytes(status, datatype), -1, TP_TRACE(tp_stage_status(c_.comm, status)))
 TP_BOTH(F_RECV, Recv)
 
 #define F_IRECV(SFX, CT, DT, NAME)                                                                  \
@@ -599,7 +813,7 @@ TP_BOTH(F_RECV, Recv)
             (void *buf, CT count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,        \
              MPI_Request *request),                                                                 \
             (buf, count, datatype, source, tag, comm, request), tp_index(comm), ,                   \
-            tp_nb(count, datatype), -1, )
+            tp_nb(count, datatype), -1, TP_TRACE(tp_req_put(*request, c_.comm)))
 TP_BOTH(F_IRECV, Irecv)
 
 #define F_SENDRECV(SFX, CT, DT, NAME)                                                               \
@@ -609,15 +823,19 @@ TP_BOTH(F_IRECV, Irecv)
              MPI_Comm comm, MPI_Status *status),                                                    \
             (sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,     \
              recvtag, comm, status),                                                                \
-            tp_index(comm), , tp_nb(sendcount, sendtype), tp_peer(c_.comm, dest), )
+            tp_index(comm), TP_LOCAL_STATUS, tp_nb(sendcount, sendtype), tp_peer(c_.comm, dest),    \
+            TP_TRACE(tp_stage(TP_EP_SEND, tp_peer(c_.comm, dest), sendtag, tp_nb(sendcount, sendtype)); \
+                     tp_stage_status(c_.comm, status)))
 TP_BOTH(F_SENDRECV, Sendrecv)
 
 #define F_SENDRECV_REPLACE(SFX, CT, DT, NAME)                                                       \
     TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
             (void *buf, CT count, MPI_Datatype datatype, int dest, int sendtag, int source,         \
              int recvtag, MPI_Comm comm, MPI_Status *status),                                       \
-            (buf, count, datatype, dest, sendtag, source, recvtag, comm, status), tp_index(comm), , \
-            tp_nb(count, datatype), tp_peer(c_.comm, dest), )
+            (buf, count, datatype, dest, sendtag, source, recvtag, comm, status), tp_index(comm),   \
+            TP_LOCAL_STATUS, tp_nb(count, datatype), tp_peer(c_.comm, dest),                        \
+            TP_TRACE(tp_stage(TP_EP_SEND, tp_peer(c_.comm, dest), sendtag, tp_nb(count, datatype)); \
+                     tp_stage_status(c_.comm, status)))
 TP_BOTH(F_SENDRECV_REPLACE, Sendrecv_replace)
 
 /* Probes have no `_c` form; Mprobe'd messages remember their communicator. */
@@ -638,7 +856,7 @@ TP_WRAP(Improbe, OP_Improbe,
     TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
             (void *buf, CT count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status), \
             (buf, count, datatype, message, status), tp_msg_comm(*message), TP_LOCAL_STATUS,        \
-            tp_status_bytes(status, datatype), -1, )
+            tp_status_bytes(status, datatype), -1, TP_TRACE(tp_stage_status(c_.comm, status)))
 TP_BOTH(F_MRECV, Mrecv)
 
 #define F_IMRECV(SFX, CT, DT, NAME)                                                                 \
@@ -646,31 +864,47 @@ TP_BOTH(F_MRECV, Mrecv)
             (void *buf, CT count, MPI_Datatype datatype, MPI_Message *message,                      \
              MPI_Request *request),                                                                 \
             (buf, count, datatype, message, request), tp_msg_comm(*message), ,                      \
-            tp_nb(count, datatype), -1, )
+            tp_nb(count, datatype), -1, TP_TRACE(tp_req_put(*request, c_.comm)))
 TP_BOTH(F_IMRECV, Imrecv)
 
-/* -- completion: no communicator, no bytes */
-#define F_DONE(NAME, PARAMS, ARGS) TP_WRAP(NAME, OP_##NAME, PARAMS, ARGS, -1, , 0, -1, )
-F_DONE(Wait, (MPI_Request *request, MPI_Status *status), (request, status))
+/* -- completion: no communicator, no bytes; in trace mode, the receives they complete */
+#define F_DONE(NAME, PARAMS, ARGS, N, REQS, ST, ARRAY, POST)                                   \
+    TP_WRAP(NAME, OP_##NAME, PARAMS, ARGS, -1, tp_done d_; ST = tp_done_pre(&d_, N, REQS, ST, ARRAY), \
+            0, -1, POST; tp_done_free(&d_))
+#define TP_DONE_EACH(N, INDEX, ST)                                                              \
+    for (int k_ = 0; k_ < (N); k_++) tp_done_one(&d_, INDEX, &(ST)[k_])
+F_DONE(Wait, (MPI_Request *request, MPI_Status *status), (request, status), 1, request, status, 0,
+       TP_TRACE(tp_done_one(&d_, 0, status)))
 F_DONE(Waitall, (int count, MPI_Request array_of_requests[], MPI_Status *array_of_statuses),
-       (count, array_of_requests, array_of_statuses))
+       (count, array_of_requests, array_of_statuses), count, array_of_requests, array_of_statuses, 1,
+       TP_TRACE(TP_DONE_EACH(count, k_, array_of_statuses)))
 F_DONE(Waitany, (int count, MPI_Request array_of_requests[], int *indx, MPI_Status *status),
-       (count, array_of_requests, indx, status))
+       (count, array_of_requests, indx, status), count, array_of_requests, status, 0,
+       TP_TRACE(tp_done_one(&d_, *indx, status)))
 F_DONE(Waitsome,
        (int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[],
         MPI_Status *array_of_statuses),
-       (incount, array_of_requests, outcount, array_of_indices, array_of_statuses))
-F_DONE(Test, (MPI_Request *request, int *flag, MPI_Status *status), (request, flag, status))
+       (incount, array_of_requests, outcount, array_of_indices, array_of_statuses), incount,
+       array_of_requests, array_of_statuses, 1,
+       TP_TRACE(if (*outcount != MPI_UNDEFINED)
+                    TP_DONE_EACH(*outcount, array_of_indices[k_], array_of_statuses)))
+F_DONE(Test, (MPI_Request *request, int *flag, MPI_Status *status), (request, flag, status), 1,
+       request, status, 0, TP_TRACE(if (*flag) tp_done_one(&d_, 0, status)))
 F_DONE(Testall,
        (int count, MPI_Request array_of_requests[], int *flag, MPI_Status *array_of_statuses),
-       (count, array_of_requests, flag, array_of_statuses))
+       (count, array_of_requests, flag, array_of_statuses), count, array_of_requests,
+       array_of_statuses, 1, TP_TRACE(if (*flag) TP_DONE_EACH(count, k_, array_of_statuses)))
 F_DONE(Testany,
        (int count, MPI_Request array_of_requests[], int *indx, int *flag, MPI_Status *status),
-       (count, array_of_requests, indx, flag, status))
+       (count, array_of_requests, indx, flag, status), count, array_of_requests, status, 0,
+       TP_TRACE(if (*flag) tp_done_one(&d_, *indx, status)))
 F_DONE(Testsome,
        (int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[],
         MPI_Status *array_of_statuses),
-       (incount, array_of_requests, outcount, array_of_indices, array_of_statuses))
+       (incount, array_of_requests, outcount, array_of_indices, array_of_statuses), incount,
+       array_of_requests, array_of_statuses, 1,
+       TP_TRACE(if (*outcount != MPI_UNDEFINED)
+                    TP_DONE_EACH(*outcount, array_of_indices[k_], array_of_statuses)))
 
 /* -- collectives; BYTES per docs/mpi.md */
 TP_WRAP(Barrier, OP_Barrier, (MPI_Comm comm), (comm), tp_index(comm), , 0, -1, )
@@ -680,14 +914,15 @@ TP_WRAP(Ibarrier, OP_Ibarrier, (MPI_Comm comm, MPI_Request *request), (comm, req
 #define F_BCAST(SFX, CT, DT, NAME, R, BYTES)                                                         \
     TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
             (void *buffer, CT count, MPI_Datatype datatype, int root, MPI_Comm comm R##_P),         \
-            (buffer, count, datatype, root, comm R##_A), tp_index(comm), , BYTES, -1, )
+            (buffer, count, datatype, root, comm R##_A), tp_index(comm), , BYTES, -1, TP_TRACE(tls.root1 = tp_peer(c_.comm, root) + 1))
 TP_COLL(F_BCAST, Bcast, Ibcast, tp_nb(count, datatype))
 
 #define F_REDUCE(SFX, CT, DT, NAME, R, BYTES)                                                        \
     TP_WRAP(NAME##SFX, OP_##NAME,                                                                    \
             (const void *sendbuf, void *recvbuf, CT count, MPI_Datatype datatype, MPI_Op op,         \
              int root, MPI_Comm comm R##_P),                                                         \
-            (sendbuf, recvbuf, count, datatype, op, root, comm R##_A), tp_index(comm), , BYTES, -1, )
+            (sendbuf, recvbuf, count, datatype, op, root, comm R##_A), tp_index(comm), , BYTES, -1, \
+            TP_TRACE(tls.root1 = tp_peer(c_.comm, root) + 1))
 TP_COLL(F_REDUCE, Reduce, Ireduce, tp_nb(count, datatype))
 
 #define F_ALLREDUCE(SFX, CT, DT, NAME, R, BYTES)                                                     \
@@ -704,7 +939,7 @@ TP_COLL(F_ALLREDUCE, Exscan, Iexscan, tp_nb(count, datatype))
             (const void *sendbuf, CT sendcount, MPI_Datatype sendtype, void *recvbuf, CT recvcount,  \
              MPI_Datatype recvtype, int root, MPI_Comm comm R##_P),                                  \
             (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm R##_A),          \
-            tp_index(comm), , BYTES, -1, )
+            tp_index(comm), , BYTES, -1, TP_TRACE(tls.root1 = tp_peer(c_.comm, root) + 1))
 #define IN_PLACE_OR(RECV, SEND) (sendbuf == MPI_IN_PLACE ? (RECV) : (SEND))
 TP_COLL(F_GATHER, Gather, Igather,
         IN_PLACE_OR(tp_nb(recvcount, recvtype), tp_nb(sendcount, sendtype)))
@@ -729,7 +964,7 @@ TP_COLL(F_ALLGATHER, Alltoall, Ialltoall,
              const CT recvcounts[], const DT displs[], MPI_Datatype recvtype, int root,              \
              MPI_Comm comm R##_P),                                                                   \
             (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm R##_A), \
-            tp_index(comm), , BYTES, -1, )
+            tp_index(comm), , BYTES, -1, TP_TRACE(tls.root1 = tp_peer(c_.comm, root) + 1))
 TP_COLL(F_GATHERV, Gatherv, Igatherv,
         IN_PLACE_OR(tp_nb(recvcounts[tp_rank(comm)], recvtype), tp_nb(sendcount, sendtype)))
 
@@ -747,7 +982,7 @@ TP_COLL(F_ALLGATHERV, Allgatherv, Iallgatherv,
             (const void *sendbuf, const CT sendcounts[], const DT displs[], MPI_Datatype sendtype,   \
              void *recvbuf, CT recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm R##_P),     \
             (sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm R##_A), \
-            tp_index(comm), , BYTES, -1, )
+            tp_index(comm), , BYTES, -1, TP_TRACE(tls.root1 = tp_peer(c_.comm, root) + 1))
 TP_COLL(F_SCATTERV, Scatterv, Iscatterv,
         tp_is_root(c_.comm, comm, root) ? tp_nb(tp_sum(sendcounts, tp_npeers(c_.comm, comm)), sendtype)
                                         : tp_nb(recvcount, recvtype))
@@ -887,8 +1122,50 @@ void tinyprof_mpi_reset(void) {
             if (tables[i]->rows) memset(tables[i]->rows, 0, tables[i]->cap * sizeof(tp_row));
             tables[i]->n = 0;
         }
+        t->calls.n = t->eps.n = 0;
         tp_unlock(t);
     }
+    atomic_store(&g_trace_kept, 0);
+    atomic_store(&g_trace_dropped, 0);
+}
+
+void tinyprof_mpi_trace(size_t limit) { atomic_store(&g_trace_limit, limit); }
+
+int64_t *tinyprof_mpi_trace_calls(size_t *ncalls, int64_t **endpoints, size_t *nep, int64_t *dropped) {
+    tp_vec calls = {0}, eps = {0};
+    double ns_per_tick = tp_ns_per_tick();
+    int ok = 1;
+    for (struct tp_thread *t = atomic_load_explicit(&g_threads, memory_order_acquire); t; t = t->next) {
+        tp_lock(t);
+        size_t base = calls.n / TP_TR_FIELDS;
+        if (tp_reserve(&calls, t->calls.n) != 0 || tp_reserve(&eps, t->eps.n) != 0) {
+            ok = 0;
+        } else {
+            memcpy(calls.v + calls.n, t->calls.v, t->calls.n * sizeof(int64_t));
+            memcpy(eps.v + eps.n, t->eps.v, t->eps.n * sizeof(int64_t));
+            for (size_t i = eps.n; i < eps.n + t->eps.n; i += TP_EP_FIELDS) eps.v[i + TP_EP_CALL] += (int64_t)base;
+            calls.n += t->calls.n;
+            eps.n += t->eps.n;
+        }
+        tp_unlock(t);
+    }
+    for (size_t i = 0; i < calls.n; i += TP_TR_FIELDS) {       /* ticks -> CLOCK_MONOTONIC ns */
+        int64_t *r = calls.v + i;
+        r[TP_TR_START] = g_ns0 + (int64_t)((double)(r[TP_TR_START] - g_tsc0) * ns_per_tick + 0.5);
+        r[TP_TR_DUR] = (int64_t)((double)r[TP_TR_DUR] * ns_per_tick + 0.5);
+    }
+    *dropped = (int64_t)atomic_load(&g_trace_dropped);
+    if (!ok || !calls.n) {
+        free(calls.v);
+        free(eps.v);
+        *ncalls = *nep = 0;
+        *endpoints = NULL;
+        return NULL;
+    }
+    *ncalls = calls.n / TP_TR_FIELDS;
+    *nep = eps.n / TP_EP_FIELDS;
+    *endpoints = eps.v;
+    return calls.v;
 }
 
 /* Every thread's table `which` (offset of a tp_table in tp_thread) summed,

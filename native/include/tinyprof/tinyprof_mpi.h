@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever anything below changes meaning. */
-#define TINYPROF_MPI_ABI 1
+#define TINYPROF_MPI_ABI 2
 
 /* Fields of a record of tinyprof_mpi_ops(). */
 enum { TP_OP_NODE, TP_OP_COMM, TP_OP_OP, TP_OP_BUCKET, TP_OP_CALLS, TP_OP_BYTES, TP_OP_TIME,
@@ -31,6 +31,13 @@ enum { TP_OP_NODE, TP_OP_COMM, TP_OP_OP, TP_OP_BUCKET, TP_OP_CALLS, TP_OP_BYTES,
 /* Fields of a record of tinyprof_mpi_peers(). */
 enum { TP_PEER_NODE, TP_PEER_COMM, TP_PEER_PEER, TP_PEER_MESSAGES, TP_PEER_BYTES,
        TP_PEER_FIELDS };
+/* Fields of a call record of tinyprof_mpi_trace_calls(). */
+enum { TP_TR_TID, TP_TR_NODE, TP_TR_START, TP_TR_DUR, TP_TR_OP, TP_TR_COMM, TP_TR_BYTES, TP_TR_ROOT,
+       TP_TR_FIELDS };
+/* Fields of an endpoint record of tinyprof_mpi_trace_calls(). */
+enum { TP_EP_CALL, TP_EP_KIND, TP_EP_PEER, TP_EP_TAG, TP_EP_BYTES, TP_EP_FIELDS };
+#define TP_EP_SEND 0        /* the call sent a message */
+#define TP_EP_RECV 1        /* the call completed the receive of a message */
 /* Fields of tinyprof_mpi_comm_info()'s info array. */
 enum { TP_COMM_SIZE, TP_COMM_MEMBERS, TP_COMM_CREATED, TP_COMM_FLAGS, TP_COMM_FIELDS };
 /* Bits of TP_COMM_FLAGS. */
@@ -79,6 +86,24 @@ int tinyprof_mpi_patch(const char *object);
 int64_t *tinyprof_mpi_ops(size_t *n);
 int64_t *tinyprof_mpi_peers(size_t *n);
 void tinyprof_mpi_free(void *records);
+
+/* Trace mode: also keep every recorded call, up to `limit` calls in the
+ * process (later ones are only counted as dropped); 0 turns it off (the
+ * default). tinyprof_mpi_reset forgets the trace too. */
+void tinyprof_mpi_trace(size_t limit);
+
+/* The calls traced so far (not consumed), in no particular order:
+ * *ncalls records of TP_TR_FIELDS int64, and in *endpoints *nep records of
+ * TP_EP_FIELDS (TP_EP_CALL indexes the returned calls), the messages each
+ * call sent (TP_EP_SEND: to world rank TP_EP_PEER, with its tag and bytes)
+ * or completed (TP_EP_RECV: from world rank TP_EP_PEER with the actual tag
+ * and bytes, in Recv, Sendrecv, Mrecv, or the Wait or Test call that completed an
+ * Irecv/Imrecv posted on the same thread). TP_TR_TID is the OS thread id,
+ * TP_TR_NODE the source function's node, TP_TR_START and TP_TR_DUR are
+ * CLOCK_MONOTONIC nanoseconds, TP_TR_COMM as TP_OP_COMM, TP_TR_ROOT the world
+ * rank of a rooted collective's root (-1 otherwise). *dropped: calls not
+ * kept. Both arrays are freed with tinyprof_mpi_free; NULL when none. */
+int64_t *tinyprof_mpi_trace_calls(size_t *ncalls, int64_t **endpoints, size_t *nep, int64_t *dropped);
 
 /* Communicators seen so far, indexed from 0 (0: COMM_WORLD, 1: COMM_SELF). */
 int tinyprof_mpi_comm_count(void);
