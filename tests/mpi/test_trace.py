@@ -121,3 +121,62 @@ def test_every_rank_has_a_block_and_aligned_clocks(world, mpi_tmp_path):
         tinyprof.Profiler("after", outdir=str(mpi_tmp_path / "after2"))
         impl.reset()
     assert all_errors(world, errors) == []
+
+
+def test_mpi_calls_are_traced_with_their_messages(world, mpi_tmp_path):
+    """A ring Sendrecv, Isend + Irecv + Waitall, an Irecv from any source
+    completed by Wait, an Allreduce and a Bcast from the last rank, each in
+    its own event: every call row, with its op, communicator, bytes, root and
+    endpoints (actual source and tag from the status), exactly."""
+    from mpi4py import MPI
+    size, rank = world.Get_size(), world.rank
+    right, left = (rank + 1) % size, (rank - 1) % size
+    outdir = str(mpi_tmp_path / "calls")
+    impl.reset()
+    prof = tinyprof.Profiler("calls", outdir=outdir, mpi=True, trace=True)
+    prof.session.capture.reset()
+    errors = []
+    buf, got = np.arange(4.0), np.zeros(4)
+    with tinyprof.Event("ring"):
+        world.Sendrecv(buf, dest=right, sendtag=3, recvbuf=got, source=left, recvtag=3)
+    with tinyprof.Event("nonblocking"):
+        reqs = [world.Irecv(got, source=left, tag=4), world.Isend(buf[:2], dest=right, tag=4)]
+        MPI.Request.Waitall(reqs)
+    with tinyprof.Event("any"):
+        req = world.Irecv(got, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)
+        world.Send(buf[:1], dest=right, tag=10 + rank)
+        req.Wait()
+    with tinyprof.Event("collective"):
+        world.Allreduce(MPI.IN_PLACE, buf)
+        world.Bcast(buf, root=size - 1)
+    tinyprof.flush()
+    tinyprof.Profiler("after", outdir=str(mpi_tmp_path / "after3"))      # trace and capture off
+    impl.reset()
+    if rank == 0:
+        lines = {p[-1]: i for i, p in enumerate(parse_file(
+            os.path.join(outdir, sorted(os.listdir(outdir))[0])).paths)}
+        for b in blocks_of(outdir):
+            r = b.rank
+            rows = [(b.ops[op], b.comms[comm] if comm >= 0 else "", line, nbytes, root,
+                     sorted(tuple(e[1:]) for e in b.endpoints[b.endpoints[:, 0] == i].tolist()))
+                    for i, (_, line, _, _, op, comm, nbytes, root) in enumerate(b.calls.tolist())]
+            R, L = (r + 1) % size, (r - 1) % size
+            expect = [
+                ("Sendrecv", "COMM_WORLD", lines["ring"], 32, -1,
+                 sorted([(0, R, 3, 32), (1, L, 3, 32)])),
+                ("Irecv", "COMM_WORLD", lines["nonblocking"], 32, -1, []),
+                ("Isend", "COMM_WORLD", lines["nonblocking"], 16, -1, [(0, R, 4, 16)]),
+                ("Waitall", "", lines["nonblocking"], 0, -1, [(1, L, 4, 16)]),
+                ("Irecv", "COMM_WORLD", lines["any"], 32, -1, []),
+                ("Send", "COMM_WORLD", lines["any"], 8, -1, [(0, R, 10 + r, 8)]),
+                ("Wait", "", lines["any"], 0, -1, [(1, L, 10 + L, 8)]),
+                ("Allreduce", "COMM_WORLD", lines["collective"], 32, -1, []),
+                ("Bcast", "COMM_WORLD", lines["collective"], 32, size - 1, [])]
+            if rows != expect:
+                errors.append(f"rank {r}: calls {rows}")
+            ev = {int(line): (s, s + d) for _, line, s, d in b.events.tolist()}
+            for _, line, start, dur, *_ in b.calls.tolist():
+                lo, hi = ev[line]
+                if not lo <= start <= start + dur <= hi:
+                    errors.append(f"rank {r}: a call at {start}+{dur} outside its event {lo}..{hi}")
+    assert all_errors(world, errors) == []
