@@ -91,10 +91,11 @@ def bsp_trace(nranks: int, records: int, seed: int = 1) -> _trace.Trace:
     sr = np.flatnonzero(call_a[:, 5] == 0)
     rank = call_a[sr, 0]
     step = np.arange(len(sr)) - np.searchsorted(rank, rank)        # k-th Sendrecv of its rank
-    eps = np.concatenate([np.column_stack([sr, rank * 0, (rank + 1) % nranks, step, rank * 0 + 64,
+    zero = rank * 0
+    eps = np.concatenate([np.column_stack([sr, zero, (rank + 1) % nranks, step, zero + 64, zero,
                                            rank]),
-                          np.column_stack([sr, rank * 0 + 1, (rank - 1) % nranks, step,
-                                           rank * 0 + 64, rank])])
+                          np.column_stack([sr, zero + 1, (rank - 1) % nranks, step, zero + 64,
+                                           zero, rank])])
     trace = _trace.Trace(nranks, "ns", [("step",), ("step", "compute")], ["Sendrecv", "Allreduce"],
                          ["COMM_WORLD"], 0, dict(zip(_trace.EV_COLUMNS, ev_a.T.copy())),
                          dict(zip(_trace.CALL_COLUMNS, call_a.T.copy())), {},

@@ -34,12 +34,12 @@ def build(nranks: int, events: Sequence[tuple], calls: Sequence[tuple]) -> _trac
         ends, root = (rest[0], -1) if rest and isinstance(rest[0], list) else \
             ([], rest[0] if rest else -1)
         rows.append((r, MAIN, paths.index(p), s, t, ops.index(op), 0, 8, root))
-        eps += [(i, SEND if k == "s" else RECV, peer, tag, n, r) for k, peer, tag, n in ends]
+        eps += [(i, SEND if k == "s" else RECV, peer, tag, n, 0, r) for k, peer, tag, n in ends]
     trace = _trace.Trace(nranks, "ns", paths, ops, ["COMM_WORLD"], 0,
                          dict(zip(_trace.EV_COLUMNS, np.array(ev, np.int64).reshape(-1, 5).T)),
                          dict(zip(_trace.CALL_COLUMNS, np.array(rows, np.int64).reshape(-1, 9).T)),
                          {}, np.zeros((nranks, 2), np.int64))
-    trace.msgs = _trace.match(trace, np.array(eps, np.int64).reshape(-1, 6))
+    trace.msgs = _trace.match(trace, np.array(eps, np.int64).reshape(-1, 7))
     return trace
 
 

@@ -85,7 +85,7 @@ def sample_block():
                        [101, 1, 1300, 100], [105, 0, 1000, 500]])
     calls = np.array([[101, 1, 1110, 50, 0, 8, NONE], [105, NONE, 1055, 5, NONE, 0, NONE],
                       [101, 1, 1310, 20, 2, 16, 1]])
-    eps = np.array([[0, 0, 3, 7, 8], [1, 1, 2, 7, 8], [1, 1, 3, 9, 4]])
+    eps = np.array([[0, 0, 3, 7, 8, 0], [1, 1, 2, 7, 8, 0], [1, 1, 3, 9, 4, 2]])
     return make_block(2, (1000, -5, 2000, -7, 3), events, calls, ["Send", "Wait", "Bcast"],
                       eps, ["COMM_WORLD", "unused", "COMM_WORLD.split1@2"], (4, 1))
 
@@ -101,8 +101,8 @@ events 5|4
 0|1|50|100
 0|1|200|100
 calls 3|1
-1||1055|5|Wait||0||r2:7:8,r3:9:4
-0|1|55|50|Send|0|8||s3:7:8
+1||1055|5|Wait||0||r2:7:8:0,r3:9:4:1
+0|1|55|50|Send|0|8||s3:7:8:0
 0|1|200|20|Bcast|1|16|1|
 """
 
@@ -124,7 +124,7 @@ def test_block_reads_back():
     assert b.calls.tolist() == [[1, NONE, 1055, 5, 0, NONE, 0, NONE],
                                 [0, 1, 1110, 50, 1, 0, 8, NONE],
                                 [0, 1, 1310, 20, 2, 1, 16, 1]]
-    assert b.endpoints.tolist() == [[0, 1, 2, 7, 8], [0, 1, 3, 9, 4], [1, 0, 3, 7, 8]]
+    assert b.endpoints.tolist() == [[0, 1, 2, 7, 8, 0], [0, 1, 3, 9, 4, 1], [1, 0, 3, 7, 8, 0]]
     assert encode([b]) == SAMPLE
     np.testing.assert_array_equal(b.global_times(np.array([1000, 1500, 2000])),
                                   [995, 1494, 1993])
@@ -143,6 +143,7 @@ def test_block_reads_back():
     (b"|Send|0|", b"|Send|2|", 52, "unknown thread, line, communicator"),
     (b"r3:9:4", b"r4:9:4", 51, "bad endpoint"),
     (b"s3:7:8", b"x3:7:8", 52, "bad endpoint"),
+    (b"r3:9:4:1", b"r3:9:4:2", 51, "bad endpoint"),
     (b"0|1|200|100\n", b"0|1|9223372036854775000|100\n", 49, "exceed 2^63-1"),
 ])
 def test_bad_blocks_name_the_line(old, new, line, problem):
@@ -176,7 +177,7 @@ naturals = st.integers(0, 10 ** 12)
 def test_random_blocks_round_trip(events, calls, offset):
     ev = np.array(events, np.int64).reshape(-1, 4)
     rows = np.array([c[:7] for c in calls], np.int64).reshape(-1, 7)
-    eps = np.array([(i, i % 2, i % 4, i, 2 * i) for i in range(len(calls))], np.int64)
+    eps = np.array([(i, i % 2, i % 4, i, 2 * i, i % 3) for i in range(len(calls))], np.int64)
     b = make_block(1, (5, offset, 9, offset, 0), ev, rows, [c[7] for c in calls], eps,
                    ["A", "B", "C"])
     data = encode([b])

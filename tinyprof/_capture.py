@@ -24,7 +24,7 @@ from ._mpisection import NONE, Communicator
 
 LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libtinyprof_mpi.so")
 ABI = 2                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
-_OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS, _TR_FIELDS, _EP_FIELDS = 7, 5, 4, 8, 5
+_OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS, _TR_FIELDS, _EP_FIELDS = 7, 5, 4, 8, 6
 _SELFLIKE, _PRIVATE = 1, 2
 _MPI4PY = "mpi4py/MPI"              # the path part of mpi4py's extension module
 
@@ -96,7 +96,7 @@ class CallTrace:
     """The MPI calls traced so far (``tinyprof_mpi_trace_calls``), with names."""
 
     calls: np.ndarray               # (M, 8) int64: tid, node, start, dur, op, comm, bytes, root
-    endpoints: np.ndarray           # (K, 5) int64: call, kind, peer, tag, bytes
+    endpoints: np.ndarray           # (K, 6) int64: call, kind, peer, tag, bytes, comm record
     dropped: int
     ops: List[str]                  # name of each op code of the calls
     comms: Dict[int, str]           # communicator record -> name (non-private ones)

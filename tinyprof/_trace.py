@@ -40,7 +40,7 @@ class Trace:
       (index into ``ops``), comm (index into ``comms``, -1 for none), bytes,
       root (world rank, -1 if none);
     - ``msgs``: matched messages: send and recv (indices into ``calls``),
-      src, dst, tag, bytes;
+      src, dst, comm, tag, bytes;
     - ``dropped``: (nranks, 2) occurrences and calls not kept beyond the limit.
     """
 
@@ -68,7 +68,7 @@ def _empty(columns: Sequence[str]) -> Dict[str, np.ndarray]:
 
 EV_COLUMNS = ("rank", "thread", "path", "start", "end")
 CALL_COLUMNS = ("rank", "thread", "path", "start", "end", "op", "comm", "bytes", "root")
-MSG_COLUMNS = ("send", "recv", "src", "dst", "tag", "bytes")
+MSG_COLUMNS = ("send", "recv", "src", "dst", "comm", "tag", "bytes")
 
 
 def from_files(files: Sequence[Any], callpaths: Sequence[Callpath], nranks: int,
@@ -110,6 +110,7 @@ def from_files(files: Sequence[Any], callpaths: Sequence[Callpath], nranks: int,
                 c[:, 6], c[:, 7]]).reshape(-1, len(CALL_COLUMNS)))
             p = b.endpoints.copy()
             p[:, 0] += ncalls
+            p[:, 5] = cm[p[:, 5]]
             eps.append(np.column_stack([p, np.full(len(p), b.rank)]))
             ncalls += len(c)
     evs = np.concatenate(ev) if ev else np.zeros((0, 5), np.int64)
@@ -120,23 +121,24 @@ def from_files(files: Sequence[Any], callpaths: Sequence[Callpath], nranks: int,
     trace = Trace(nranks, unit, list(callpaths), list(ops), list(comms), origin,
                   dict(zip(EV_COLUMNS, evs.T.copy())), dict(zip(CALL_COLUMNS, cls.T.copy())),
                   _empty(MSG_COLUMNS), dropped)
-    trace.msgs = match(trace, np.concatenate(eps) if eps else np.zeros((0, 6), np.int64))
+    trace.msgs = match(trace, np.concatenate(eps) if eps else np.zeros((0, 7), np.int64))
     return trace
 
 
 def match(trace: Trace, endpoints: np.ndarray) -> Dict[str, np.ndarray]:
-    """Messages from endpoints (call, kind, peer, tag, bytes, rank): the k-th
-    send from s to d with tag t matches the k-th receive at d from s with tag
-    t, sends in call order and receives in completion order (MPI's
-    non-overtaking rule; exact unless receives from one peer with one tag
-    complete out of posting order, or tags are reused across communicators)."""
-    call, kind, peer, tag, nbytes, rank = endpoints.T if len(endpoints) else \
-        np.zeros((6, 0), np.int64)
+    """Messages from endpoints (call, kind, peer, tag, bytes, comm, rank): the
+    k-th send from s to d on communicator c with tag t matches the k-th
+    receive at d from s on c with tag t, sends in call order and receives in
+    completion order (MPI's non-overtaking rule; exact unless receives from
+    one peer with one tag complete out of posting order)."""
+    call, kind, peer, tag, nbytes, comm, rank = endpoints.T if len(endpoints) else \
+        np.zeros((7, 0), np.int64)
     keyed = []
     for k, (src, dst) in ((_tracesection.SEND, (rank, peer)), (_tracesection.RECV, (peer, rank))):
         sel = np.flatnonzero(kind == k)
-        order = sel[np.lexsort((trace.calls["start"][call[sel]], tag[sel], dst[sel], src[sel]))]
-        key = np.column_stack([src[order], dst[order], tag[order]])
+        order = sel[np.lexsort((trace.calls["start"][call[sel]], tag[sel], comm[sel], dst[sel],
+                                src[sel]))]
+        key = np.column_stack([src[order], dst[order], comm[order], tag[order]])
         new = np.ones(len(order), bool)
         new[1:] = np.any(key[1:] != key[:-1], axis=1)
         first = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
@@ -144,7 +146,8 @@ def match(trace: Trace, endpoints: np.ndarray) -> Dict[str, np.ndarray]:
     (s_idx, s_key), (r_idx, r_key) = keyed
     common, si, ri = _intersect_rows(s_key, r_key)
     return {"send": call[s_idx[si]], "recv": call[r_idx[ri]], "src": common[:, 0],
-            "dst": common[:, 1], "tag": common[:, 2], "bytes": nbytes[r_idx[ri]]}
+            "dst": common[:, 1], "comm": common[:, 2], "tag": common[:, 3],
+            "bytes": nbytes[r_idx[ri]]}
 
 
 def _intersect_rows(a: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:

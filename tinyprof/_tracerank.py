@@ -37,18 +37,22 @@ def block(rank: int, clock: Clock, core: Tuple[bytes, int], mpi: Optional["CallT
     keep = line != NONE
     events = np.column_stack([rec[keep, 1], line[keep], rec[keep, 2], rec[keep, 3]])
     calls, ops, endpoints, names, dropped = np.zeros((0, 7), np.int64), [], \
-        np.zeros((0, 5), np.int64), [], 0
+        np.zeros((0, 6), np.int64), [], 0
     if mpi is not None:
         c = mpi.calls
         # communicators by name (fallback names may repeat across records)
         position = {name: i for i, name in enumerate(dict.fromkeys(mpi.comms.values()))}
         names = list(position)
-        comm = np.array([position[mpi.comms[i]] if i in mpi.comms else NONE
-                         for i in c[:, 5].tolist()], np.int64).reshape(-1)
-        calls = np.column_stack([c[:, 0], line_of(c[:, 1]), c[:, 2], c[:, 3], comm, c[:, 6],
-                                 c[:, 7]])
+
+        def comm_of(records: np.ndarray) -> np.ndarray:
+            return np.array([position[mpi.comms[i]] if i in mpi.comms else NONE
+                             for i in records.tolist()], np.int64).reshape(-1)
+        calls = np.column_stack([c[:, 0], line_of(c[:, 1]), c[:, 2], c[:, 3], comm_of(c[:, 5]),
+                                 c[:, 6], c[:, 7]])
         ops = [mpi.ops[op] for op in c[:, 4].tolist()]
-        endpoints, dropped = mpi.endpoints, mpi.dropped
+        endpoints = mpi.endpoints.copy()
+        endpoints[:, 5] = comm_of(endpoints[:, 5])
+        endpoints, dropped = endpoints[endpoints[:, 5] != NONE], mpi.dropped
     b = _tracesection.make_block(rank, clock, events, calls, ops, endpoints, names,
                                  (core[1], dropped))
     return _tracesection.encode([b])

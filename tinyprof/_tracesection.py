@@ -24,7 +24,7 @@ Clock = Tuple[int, int, int, int, int]      # local0, offset0, local1, offset1, 
 # Columns of Block.events, Block.calls and Block.endpoints.
 EVENT_COLUMNS = ("thread", "line", "start", "dur")
 CALL_COLUMNS = ("thread", "line", "start", "dur", "op", "comm", "bytes", "root")
-ENDPOINT_COLUMNS = ("call", "kind", "peer", "tag", "bytes")
+ENDPOINT_COLUMNS = ("call", "kind", "peer", "tag", "bytes", "comm")
 
 _NAT = rb"(?:0|[1-9][0-9]*)"
 _TIME = rb"(?:0|-?[1-9][0-9]*)"
@@ -34,7 +34,8 @@ _EVENT_ROW = re.compile(_NAT + rb"\|" + _NAT + rb"\|" + _NAT + rb"\|" + _NAT + r
 _CALL_RE = re.compile(rb"(" + _NAT + rb")\|(" + _NAT + rb")?\|(" + _NAT + rb")\|(" + _NAT +
                       rb")\|([A-Z][A-Za-z_]{0,63})\|(" + _NAT + rb")?\|(" + _NAT + rb")\|(" +
                       _NAT + rb")?\|(.*)")
-_ENDPOINT_RE = re.compile(rb"([sr])(" + _NAT + rb"):(" + _NAT + rb"):(" + _NAT + rb")")
+_ENDPOINT_RE = re.compile(rb"([sr])(" + _NAT + rb"):(" + _NAT + rb"):(" + _NAT + rb"):(" + _NAT +
+                          rb")")
 _CLOCK_RE = re.compile(rb"clock (" + _TIME + rb")\|(" + _TIME + rb")\|(" + _TIME + rb")\|(" +
                        _TIME + rb")\|(" + _NAT + rb")")
 _INT64_MAX = 2 ** 63 - 1
@@ -51,7 +52,7 @@ class Block:
     events: np.ndarray                  # (E, 4) int64: EVENT_COLUMNS
     calls: np.ndarray                   # (M, 8) int64: CALL_COLUMNS, op indexes ops
     ops: List[str]                      # operation names of the calls' op column
-    endpoints: np.ndarray               # (K, 5) int64: ENDPOINT_COLUMNS, by call
+    endpoints: np.ndarray               # (K, 6) int64: ENDPOINT_COLUMNS, by call
     dropped: Tuple[int, int] = (0, 0)   # events, calls not kept
     line: int = 0                       # the file line of its "rank" line (errors)
 
@@ -71,15 +72,16 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
 
     ``events``: (E, 4) int64 rows (tid, line, start, dur). ``calls``: (M, 7)
     int64 rows (tid, line or NONE, start, dur, comm or NONE, bytes, root or
-    NONE), ``call_ops`` their operation names. ``endpoints``: (K, 5) rows
-    (call index, kind, peer, tag, bytes). ``comm_names[i]`` names communicator
-    ``i`` of the calls. Rows are sorted by (start, thread, dur descending),
-    stably; threads become indices into the ascending tid list and
-    communicators into the list of those the calls use, in order of first use.
+    NONE), ``call_ops`` their operation names. ``endpoints``: (K, 6) rows
+    (call index, kind, peer, tag, bytes, comm). ``comm_names[i]`` names
+    communicator ``i`` of the calls and endpoints. Rows are sorted by (start,
+    thread, dur descending), stably; threads become indices into the ascending
+    tid list and communicators into the list of those the calls and their
+    endpoints use, in order of first use.
     """
     events = np.asarray(events, np.int64).reshape(-1, 4)
     calls = np.asarray(calls, np.int64).reshape(-1, 7)
-    endpoints = np.asarray(endpoints, np.int64).reshape(-1, 5)
+    endpoints = np.asarray(endpoints, np.int64).reshape(-1, 6)
     threads = sorted(set(events[:, 0].tolist()) | set(calls[:, 0].tolist()))
     tindex = {tid: i for i, tid in enumerate(threads)}
 
@@ -90,10 +92,21 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
     order = np.lexsort((-calls[:, 3], calls[:, 0], calls[:, 2])) if len(calls) else \
         np.zeros(0, np.int64)
     sorted_calls = calls[order]
+    new_index = np.empty(len(order), np.int64)
+    new_index[order] = np.arange(len(order))
+    eps = endpoints.copy()
+    if len(eps):
+        eps[:, 0] = new_index[eps[:, 0]]
+        eps = eps[np.argsort(eps[:, 0], kind="stable")]
     used: dict = {}
-    for c in sorted_calls[:, 4].tolist():
-        if c != NONE and c not in used:
-            used[c] = len(used)
+    ep_comms = np.split(eps[:, 5], np.searchsorted(eps[:, 0], np.arange(1, len(order)))) \
+        if len(order) else []
+    for c, mine in zip(sorted_calls[:, 4].tolist(), ep_comms):
+        for x in [c, *mine.tolist()]:
+            if x != NONE and x not in used:
+                used[x] = len(used)
+    if len(eps):
+        eps[:, 5] = [used[x] for x in eps[:, 5].tolist()]
     op_names: dict = {}
     ops = [call_ops[i] for i in order.tolist()]
     out = np.empty((len(order), 8), np.int64)
@@ -102,13 +115,6 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
     out[:, 4] = [op_names.setdefault(op, len(op_names)) for op in ops]
     out[:, 5] = [used.get(c, NONE) for c in sorted_calls[:, 4].tolist()]
     out[:, 6:8] = sorted_calls[:, 5:7]
-
-    new_index = np.empty(len(order), np.int64)
-    new_index[order] = np.arange(len(order))
-    eps = endpoints.copy()
-    if len(eps):
-        eps[:, 0] = new_index[eps[:, 0]]
-        eps = eps[np.argsort(eps[:, 0], kind="stable")]
     return Block(rank, clock, threads, [comm_names[c] for c in used], ev, out,
                  list(op_names), eps, dropped)
 
@@ -137,7 +143,7 @@ def encode(blocks: Sequence[Block]) -> bytes:
 def _call_rows(b: Block) -> List[str]:
     calls, eps = b.calls, b.endpoints
     bounds = np.searchsorted(eps[:, 0], np.arange(len(calls) + 1)).tolist()
-    eps_text = [f"{'sr'[k]}{p}:{t}:{n}" for k, p, t, n in eps[:, 1:].tolist()]
+    eps_text = [f"{'sr'[k]}{p}:{t}:{n}:{c}" for k, p, t, n, c in eps[:, 1:].tolist()]
     d = np.diff(calls[:, 2], prepend=0).tolist()
     rows = []
     for i, (t, ln, _, u, op, c, n, root) in enumerate(calls.tolist()):
@@ -299,7 +305,7 @@ def _call_rows_parse(r: _Reader, n: int, nthreads: int, ncomms: int, nlines: int
                      nranks: int) -> Tuple[np.ndarray, List[str], np.ndarray]:
     calls = np.empty((n, 8), np.int64)
     ops: dict = {}
-    eps: List[Tuple[int, int, int, int, int]] = []
+    eps: List[Tuple[int, int, int, int, int, int]] = []
     for i in range(n):
         text = r.next_line()
         m = _CALL_RE.fullmatch(text)
@@ -314,11 +320,13 @@ def _call_rows_parse(r: _Reader, n: int, nthreads: int, ncomms: int, nlines: int
         calls[i] = row
         for ep in ends.split(b",") if ends else ():
             e = _ENDPOINT_RE.fullmatch(ep)
-            if e is None or int(e[2]) >= nranks or max(int(e[3]), int(e[4])) > _INT64_MAX:
+            if e is None or int(e[2]) >= nranks or max(int(e[3]), int(e[4])) > _INT64_MAX \
+                    or int(e[5]) >= ncomms:
                 raise r.fail(f"bad endpoint {ep[:40]!r}")
-            eps.append((i, SEND if e[1] == b"s" else RECV, int(e[2]), int(e[3]), int(e[4])))
+            eps.append((i, SEND if e[1] == b"s" else RECV, int(e[2]), int(e[3]), int(e[4]),
+                        int(e[5])))
     calls[:, 2] = _cumulative(r, calls[:, 2], r.line - n + 1)
-    return calls, list(ops), np.array(eps, np.int64).reshape(-1, 5)
+    return calls, list(ops), np.array(eps, np.int64).reshape(-1, 6)
 
 
 def _opt_int(token: Optional[bytes]) -> int:

@@ -193,10 +193,11 @@ def _parser() -> argparse.ArgumentParser:
 def _convert_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tinyprof-convert",
-        description="Convert a tinyprof profile for Hatchet, CallFlow or pandas. "
+        description="Convert a tinyprof profile for Hatchet, CallFlow, pandas or Perfetto. "
                     "hatchet: a Caliper json-split file for hatchet's GraphFrame.from_caliper; "
                     "callflow: a directory for `callflow --data_path DIR --profile_format "
-                    "caliper_json`; csv: one row per rank, execution and iteration. "
+                    "caliper_json`; csv: one row per rank, execution and iteration; perfetto: the "
+                    "timeline of a traced profile as Chrome trace-event JSON for ui.perfetto.dev. "
                     "See docs/convert.md.")
     parser.add_argument("--version", action="version", version=f"tinyprof {__version__}")
     parser.add_argument("profile", metavar="PROFILE",

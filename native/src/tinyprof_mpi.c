@@ -96,7 +96,7 @@ struct tp_tls {
     uint64_t msg[8];
     int32_t msg_comm[8];
     /* trace mode: the current call's endpoints and root, until tp_end records them */
-    tp_vec stage;               /* TP_EP_FIELDS - 1 values each: kind, peer, tag, bytes */
+    tp_vec stage;               /* TP_EP_FIELDS - 1 values each: kind, peer, tag, bytes, comm */
     int32_t root1;              /* world rank of the root + 1; 0: none */
     int32_t tid;                /* gettid(), cached */
     tp_req *reqs;
@@ -495,15 +495,17 @@ static int tp_reserve(tp_vec *v, size_t more) {
     return 0;
 }
 
-/* The current call sent (TP_EP_SEND) or completed (TP_EP_RECV) a message. */
-static void tp_stage(int kind, int32_t peer, int64_t tag, int64_t bytes) {
-    if (peer < 0 || tp_reserve(&tls.stage, 4) != 0) return;
-    int64_t *e = tls.stage.v + tls.stage.n;
-    e[0] = kind;
-    e[1] = peer;
-    e[2] = tag;
-    e[3] = bytes;
-    tls.stage.n += 4;
+/* The current call sent (TP_EP_SEND) or completed (TP_EP_RECV) a message on
+ * communicator record `comm` (messages on an untracked one are not traced). */
+static void tp_stage(int kind, int32_t comm, int32_t peer, int64_t tag, int64_t bytes) {
+    if (peer < 0 || comm < 0 || tp_reserve(&tls.stage, TP_EP_FIELDS - 1) != 0) return;
+    int64_t *e = tls.stage.v + tls.stage.n - TP_EP_KIND;
+    e[TP_EP_KIND] = kind;
+    e[TP_EP_PEER] = peer;
+    e[TP_EP_TAG] = tag;
+    e[TP_EP_BYTES] = bytes;
+    e[TP_EP_COMM] = comm;
+    tls.stage.n += TP_EP_FIELDS - 1;
 }
 
 static tp_req *tp_req_slot(uint64_t key, int insert) {
@@ -563,7 +565,8 @@ static int64_t tp_status_bytes(const MPI_Status *st, MPI_Datatype t);
 static int32_t tp_peer(int32_t idx, int dest);
 static void tp_stage_status(int32_t comm, const MPI_Status *st) {
     if (st->MPI_SOURCE >= 0)
-        tp_stage(TP_EP_RECV, tp_peer(comm, st->MPI_SOURCE), st->MPI_TAG, tp_status_bytes(st, MPI_BYTE));
+        tp_stage(TP_EP_RECV, comm, tp_peer(comm, st->MPI_SOURCE), st->MPI_TAG,
+                 tp_status_bytes(st, MPI_BYTE));
 }
 
 /* Completion calls (Wait*, Test*): before the call, which requests are
@@ -617,7 +620,7 @@ static void tp_done_free(tp_done *d) {
 /* Append the call to the thread's trace (under its lock), with what was staged. */
 static void tp_trace_add(struct tp_thread *t, const tp_call *c, int op, int64_t t1, int64_t bytes,
                          int32_t node) {
-    size_t nep = tls.stage.n / 4;
+    size_t nep = tls.stage.n / (TP_EP_FIELDS - 1);
     if (atomic_fetch_add_explicit(&g_trace_kept, 1, memory_order_relaxed) >=
             atomic_load_explicit(&g_trace_limit, memory_order_relaxed) ||
         tp_reserve(&t->calls, TP_TR_FIELDS) != 0 || tp_reserve(&t->eps, nep * TP_EP_FIELDS) != 0) {
@@ -638,7 +641,7 @@ static void tp_trace_add(struct tp_thread *t, const tp_call *c, int op, int64_t 
     for (size_t i = 0; i < nep; i++) {
         int64_t *e = t->eps.v + t->eps.n;
         e[TP_EP_CALL] = call;
-        memcpy(&e[TP_EP_KIND], tls.stage.v + 4 * i, 4 * sizeof(int64_t));
+        memcpy(&e[TP_EP_KIND], tls.stage.v + (TP_EP_FIELDS - 1) * i, (TP_EP_FIELDS - 1) * sizeof(int64_t));
         t->eps.n += TP_EP_FIELDS;
     }
 }
@@ -795,7 +798,7 @@ static int32_t tp_msg_comm(MPI_Message m) {
             (const void *buf, CT count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm R##_P), \
             (buf, count, datatype, dest, tag, comm R##_A), tp_index(comm), , tp_nb(count, datatype),  \
             tp_peer(c_.comm, dest),                                                                   \
-            TP_TRACE(tp_stage(TP_EP_SEND, tp_peer(c_.comm, dest), tag, tp_nb(count, datatype));       \
+            TP_TRACE(tp_stage(TP_EP_SEND, c_.comm, tp_peer(c_.comm, dest), tag, tp_nb(count, datatype)); \
                      R##_FORGET))
 TP_BOTH(F_SEND, Send, BL) TP_BOTH(F_SEND, Ssend, BL) TP_BOTH(F_SEND, Rsend, BL) TP_BOTH(F_SEND, Bsend, BL)
 TP_BOTH(F_SEND, Isend, NB) TP_BOTH(F_SEND, Issend, NB) TP_BOTH(F_SEND, Irsend, NB) TP_BOTH(F_SEND, Ibsend, NB)
@@ -824,7 +827,8 @@ TP_BOTH(F_IRECV, Irecv)
             (sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,     \
              recvtag, comm, status),                                                                \
             tp_index(comm), TP_LOCAL_STATUS, tp_nb(sendcount, sendtype), tp_peer(c_.comm, dest),    \
-            TP_TRACE(tp_stage(TP_EP_SEND, tp_peer(c_.comm, dest), sendtag, tp_nb(sendcount, sendtype)); \
+            TP_TRACE(tp_stage(TP_EP_SEND, c_.comm, tp_peer(c_.comm, dest), sendtag,                 \
+                              tp_nb(sendcount, sendtype));                                            \
                      tp_stage_status(c_.comm, status)))
 TP_BOTH(F_SENDRECV, Sendrecv)
 
@@ -834,7 +838,8 @@ TP_BOTH(F_SENDRECV, Sendrecv)
              int recvtag, MPI_Comm comm, MPI_Status *status),                                       \
             (buf, count, datatype, dest, sendtag, source, recvtag, comm, status), tp_index(comm),   \
             TP_LOCAL_STATUS, tp_nb(count, datatype), tp_peer(c_.comm, dest),                        \
-            TP_TRACE(tp_stage(TP_EP_SEND, tp_peer(c_.comm, dest), sendtag, tp_nb(count, datatype)); \
+            TP_TRACE(tp_stage(TP_EP_SEND, c_.comm, tp_peer(c_.comm, dest), sendtag,                 \
+                              tp_nb(count, datatype));                                                \
                      tp_stage_status(c_.comm, status)))
 TP_BOTH(F_SENDRECV_REPLACE, Sendrecv_replace)
 

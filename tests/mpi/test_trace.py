@@ -161,15 +161,16 @@ def test_mpi_calls_are_traced_with_their_messages(world, mpi_tmp_path):
                      sorted(tuple(e[1:]) for e in b.endpoints[b.endpoints[:, 0] == i].tolist()))
                     for i, (_, line, _, _, op, comm, nbytes, root) in enumerate(b.calls.tolist())]
             R, L = (r + 1) % size, (r - 1) % size
+            W = b.comms.index("COMM_WORLD")         # endpoints name their communicator
             expect = [
                 ("Sendrecv", "COMM_WORLD", lines["ring"], 32, -1,
-                 sorted([(0, R, 3, 32), (1, L, 3, 32)])),
+                 sorted([(0, R, 3, 32, W), (1, L, 3, 32, W)])),
                 ("Irecv", "COMM_WORLD", lines["nonblocking"], 32, -1, []),
-                ("Isend", "COMM_WORLD", lines["nonblocking"], 16, -1, [(0, R, 4, 16)]),
-                ("Waitall", "", lines["nonblocking"], 0, -1, [(1, L, 4, 16)]),
+                ("Isend", "COMM_WORLD", lines["nonblocking"], 16, -1, [(0, R, 4, 16, W)]),
+                ("Waitall", "", lines["nonblocking"], 0, -1, [(1, L, 4, 16, W)]),
                 ("Irecv", "COMM_WORLD", lines["any"], 32, -1, []),
-                ("Send", "COMM_WORLD", lines["any"], 8, -1, [(0, R, 10 + r, 8)]),
-                ("Wait", "", lines["any"], 0, -1, [(1, L, 10 + L, 8)]),
+                ("Send", "COMM_WORLD", lines["any"], 8, -1, [(0, R, 10 + r, 8, W)]),
+                ("Wait", "", lines["any"], 0, -1, [(1, L, 10 + L, 8, W)]),
                 ("Allreduce", "COMM_WORLD", lines["collective"], 32, -1, []),
                 ("Bcast", "COMM_WORLD", lines["collective"], 32, size - 1, [])]
             if rows != expect:

@@ -7,6 +7,8 @@
 - :mod:`.dataframe`: ``to_dataframe``, every value as a long-form pandas DataFrame,
   or the MPI table;
 - :mod:`.csv`: the paper's "standard CSV", one row per value, or the MPI table;
+- :mod:`.perfetto`: Chrome trace-event JSON of a traced profile, for the
+  Perfetto UI;
 - :mod:`.mpitable`: the text tables of ``tinyprof mpi``.
 
 pandas, hatchet and CallFlow are imported inside the functions that need
@@ -19,7 +21,7 @@ import os
 
 from .._profile import Profile
 
-TARGETS = ("hatchet", "callflow", "csv")
+TARGETS = ("hatchet", "callflow", "csv", "perfetto")
 
 
 class ConvertError(ValueError):

@@ -35,7 +35,7 @@ enum { TP_PEER_NODE, TP_PEER_COMM, TP_PEER_PEER, TP_PEER_MESSAGES, TP_PEER_BYTES
 enum { TP_TR_TID, TP_TR_NODE, TP_TR_START, TP_TR_DUR, TP_TR_OP, TP_TR_COMM, TP_TR_BYTES, TP_TR_ROOT,
        TP_TR_FIELDS };
 /* Fields of an endpoint record of tinyprof_mpi_trace_calls(). */
-enum { TP_EP_CALL, TP_EP_KIND, TP_EP_PEER, TP_EP_TAG, TP_EP_BYTES, TP_EP_FIELDS };
+enum { TP_EP_CALL, TP_EP_KIND, TP_EP_PEER, TP_EP_TAG, TP_EP_BYTES, TP_EP_COMM, TP_EP_FIELDS };
 #define TP_EP_SEND 0        /* the call sent a message */
 #define TP_EP_RECV 1        /* the call completed the receive of a message */
 /* Fields of tinyprof_mpi_comm_info()'s info array. */
@@ -98,7 +98,8 @@ void tinyprof_mpi_trace(size_t limit);
  * call sent (TP_EP_SEND: to world rank TP_EP_PEER, with its tag and bytes)
  * or completed (TP_EP_RECV: from world rank TP_EP_PEER with the actual tag
  * and bytes, in Recv, Sendrecv, Mrecv, or the Wait or Test call that completed an
- * Irecv/Imrecv posted on the same thread). TP_TR_TID is the OS thread id,
+ * Irecv/Imrecv posted on the same thread), on communicator TP_EP_COMM (as
+ * TP_OP_COMM; the call's own, which a Wait does not name). TP_TR_TID is the OS thread id,
  * TP_TR_NODE the source function's node, TP_TR_START and TP_TR_DUR are
  * CLOCK_MONOTONIC nanoseconds, TP_TR_COMM as TP_OP_COMM, TP_TR_ROOT the world
  * rank of a rooted collective's root (-1 otherwise). *dropped: calls not
