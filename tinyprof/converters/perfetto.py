@@ -133,13 +133,15 @@ def _occurrence_metrics(profile: Profile, trace: _trace.Trace) -> Dict[tuple, Di
 
 
 def _flows(trace: _trace.Trace) -> List[Dict[str, Any]]:
-    """An arrow per matched message: from inside the send to inside the call
-    that completed the receive, near its end (each end binds to the slice
-    enclosing it, ``bp: "e"``)."""
+    """An arrow per matched message: from the start of its send to the end of
+    the call that completed its receive, 1 ns inside each so that each end
+    binds to the slice enclosing it (``bp: "e"``). Perfetto draws an arrow
+    from the earlier end to the later one (google/perfetto#437): causality
+    puts the receive's end after the send's start, up to clock error."""
     c, m = trace.calls, trace.msgs
     send, recv = m["send"], m["recv"]
-    at_send = c["start"][send] + (c["end"][send] - c["start"][send]) // 10
-    at_recv = c["end"][recv] - (c["end"][recv] - c["start"][recv]) // 10
+    at_send = c["start"][send] + np.minimum((c["end"][send] - c["start"][send]) // 2, 1)
+    at_recv = c["end"][recv] - np.minimum((c["end"][recv] - c["start"][recv]) // 2, 1)
     out: List[Dict[str, Any]] = []
     for k, (s_rank, s_tid, s_ts, r_rank, r_tid, r_ts, nbytes, tag) in enumerate(zip(
             c["rank"][send].tolist(), c["thread"][send].tolist(), _us(at_send),
