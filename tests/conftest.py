@@ -95,3 +95,17 @@ def assert_ns():
 def run_python():
     """``run_python(code, cwd, env)``: run code in a fresh interpreter, which must succeed."""
     return _run_python
+
+
+@pytest.fixture(scope="session")
+def traced_demo(tmp_path_factory) -> tinyprof.Profile:
+    """The demo on 3 real MPI ranks for 20 steps, traced with MPI capture
+    (``TINYPROF_TRACE=1 TINYPROF_MPI=1``): read once per session."""
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.access(mpiexec, os.X_OK):
+        pytest.skip("no mpiexec beside this Python (make install)")
+    out = tmp_path_factory.mktemp("traced-demo") / "heat"
+    env = dict(os.environ, TINYPROF_MPI="1", TINYPROF_TRACE="1")
+    subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "tinyprof.demo", str(out),
+                    "--steps", "20"], env=env, check=True, stdout=subprocess.DEVNULL, timeout=300)
+    return tinyprof.read(str(out))

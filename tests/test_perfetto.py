@@ -18,7 +18,6 @@ from tinyprof.converters import ConvertError, convert
 from tinyprof.converters.perfetto import to_perfetto
 from _browser import Browser, free_port, wait_for_port
 
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 # What Perfetto UI v52 fetches from the internet and vizviewer's live-reload
 # channel: blocked or absent offline, and harmless (the trace loads locally).
 BENIGN_REQUESTS = ("https://storage.cloud.google.com/perfetto-ui-internal/is-internal-user/",
@@ -27,18 +26,11 @@ BENIGN_CONSOLE = ("LiveReload SSE error",)
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """A traced profile of the demo on 3 ranks, and its JSON file."""
-    if not os.access(MPIEXEC, os.X_OK):
-        pytest.skip("no mpiexec beside this Python (make install)")
-    out = tmp_path_factory.mktemp("perfetto")
-    env = dict(os.environ, TINYPROF_MPI="1", TINYPROF_TRACE="1")
-    subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "tinyprof.demo",
-                    str(out / "heat"), "--steps", "20"], env=env, check=True,
-                   stdout=subprocess.DEVNULL, timeout=300)
-    profile = tinyprof.read(str(out / "heat"))
-    path = convert(profile, "perfetto", str(out / "heat.json"))
-    return profile, path
+def demo(traced_demo):
+    """The traced demo profile and its JSON file."""
+    profile = traced_demo
+    return profile, convert(profile, "perfetto", os.path.join(os.path.dirname(profile.files[0]),
+                                                              "..", "heat.json"))
 
 
 def test_the_json_holds_every_occurrence_call_and_message(demo):
