@@ -21,7 +21,8 @@ EPOCH = "1700000000"
 # Every program the tests run; compiled together, in parallel, on first need.
 PROGRAMS = ["tests/native/scenario.cpp", "tests/native/values.cpp", "tests/native/threads.cpp",
             "tests/native/snapshot.cpp", "tests/native/flush_threads.cpp", "tests/native/names.cpp",
-            "tests/native/mpi_encode.cpp", "tests/native/mpi_capture.cpp", "native/examples/heat.cpp"]
+            "tests/native/mpi_encode.cpp", "tests/native/mpi_capture.cpp", "native/examples/heat.cpp",
+            "tests/native/trace_encode.cpp", "tests/native/traced.cpp"]
 
 
 class Builder:

@@ -19,6 +19,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -223,6 +224,12 @@ struct Node {
     }
 };
 
+// Trace mode: one occurrence (docs/trace.md).
+struct TraceRecord {
+    std::int32_t node;
+    std::int64_t start, dur;
+};
+
 // One thread's call tree and open-event stack. The registry owns it, so its
 // values outlive the thread and the flush can merge every thread's tree.
 struct Tree {
@@ -230,7 +237,23 @@ struct Tree {
     Node root{"", nullptr, 0, true};
     Node* current = &root;
     std::atomic<std::uint64_t> records{0};   // events recorded, to skip a redundant flush
+    std::int64_t tid = static_cast<std::int64_t>(syscall(SYS_gettid));   // the OS thread's
+    Log<TraceRecord> trace;           // trace mode: its occurrences, in exit order
 };
+
+// Trace mode's cap on occurrences kept per process (0: off), and the counts.
+inline std::atomic<std::int64_t> trace_limit{0};
+inline std::atomic<std::int64_t> trace_kept{0};
+inline std::atomic<std::int64_t> trace_dropped{0};
+
+inline void trace_record(Tree& t, std::int32_t node, std::int64_t start, std::int64_t dur) {
+    if (trace_kept.fetch_add(1, std::memory_order_relaxed) >= trace_limit.load(std::memory_order_relaxed)) {
+        trace_dropped.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    t.trace.next(t.mutex) = {node, start, dur};
+    t.trace.publish();
+}
 
 struct Metric {
     bool consistent;
@@ -241,6 +264,8 @@ struct Metric {
 struct Settings {
     std::string name = "profile";
     double frequency = 0;
+    bool trace = false;               // trace mode (docs/trace.md)
+    std::int64_t trace_limit = 2000000;
     std::vector<std::pair<std::string, bool>> metrics;    // (key, consistent), in order
     std::string outdir = "profile.tinyprof";
     int aggregators = 0;              // 0: the default, max(1, P / 16)
@@ -266,6 +291,7 @@ struct Registry {
     std::map<std::pair<MPI_Comm, int>, MPI_Comm> groups;   // (comm, A) -> Split result
     bool mpi_capture = false;                   // libtinyprof_mpi records for us: files get `mpi`
     bool mpi_comm_warned = false;
+    std::vector<std::array<std::int64_t, 3>> syncs;   // trace clock: first and latest alignment
 };
 
 inline Registry& registry() {
@@ -473,6 +499,8 @@ class Event {
         tree_->current = node_->parent;
         detail::current_node = node_->parent->id;
         detail::record(*tree_, *node_, end - start_);
+        if (detail::trace_limit.load(std::memory_order_relaxed) != 0)
+            detail::trace_record(*tree_, node_->id, start_, end - start_);
         tree_->records.store(tree_->records.load(std::memory_order_relaxed) + 1,
                              std::memory_order_relaxed);
         if (!values_.empty()) detail::record_metrics(*tree_, *node_, values_);
@@ -789,6 +817,112 @@ inline std::string encode(const std::vector<Comm>& comms, std::vector<OpRow> ops
 }  // namespace mpisection
 
 // ---------------------------------------------------------------------------
+// The `trace` section (docs/format.md): one rank's block, the same bytes as
+// tinyprof/_tracesection.py make_block + encode.
+
+namespace trace {
+
+constexpr std::int64_t kNone = -1;
+
+struct Clock { std::int64_t local0, offset0, local1, offset1, error; };
+struct EventRow { std::int64_t tid, line, start, dur; };
+struct CallRow {
+    std::int64_t tid, line, start, dur;
+    std::string op;
+    std::int64_t comm, bytes, root;          // comm indexes comm_names; kNone: none
+};
+struct Endpoint { std::int64_t call, kind, peer, tag, bytes, comm; };   // kind 0 send, 1 receive
+
+inline std::string opt(std::int64_t v) { return v == kNone ? std::string() : std::to_string(v); }
+
+// Row indices sorted by (start, thread, longer first), stably.
+template <class Rows>
+inline std::vector<std::size_t> order(const Rows& rows) {
+    std::vector<std::size_t> idx(rows.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+        const auto& x = rows[a];
+        const auto& y = rows[b];
+        return std::make_tuple(x.start, x.tid, -x.dur) < std::make_tuple(y.start, y.tid, -y.dur);
+    });
+    return idx;
+}
+
+// The encoded block of `rank`: events and calls in recording order, endpoints
+// naming calls by that order; comm_names[i] names communicator i.
+inline std::string encode_block(std::int64_t rank, const Clock& clock, const std::vector<EventRow>& events,
+                                const std::vector<CallRow>& calls, std::vector<Endpoint> eps,
+                                const std::vector<std::string>& comm_names, std::int64_t dropped_events,
+                                std::int64_t dropped_calls) {
+    std::vector<std::int64_t> threads;
+    for (const auto& e : events) threads.push_back(e.tid);
+    for (const auto& c : calls) threads.push_back(c.tid);
+    std::sort(threads.begin(), threads.end());
+    threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+    auto thread = [&](std::int64_t tid) {
+        return std::lower_bound(threads.begin(), threads.end(), tid) - threads.begin();
+    };
+    const auto ev = order(events), cl = order(calls);
+    std::vector<std::size_t> new_index(calls.size());
+    for (std::size_t k = 0; k < cl.size(); ++k) new_index[cl[k]] = k;
+    for (auto& e : eps) e.call = static_cast<std::int64_t>(new_index[static_cast<std::size_t>(e.call)]);
+    std::stable_sort(eps.begin(), eps.end(), [](const Endpoint& a, const Endpoint& b) { return a.call < b.call; });
+    // communicators and ops in order of first use, endpoints after their call's
+    std::map<std::int64_t, std::int64_t> used;
+    std::vector<std::string> ops;
+    std::vector<std::int64_t> op_of(calls.size());
+    auto use = [&](std::int64_t c) {
+        if (c != kNone) used.try_emplace(c, static_cast<std::int64_t>(used.size()));
+    };
+    std::size_t next_ep = 0;
+    for (std::size_t k = 0; k < cl.size(); ++k) {
+        const CallRow& c = calls[cl[k]];
+        use(c.comm);
+        for (; next_ep < eps.size() && eps[next_ep].call == static_cast<std::int64_t>(k); ++next_ep)
+            use(eps[next_ep].comm);
+        const auto found = std::find(ops.begin(), ops.end(), c.op);
+        op_of[k] = found - ops.begin();
+        if (found == ops.end()) ops.push_back(c.op);
+    }
+    std::vector<std::string> names(used.size());
+    for (const auto& [c, i] : used) names[static_cast<std::size_t>(i)] = comm_names[static_cast<std::size_t>(c)];
+    std::string out = "rank " + std::to_string(rank) + "\nclock " + std::to_string(clock.local0) + "|" +
+                      std::to_string(clock.offset0) + "|" + std::to_string(clock.local1) + "|" +
+                      std::to_string(clock.offset1) + "|" + std::to_string(clock.error) + "\nthreads " +
+                      std::to_string(threads.size());
+    for (const auto t : threads) out += "|" + std::to_string(t);
+    out += "\ncomms " + std::to_string(names.size());
+    for (const auto& n : names) out += "|" + n;
+    out += "\nevents " + std::to_string(events.size()) + "|" + std::to_string(dropped_events) + "\n";
+    std::int64_t last = 0;
+    for (const std::size_t i : ev) {
+        const EventRow& e = events[i];
+        out += std::to_string(thread(e.tid)) + "|" + std::to_string(e.line) + "|" +
+               std::to_string(e.start - last) + "|" + std::to_string(e.dur) + "\n";
+        last = e.start;
+    }
+    out += "calls " + std::to_string(calls.size()) + "|" + std::to_string(dropped_calls) + "\n";
+    last = 0;
+    std::size_t ep = 0;
+    for (std::size_t k = 0; k < cl.size(); ++k) {
+        const CallRow& c = calls[cl[k]];
+        out += std::to_string(thread(c.tid)) + "|" + opt(c.line) + "|" + std::to_string(c.start - last) + "|" +
+               std::to_string(c.dur) + "|" + ops[static_cast<std::size_t>(op_of[k])] + "|" +
+               opt(c.comm == kNone ? kNone : used[c.comm]) + "|" + std::to_string(c.bytes) + "|" + opt(c.root) + "|";
+        for (bool first = true; ep < eps.size() && eps[ep].call == static_cast<std::int64_t>(k); ++ep, first = false) {
+            const Endpoint& e = eps[ep];
+            out += (first ? "" : ",") + std::string(e.kind == 0 ? "s" : "r") + std::to_string(e.peer) + ":" +
+                   std::to_string(e.tag) + ":" + std::to_string(e.bytes) + ":" + std::to_string(used[e.comm]);
+        }
+        out += "\n";
+        last = c.start;
+    }
+    return out;
+}
+
+}  // namespace trace
+
+// ---------------------------------------------------------------------------
 // The flush (docs/flush.md): local encoding, then the paper's three phases.
 
 namespace detail {
@@ -995,13 +1129,15 @@ struct SetId {
     std::int64_t flush;
 };
 
+// A section of a file: its name and payload.
+using Sections = std::vector<std::pair<std::string, std::string>>;
+
 // The whole file (the Python side's encode_file), format version 2.
-// fields(r, i) is rank first+r's field of callpath i.
-// `mpi`, if given, is the payload of the file's `mpi` section.
+// fields(r, i) is rank first+r's field of callpath i; `sections` follow.
 template <class Fields>
 inline std::string encode_file(const Settings& s, const SetId& set, const FileHeader& h,
                                const Callpaths& paths, const std::vector<std::string>& consistent,
-                               Fields&& fields, const std::optional<std::string>& mpi = std::nullopt) {
+                               Fields&& fields, const Sections& sections = {}) {
     std::vector<std::size_t> ids;
     const auto names = name_table(paths, &ids);
     std::string out = "tinyprof 2\nname " + format::escape(s.name) + "\nrun " + format::hex16(set.run) +
@@ -1026,7 +1162,8 @@ inline std::string encode_file(const Settings& s, const SetId& set, const FileHe
         }
         out += '\n';
     }
-    if (mpi) out += "section mpi " + std::to_string(mpi->size()) + "\n" + *mpi + "\n";
+    for (const auto& [name, payload] : sections)
+        out += "section " + name + " " + std::to_string(payload.size()) + "\n" + payload + "\n";
     char end[16];
     std::snprintf(end, sizeof end, "end %08x\n", static_cast<unsigned>(format::crc32(out)));
     return out + end;
@@ -1082,6 +1219,8 @@ struct MpiLib {
     decltype(&tinyprof_mpi_comm_info) comm_info;
     decltype(&tinyprof_mpi_comm_members) comm_members;
     decltype(&tinyprof_mpi_op_name) op_name;
+    decltype(&tinyprof_mpi_trace) trace;
+    decltype(&tinyprof_mpi_trace_calls) trace_calls;
 };
 
 template <class F>
@@ -1104,7 +1243,8 @@ inline const MpiLib* mpi_lib() {
               lookup("tinyprof_mpi_pause", l.pause) && lookup("tinyprof_mpi_ops", l.ops) &&
               lookup("tinyprof_mpi_peers", l.peers) && lookup("tinyprof_mpi_free", l.free) &&
               lookup("tinyprof_mpi_comm_count", l.comm_count) && lookup("tinyprof_mpi_comm_info", l.comm_info) &&
-              lookup("tinyprof_mpi_comm_members", l.comm_members) && lookup("tinyprof_mpi_op_name", l.op_name))) {
+              lookup("tinyprof_mpi_comm_members", l.comm_members) && lookup("tinyprof_mpi_op_name", l.op_name) &&
+              lookup("tinyprof_mpi_trace", l.trace) && lookup("tinyprof_mpi_trace_calls", l.trace_calls))) {
             warn("the loaded libtinyprof_mpi has ABI " + std::to_string(found) + ", this header needs " +
                  std::to_string(TINYPROF_MPI_ABI) + " (rebuild it with this tinyprof): no MPI capture");
             return nullptr;
@@ -1285,6 +1425,159 @@ class MpiFile {
     std::vector<mpisection::PeerRow> peers_;
 };
 
+// -- trace mode ------------------------------------------------------------------
+
+inline bool mpi_live() {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    return initialized && !finalized;
+}
+
+
+// What this rank traced so far, read before the event map (as MpiTables):
+// occurrences (tid, node, start, dur) of every thread and the library's calls.
+struct TraceData {
+    std::vector<std::array<std::int64_t, 4>> events;
+    std::int64_t dropped_events = 0;
+    std::vector<std::int64_t> calls, eps;      // TP_TR_FIELDS, TP_EP_FIELDS per record
+    std::int64_t dropped_calls = 0;
+    std::vector<std::string> comm_name;        // library record -> name; "" for private ones
+    std::vector<std::string> op_name;          // library op code -> name
+};
+
+inline TraceData read_trace(Registry& reg, const MpiLib* lib) {
+    TraceData d;
+    std::vector<Tree*> trees;
+    {
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        for (const auto& t : reg.trees) trees.push_back(t.get());
+    }
+    for (Tree* t : trees) {
+        std::lock_guard<std::mutex> lock(t->mutex);
+        t->trace.for_each(t->trace.size(), [&](const TraceRecord& r) {
+            d.events.push_back({t->tid, r.node, r.start, r.dur});
+        });
+    }
+    d.dropped_events = trace_dropped.load(std::memory_order_relaxed);
+    if (lib == nullptr) return d;
+    std::size_t ncalls = 0, nep = 0;
+    std::int64_t* eps = nullptr;
+    std::int64_t* calls = lib->trace_calls(&ncalls, &eps, &nep, &d.dropped_calls);
+    d.calls.assign(calls, calls + ncalls * TP_TR_FIELDS);
+    d.eps.assign(eps, eps + nep * TP_EP_FIELDS);
+    lib->free(calls);
+    lib->free(eps);
+    for (int i = 0, n = lib->comm_count(); i < n; ++i) {
+        char name[256];
+        std::int64_t info[TP_COMM_FIELDS];
+        const bool shown = lib->comm_info(i, name, sizeof name, info) == 0 && !(info[TP_COMM_FLAGS] & TP_COMM_PRIVATE);
+        name[sizeof name - 1] = '\0';
+        d.comm_name.push_back(shown ? name : "");
+    }
+    for (std::size_t i = 0; i < d.calls.size(); i += TP_TR_FIELDS) {
+        const auto op = static_cast<std::size_t>(d.calls[i + TP_TR_OP]);
+        while (d.op_name.size() <= op) {
+            const char* text = lib->op_name(static_cast<int>(d.op_name.size()));
+            d.op_name.push_back(text ? text : "Op" + std::to_string(d.op_name.size()));
+        }
+    }
+    return d;
+}
+
+// This rank's block (tinyprof/_tracerank.py): nodes become the lines
+// `line_of` gives them; occurrences of nodes without one are left out;
+// communicators are named, the same name once.
+template <class LineOf>
+inline std::string encode_trace(std::int64_t rank, const std::vector<std::array<std::int64_t, 3>>& syncs,
+                                const TraceData& d, LineOf&& line_of) {
+    const auto& a = syncs.front();
+    const auto& b = syncs.back();
+    const trace::Clock clock{a[0], a[1], b[0], b[1], std::max(a[2], b[2])};
+    std::vector<trace::EventRow> events;
+    for (const auto& [tid, node, start, dur] : d.events) {
+        const std::int64_t line = line_of(node);
+        if (line != trace::kNone) events.push_back({tid, line, start, dur});
+    }
+    std::vector<std::string> names;
+    std::vector<std::int64_t> position(d.comm_name.size(), trace::kNone);
+    for (std::size_t i = 0; i < d.comm_name.size(); ++i) {
+        if (d.comm_name[i].empty()) continue;
+        const auto found = std::find(names.begin(), names.end(), d.comm_name[i]);
+        position[i] = found - names.begin();
+        if (found == names.end()) names.push_back(d.comm_name[i]);
+    }
+    auto comm = [&](std::int64_t c) {
+        return c >= 0 && c < static_cast<std::int64_t>(position.size()) ? position[static_cast<std::size_t>(c)]
+                                                                        : trace::kNone;
+    };
+    std::vector<trace::CallRow> calls;
+    for (std::size_t i = 0; i < d.calls.size(); i += TP_TR_FIELDS) {
+        const std::int64_t* r = &d.calls[i];
+        calls.push_back({r[TP_TR_TID], line_of(r[TP_TR_NODE]), r[TP_TR_START], r[TP_TR_DUR],
+                         d.op_name[static_cast<std::size_t>(r[TP_TR_OP])], comm(r[TP_TR_COMM]), r[TP_TR_BYTES],
+                         r[TP_TR_ROOT]});
+    }
+    std::vector<trace::Endpoint> eps;
+    for (std::size_t i = 0; i < d.eps.size(); i += TP_EP_FIELDS) {
+        const std::int64_t* e = &d.eps[i];
+        if (comm(e[TP_EP_COMM]) != trace::kNone)
+            eps.push_back({e[TP_EP_CALL], e[TP_EP_KIND], e[TP_EP_PEER], e[TP_EP_TAG], e[TP_EP_BYTES],
+                           comm(e[TP_EP_COMM])});
+    }
+    return trace::encode_block(rank, clock, events, calls, std::move(eps), names, d.dropped_events,
+                               d.dropped_calls);
+}
+
+// Clock alignment to rank 0's (tinyprof/_clocksync.py, docs/trace.md#clocks):
+// Cristian's algorithm over a binomial tree. {local, offset, error} in ns.
+inline std::array<std::int64_t, 3> sync_clock(MPI_Comm comm) {
+    constexpr int kExchanges = 8, kTag = 7401;
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    std::int64_t offset = 0, error = 0, ping = 0, pong[2] = {0, 0};
+    for (int step = 1; step < size; step *= 2) {
+        if (rank < step && rank + step < size) {                  // answer a child
+            const int child = rank + step;
+            for (int k = 0; k < kExchanges; ++k) {
+                MPI_Recv(&ping, 1, MPI_INT64_T, child, kTag, comm, MPI_STATUS_IGNORE);
+                pong[0] = steady_ns();
+                MPI_Send(pong, 1, MPI_INT64_T, child, kTag, comm);
+            }
+            pong[0] = offset;
+            pong[1] = error;
+            MPI_Send(pong, 2, MPI_INT64_T, child, kTag, comm);
+        } else if (step <= rank && rank < 2 * step) {             // ask the parent
+            const int parent = rank - step;
+            std::int64_t best_rtt = -1, best = 0;
+            for (int k = 0; k < kExchanges; ++k) {
+                const std::int64_t t0 = steady_ns();
+                MPI_Send(&ping, 1, MPI_INT64_T, parent, kTag, comm);
+                MPI_Recv(pong, 1, MPI_INT64_T, parent, kTag, comm, MPI_STATUS_IGNORE);
+                const std::int64_t t1 = steady_ns();
+                if (best_rtt < 0 || t1 - t0 < best_rtt) {
+                    best_rtt = t1 - t0;
+                    best = pong[0] - (t0 + t1) / 2;    // Python's floor division: times are positive
+                }
+            }
+            MPI_Recv(pong, 2, MPI_INT64_T, parent, kTag, comm, MPI_STATUS_IGNORE);
+            offset = pong[0] + best;
+            error = pong[1] + (best_rtt + 1) / 2;
+        }
+    }
+    return {steady_ns(), offset, error};
+}
+
+// Trace mode: align the clock (collective over the profiler's communicator
+// while MPI is live), keeping the first and the latest alignment.
+inline void sync_trace_clock(Registry& reg) {
+    const MpiPause pause;
+    const auto now = mpi_live() ? sync_clock(reg.settings.comm) : std::array<std::int64_t, 3>{steady_ns(), 0, 0};
+    if (reg.syncs.empty()) reg.syncs.push_back(now);
+    else reg.syncs = {reg.syncs.front(), now};
+}
+
 // -- phase 1: event synchronisation ------------------------------------------
 
 // Entries `sent` of `paths` as int64s; names not in `base` follow as bytes.
@@ -1440,15 +1733,15 @@ inline int aggregator_count(const Settings& s, int nranks) {
     return std::min(std::max(1, wanted), nranks);
 }
 
-constexpr std::size_t kRowHead = 24;   // int64 (end of the fields, executions, used length)
+constexpr std::size_t kRowHead = 32;   // int64 (end of the fields, executions, end of mpi, used length)
 
 // This rank's row: the head, then with consistent metrics one consistent
 // field per callpath each followed by '|', then one rank field per callpath
 // joined by '|'; empty where this rank lacks the callpath; then this
-// rank's part of the `mpi` section, if any. `at[g]` is the local entry of
-// global entry g, or -1.
+// rank's parts of the `mpi` and `trace` sections, if any. `at[g]` is the
+// local entry of global entry g, or -1.
 inline std::string encode_row(const std::vector<int>& at, const Local& local, bool with_consistent,
-                              std::int64_t executions, const std::string& mpi) {
+                              std::int64_t executions, const std::string& mpi, const std::string& trace) {
     std::string row(kRowHead, '\0');
     if (with_consistent) {
         for (const int i : at) {
@@ -1462,7 +1755,9 @@ inline std::string encode_row(const std::vector<int>& at, const Local& local, bo
     }
     const std::int64_t fields_end = static_cast<std::int64_t>(row.size());
     row += mpi;
-    const std::int64_t head[3] = {fields_end, executions, static_cast<std::int64_t>(row.size())};
+    const std::int64_t mpi_end = static_cast<std::int64_t>(row.size());
+    row += trace;
+    const std::int64_t head[4] = {fields_end, executions, mpi_end, static_cast<std::int64_t>(row.size())};
     std::memcpy(row.data(), head, kRowHead);
     return row;
 }
@@ -1472,14 +1767,16 @@ struct Row {
     std::int64_t executions = 0;
     std::vector<std::string_view> fields;   // consistent fields first, if any
     std::string_view mpi;                   // this rank's part of the `mpi` section, or empty
+    std::string_view trace;                 // this rank's block of the `trace` section, or empty
 };
 
 inline Row split_row(const char* data) {
-    std::int64_t head[3];
+    std::int64_t head[4];
     std::memcpy(head, data, kRowHead);
     Row row;
     row.executions = head[1];
     row.mpi = std::string_view(data + head[0], static_cast<std::size_t>(head[2] - head[0]));
+    row.trace = std::string_view(data + head[2], static_cast<std::size_t>(head[3] - head[2]));
     std::string_view rest(data + kRowHead, static_cast<std::size_t>(head[0]) - kRowHead);
     while (true) {
         const auto bar = rest.find('|');
@@ -1526,34 +1823,41 @@ inline MPI_Comm group_comm(Registry& reg, MPI_Comm comm, int naggs, int index) {
 
 // -- the flush -------------------------------------------------------------------
 
-inline bool mpi_live() {
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    return initialized && !finalized;
-}
-
 inline std::int64_t executions_now() { return execution.load(std::memory_order_relaxed) + 1; }
 
-// The `mpi` section of a file from its ranks' rows (first rank `first`), if
-// any of them captured.
-inline std::optional<std::string> mpi_section(const std::vector<Row>& rows, int first) {
+// The sections of a file from its ranks' rows (first rank `first`): `mpi`
+// if any of them captured, `trace` (their blocks in rank order) if any traced.
+inline Sections file_sections(const std::vector<Row>& rows, int first) {
     MpiFile file;
     bool any = false;
+    std::string trace;
     for (std::size_t r = 0; r < rows.size(); ++r) {
+        trace += rows[r].trace;
         if (rows[r].mpi.empty()) continue;
         file.add_rank(first + static_cast<std::int64_t>(r), rows[r].mpi);
         any = true;
     }
-    return any ? std::optional<std::string>(file.payload()) : std::nullopt;
+    Sections out;
+    if (any) out.emplace_back("mpi", file.payload());
+    if (!trace.empty()) out.emplace_back("trace", std::move(trace));
+    return out;
 }
 
 // One process, no MPI: one file of one rank, without `mpi` section (its rows
 // would name world ranks of a run that is not this file's).
-inline void flush_single(const Settings& s, const SetId& set, const Local& local) {
+inline void flush_single(const Registry& reg, const SetId& set, const Local& local, const TraceData& traced) {
+    const Settings& s = reg.settings;
     const FileHeader h{1, 0, 1, 0, 1, {executions_now()}};
+    Sections sections;
+    if (s.trace && !reg.syncs.empty())
+        sections.emplace_back("trace", encode_trace(0, reg.syncs, traced, [&](std::int64_t node) {
+            const auto id = static_cast<std::size_t>(node);
+            return node > 0 && id < local.entry_of_node.size() && local.entry_of_node[id] >= 0
+                       ? std::int64_t{local.entry_of_node[id]} : trace::kNone;
+        }));
     const std::string data = encode_file(s, set, h, local.paths, local.consistent,
-                                         [&](int, std::size_t i) -> const std::string& { return local.field[i]; });
+                                         [&](int, std::size_t i) -> const std::string& { return local.field[i]; },
+                                         sections);
     if (write_file(s, h, data)) remove_stale(s, 1);
 }
 
@@ -1569,33 +1873,35 @@ inline bool flushes_world(Registry& reg, MPI_Comm comm) {
     return false;
 }
 
-// `lib` (nullptr: no capture) counted `tables` before `local` was collected.
+// `lib` (nullptr: no capture) counted `tables`, and trace mode kept
+// `traced`, before `local` was collected.
 inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const MpiLib* lib,
-                      const MpiTables& tables) {
+                      const MpiTables& tables, const TraceData& traced) {
     const Settings& s = reg.settings;
     MPI_Comm comm = s.comm;
     const Callpaths paths = synchronise(comm, local);
     std::vector<int> at(paths.size(), -1);
     const std::vector<int> mine = entries_in(local.paths, paths);
     for (std::size_t i = 0; i < mine.size(); ++i) at[static_cast<std::size_t>(mine[i])] = static_cast<int>(i);
+    auto line_of = [&](std::int64_t node) {
+        const auto id = static_cast<std::size_t>(node);
+        const int entry = node > 0 && id < local.entry_of_node.size() ? local.entry_of_node[id] : -1;
+        return entry < 0 ? mpisection::kNone : std::int64_t{mine[static_cast<std::size_t>(entry)]};
+    };
     std::string mpi;
-    if (lib != nullptr && flushes_world(reg, comm)) {
-        mpi = encode_rank_mpi(*lib, tables, [&](std::int64_t node) {
-            const auto id = static_cast<std::size_t>(node);
-            const int entry = node > 0 && id < local.entry_of_node.size() ? local.entry_of_node[id] : -1;
-            return entry < 0 ? mpisection::kNone : std::int64_t{mine[static_cast<std::size_t>(entry)]};
-        });
-    }
+    if (lib != nullptr && flushes_world(reg, comm)) mpi = encode_rank_mpi(*lib, tables, line_of);
 
     int nranks = 0, rank = 0;
     MPI_Comm_size(comm, &nranks);
     MPI_Comm_rank(comm, &rank);
+    const std::string trace = s.trace && !reg.syncs.empty() ? encode_trace(rank, reg.syncs, traced, line_of)
+                                                            : std::string();
     const int naggs = aggregator_count(s, nranks);
     const Group g = group_of(rank, nranks, naggs);
     MPI_Comm group = group_comm(reg, comm, naggs, g.index);
     bool with_consistent = false;
     for (const auto& m : s.metrics) with_consistent = with_consistent || m.second;
-    std::string row = encode_row(at, local, with_consistent, executions_now(), mpi);
+    std::string row = encode_row(at, local, with_consistent, executions_now(), mpi, trace);
     std::int64_t width = static_cast<std::int64_t>(row.size());
     MPI_Allreduce(MPI_IN_PLACE, &width, 1, MPI_INT64_T, MPI_MAX, group);
     row.resize(static_cast<std::size_t>(width), '\0');
@@ -1618,7 +1924,7 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const
         for (const auto& r : split) h.executions.push_back(r.executions);
         const std::string data = encode_file(s, set, h, paths, consistent,
                                              [&](int r, std::size_t i) { return split[static_cast<std::size_t>(r)].fields[offset + i]; },
-                                             mpi_section(split, g.first));
+                                             file_sections(split, g.first));
         state[0] = write_file(s, h, data);
         if (rank == 0 && state[0]) state[1] = stale_sets(s, naggs).empty();
     }
@@ -1682,9 +1988,11 @@ inline std::string write_profile() {
     const std::uint64_t records = total_records(reg);   // all of these are in `local`
     const MpiLib* lib = reg.mpi_capture && mpi_live() ? mpi_lib() : nullptr;
     const MpiTables tables = lib ? read_mpi(*lib) : MpiTables();   // every node named is in `local`
+    if (reg.settings.trace && mpi_live()) sync_trace_clock(reg);
+    const TraceData traced = reg.settings.trace ? read_trace(reg, lib) : TraceData();
     const Local local = collect_local(reg);
-    if (mpi_live()) flush_mpi(reg, set, local, lib, tables);
-    else flush_single(reg.settings, set, local);
+    if (mpi_live()) flush_mpi(reg, set, local, lib, tables, traced);
+    else flush_single(reg, set, local, traced);
     reg.last_flush_ns = steady_ns();
     reg.flushed_records = records;
     return reg.settings.outdir;
@@ -1775,6 +2083,18 @@ class Profiler {
         const detail::MpiPause pause;
         detail::hook_finalize(reg);
         detail::settle_run(reg, reg.settings.comm);   // rank 0's run id, while MPI is live
+        if (env_trace()) start_trace(reg, env_trace_limit());
+    }
+
+    // Trace mode (docs/trace.md), as TINYPROF_TRACE=1 and TINYPROF_TRACE_LIMIT:
+    // keep every occurrence's start and, with MPI capture, every MPI call, up to
+    // `limit` of each per process. Aligns the clocks: collective under MPI.
+    Profiler& set_trace(std::int64_t limit = 2000000) {
+        if (limit < 1) throw std::invalid_argument("tinyprof: trace limit must be >= 1");
+        detail::Registry& reg = detail::registry();
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        start_trace(reg, limit);
+        return *this;
     }
 
     // Output directory, default `<name>.tinyprof`.
@@ -1806,7 +2126,11 @@ class Profiler {
                 detail::warn(std::string("profile not written: ") + e.what());
             }
         }
-        if (reg.mpi_capture) detail::mpi_lib()->enable(0);   // recording lasts while a profiler does
+        if (reg.mpi_capture) {                              // recording lasts while a profiler does
+            detail::mpi_lib()->trace(0);
+            detail::mpi_lib()->enable(0);
+        }
+        detail::trace_limit.store(0);
         reg.profiler = nullptr;
     }
 
@@ -1814,6 +2138,34 @@ class Profiler {
     Profiler& operator=(const Profiler&) = delete;
 
   private:
+    static void start_trace(detail::Registry& reg, std::int64_t limit) {
+        reg.settings.trace = true;
+        reg.settings.trace_limit = limit;
+        detail::trace_limit.store(limit);
+        if (reg.mpi_capture) detail::mpi_lib()->trace(static_cast<std::size_t>(limit));
+        reg.syncs.clear();
+        detail::sync_trace_clock(reg);
+    }
+
+    static bool env_trace() {
+        const char* text = std::getenv("TINYPROF_TRACE");
+        std::string v(text ? detail::trim(text) : std::string_view{});
+        for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return v == "1" || v == "on" || v == "true" || v == "yes";
+    }
+
+    static std::int64_t env_trace_limit() {
+        const char* text = std::getenv("TINYPROF_TRACE_LIMIT");
+        if (text == nullptr || detail::trim(text).empty()) return 2000000;
+        const std::string_view v = detail::trim(text);
+        std::int64_t n = 0;
+        const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (r.ec != std::errc() || r.ptr != v.data() + v.size() || n < 1)
+            throw std::invalid_argument("tinyprof: TINYPROF_TRACE_LIMIT must be an integer >= 1, not '" +
+                                        std::string(v) + "'");
+        return n;
+    }
+
     static int env_aggregators() {
         const char* text = std::getenv("TINYPROF_AGGREGATORS");
         if (text == nullptr || detail::trim(text).empty()) return 0;
