@@ -5,9 +5,10 @@
 1. Per MPI call: a worker (mpiexec, 1 rank on COMM_SELF, then 2 ranks on
    COMM_WORLD, a neighbour exchange) starts ``Profiler(mpi=True)`` and times
    ``--blocks`` pairs of blocks of ``--calls`` small calls from mpi4py,
-   recording off then on (``tinyprof_mpi_enable``), side by side in one
-   process: ``Allreduce`` of one double and ``Sendrecv`` of 8 bytes. A pair
-   gives on - off per call; the table gives the medians. "Off" has the
+   recording off, on, then on with trace mode (``tinyprof_mpi_trace``, the
+   trace emptied before each block), side by side in one process:
+   ``Allreduce`` of one double and ``Sendrecv`` of 8 bytes. A triple gives
+   on - off and traced - on per call; the table gives the medians. "Off" has the
    library in mpi4py's path with recording off (its wrappers then cost one
    branch: ~3 ns in a C program, see docs/performance.md).
 2. Event enter+exit (``with Event("x"): pass``), nested in an open event,
@@ -39,8 +40,9 @@ CASES = ("Allreduce", "Sendrecv", "Event")
 
 
 def worker(blocks: int, calls: int) -> None:
-    """Time the cases on this rank, recording off and on by turns; rank 0
-    prints one JSON line: per case, (median off ns/call, median of on - off)."""
+    """Time the cases on this rank, recording off, on and traced by turns;
+    rank 0 prints one JSON line: per case, (median off ns/call, median of
+    on - off, median of traced - on)."""
     import numpy as np
     from mpi4py import MPI
 
@@ -69,22 +71,28 @@ def worker(blocks: int, calls: int) -> None:
     out: Dict[str, List[float]] = {}
     with tinyprof.Event("bench"):
         for case in CASES:
-            offs, diffs = [], []
+            offs, diffs, traced = [], [], []
             for _ in range(blocks):
                 lib.tinyprof_mpi_enable(0)
                 off = block(case)
                 lib.tinyprof_mpi_enable(1)
-                diffs.append(block(case) - off)
+                on = block(case)
+                lib.tinyprof_mpi_reset()
+                lib.tinyprof_mpi_trace(calls)
+                traced.append(block(case) - on)
+                lib.tinyprof_mpi_trace(0)
+                diffs.append(on - off)
                 offs.append(off)
-            out[case] = [statistics.median(offs), statistics.median(diffs)]
+            out[case] = [statistics.median(offs), statistics.median(diffs),
+                         statistics.median(traced)]
     lib.tinyprof_mpi_enable(0)
     if comm.Get_rank() == 0:
         print(json.dumps(out), flush=True)
 
 
 def per_call(blocks: int, calls: int) -> None:
-    print("| ranks | call | off (ns) | added by recording (ns) |")
-    print("| ---: | --- | ---: | ---: |")
+    print("| ranks | call | off (ns) | added by recording (ns) | added by trace mode (ns) |")
+    print("| ---: | --- | ---: | ---: | ---: |")
     for ranks in (1, 2):
         proc = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, os.path.abspath(__file__),
                                "--worker", "--blocks", str(blocks), "--calls", str(calls)],
@@ -93,9 +101,9 @@ def per_call(blocks: int, calls: int) -> None:
             raise SystemExit(f"worker failed:\n{proc.stdout}{proc.stderr}")
         got = json.loads(proc.stdout.strip().splitlines()[-1])
         for case in CASES:
-            off, added = got[case]
+            off, added, traced = got[case]
             label = "Event enter+exit" if case == "Event" else case
-            print(f"| {ranks} | {label} | {off:.0f} | {added:+.1f} |")
+            print(f"| {ranks} | {label} | {off:.0f} | {added:+.1f} | {traced:+.1f} |")
 
 
 def demo(repeats: int, steps: int) -> None:
@@ -117,13 +125,15 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=200)
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--no-demo", action="store_true", help="per-call figures only")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         worker(args.blocks, args.calls)
         return
     per_call(args.blocks, args.calls)
-    demo(args.repeats, args.steps)
+    if not args.no_demo:
+        demo(args.repeats, args.steps)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,9 @@ def open_in_perfetto(path: str, width: int = 1600, height: int = 900):
         viz.kill()
         raise
     browser.open(f"http://localhost:{port}/")
-    browser.wait_for("window.app && app.trace && app.trace.engine ? 1 : 0", 120)
+    # loaded, and the plugins that register the commands used here are up
+    browser.wait_for("window.app && app.trace && app.trace.engine && "
+                     "app.commands.hasCommand('dev.perfetto.ExpandAllGroups') ? 1 : 0", 120)
     return browser, viz
 
 
