@@ -209,8 +209,8 @@ def _dependencies(trace: Trace) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.
         what the caller already has."""
         later = start[partners] > dep_start[callers]
         callers, partners = callers[later], partners[later]
-        order = np.argsort(start[partners], kind="stable")     # the latest write wins
-        callers, partners = callers[order], partners[order]
+        last = _last_of_groups(callers, start[partners])
+        callers, partners = callers[last], partners[last]
         dep[callers] = partners
         dep_start[callers] = start[partners]
         kind[callers] = k
@@ -227,8 +227,8 @@ def _dependencies(trace: Trace) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.
         sel = np.flatnonzero(inst >= 0)
         i = inst[sel]
         latest = np.full(ninst, -1, np.int64)           # the last arrival of each instance
-        order = sel[np.argsort(start[sel], kind="stable")]
-        latest[inst[order]] = order
+        last = sel[_last_of_groups(i, start[sel])]
+        latest[inst[last]] = last
         root_call = np.full(ninst, -1, np.int64)
         is_root = c["root"][sel] == c["rank"][sel]
         root_call[i[is_root]] = sel[is_root]
@@ -247,6 +247,15 @@ def _dependencies(trace: Trace) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.
     kind[wait == 0] = 0
     dep[wait == 0] = -1
     return dep, dep_start, wait, kind
+
+
+def _last_of_groups(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Indices of the row with the largest value of each group (the last
+    such row on ties)."""
+    order = np.lexsort((np.arange(len(groups)), values, groups))
+    end = np.ones(len(order), bool)
+    end[:-1] = groups[order][1:] != groups[order][:-1]
+    return order[end]
 
 
 WAIT_KINDS = ("late_sender", "late_receiver", "wait_collective", "wait_barrier")

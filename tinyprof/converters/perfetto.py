@@ -56,8 +56,9 @@ def _us(ns: np.ndarray) -> List[float]:
 def _metadata(trace: _trace.Trace) -> List[Dict[str, Any]]:
     main = _trace._main_threads(trace)
     out: List[Dict[str, Any]] = []
-    pairs = np.unique(np.concatenate([
-        np.column_stack([c["rank"], c["thread"]]) for c in (trace.ev, trace.calls)]), axis=0)
+    keys = np.unique(np.concatenate([_trace._pair_key(c["rank"], c["thread"])
+                                     for c in (trace.ev, trace.calls)]))
+    pairs = np.column_stack([keys >> 32, keys & 0xFFFFFFFF])
     for rank in np.unique(pairs[:, 0]).tolist():
         out.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         out.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
