@@ -95,18 +95,18 @@ def from_files(files: Sequence[Any], callpaths: Sequence[Callpath], nranks: int,
             dropped[b.rank] = b.dropped
             threads = np.array(b.threads, np.int64)
             e = b.events
-            start = b.global_times(e[:, 2])
+            # ends through the clock too: one offset for all, nesting survives
             ev.append(np.column_stack([np.full(len(e), b.rank), threads[e[:, 0]] if len(e)
                                        else e[:, 0], paths[e[:, 1]] if len(e) else e[:, 1],
-                                       start, start + e[:, 3]]))
+                                       b.global_times(e[:, 2]),
+                                       b.global_times(e[:, 2] + e[:, 3])]))
             c = b.calls
             op = np.array([ops.setdefault(o, len(ops)) for o in b.ops], np.int64)
             cm = np.array([comms.setdefault(n, len(comms)) for n in b.comms] + [-1], np.int64)
-            start = b.global_times(c[:, 2])
             calls.append(np.column_stack([
                 np.full(len(c), b.rank), threads[c[:, 0]] if len(c) else c[:, 0],
                 np.where(c[:, 1] >= 0, paths[np.maximum(c[:, 1], 0)] if len(paths) else -1, -1),
-                start, start + c[:, 3], op[c[:, 4]] if len(c) else c[:, 4], cm[c[:, 5]],
+                b.global_times(c[:, 2]), b.global_times(c[:, 2] + c[:, 3]), op[c[:, 4]] if len(c) else c[:, 4], cm[c[:, 5]],
                 c[:, 6], c[:, 7]]).reshape(-1, len(CALL_COLUMNS)))
             p = b.endpoints.copy()
             p[:, 0] += ncalls
@@ -121,8 +121,42 @@ def from_files(files: Sequence[Any], callpaths: Sequence[Callpath], nranks: int,
     trace = Trace(nranks, unit, list(callpaths), list(ops), list(comms), origin,
                   dict(zip(EV_COLUMNS, evs.T.copy())), dict(zip(CALL_COLUMNS, cls.T.copy())),
                   _empty(MSG_COLUMNS), dropped)
+    _nest_calls(trace)
     trace.msgs = match(trace, np.concatenate(eps) if eps else np.zeros((0, 7), np.int64))
     return trace
+
+
+def _nest_calls(trace: Trace) -> None:
+    """Clip every MPI call to the occurrence of its event that holds its
+    midpoint (same rank, thread and callpath). The library times calls with
+    the TSC, converted to the core's clock at flush time: a call can stick
+    out of its event by some ns, which tools that need nested slices
+    (Perfetto) would not show."""
+    ev, c = trace.ev, trace.calls
+    sel = np.flatnonzero(c["path"] >= 0)
+    if not len(sel) or not len(ev["rank"]):
+        return
+    track = _pair_key(np.concatenate([ev["rank"], c["rank"][sel]]),
+                      np.concatenate([ev["thread"], c["thread"][sel]]))
+    _, track = np.unique(track, return_inverse=True)
+    group = _pair_key(track.ravel(), np.concatenate([ev["path"], c["path"][sel]]))
+    mid = c["start"][sel] + (c["end"][sel] - c["start"][sel]) // 2
+    time = np.concatenate([ev["start"], mid])
+    is_call = np.r_[np.zeros(len(ev["rank"]), bool), np.ones(len(sel), bool)]
+    order = np.lexsort((is_call, time, group))      # an occurrence before a call at its start
+    # for each call, the last occurrence before it in the same group
+    pos = np.where(~is_call[order], np.arange(len(order)), -1)
+    last = np.maximum.accumulate(pos)
+    calls_at = np.flatnonzero(is_call[order])
+    found = last[calls_at]
+    ok = found >= 0
+    found, calls_at = found[ok], calls_at[ok]
+    e, k = order[found], sel[order[calls_at] - len(ev["rank"])]
+    same = (group[order[found]] == group[order[calls_at]]) & (ev["end"][e] >= mid[order[calls_at] -
+                                                                                  len(ev["rank"])])
+    e, k = e[same], k[same]
+    c["start"][k] = np.clip(c["start"][k], ev["start"][e], ev["end"][e])
+    c["end"][k] = np.clip(c["end"][k], c["start"][k], ev["end"][e])
 
 
 def match(trace: Trace, endpoints: np.ndarray) -> Dict[str, np.ndarray]:

@@ -50,7 +50,10 @@ def write(profile: Profile, path: "str | os.PathLike[str]", statistic: str = "su
 
 
 def _us(ns: np.ndarray) -> List[float]:
-    return np.round(ns / 1e3, 3).tolist()
+    """Microseconds, 0.3 ns above the exact value: importers that truncate
+    ``ts * 1000`` and those that round it both get the exact ns, so a slice
+    and the one nested in it never seem to overlap by 1 ns."""
+    return np.round((ns + 0.3) / 1e3, 4).tolist()
 
 
 def _metadata(trace: _trace.Trace) -> List[Dict[str, Any]]:
@@ -136,13 +139,16 @@ def _occurrence_metrics(profile: Profile, trace: _trace.Trace) -> Dict[tuple, Di
 def _flows(trace: _trace.Trace) -> List[Dict[str, Any]]:
     """An arrow per matched message: from the start of its send to the end of
     the call that completed its receive, 1 ns inside each so that each end
-    binds to the slice enclosing it (``bp: "e"``). Perfetto draws an arrow
-    from the earlier end to the later one (google/perfetto#437): causality
-    puts the receive's end after the send's start, up to clock error."""
+    binds to the slice enclosing it (``bp: "e"``). Causality puts the
+    receive's end after the send's start, but the clocks' alignment error
+    (docs/trace.md#clocks) can swap two instants a few µs apart, and
+    Perfetto drops an arrow that ends before it starts: such an arrow ends
+    1 ns after its start instead, on the receiver's slice enclosing then."""
     c, m = trace.calls, trace.msgs
     send, recv = m["send"], m["recv"]
     at_send = c["start"][send] + np.minimum((c["end"][send] - c["start"][send]) // 2, 1)
-    at_recv = c["end"][recv] - np.minimum((c["end"][recv] - c["start"][recv]) // 2, 1)
+    at_recv = np.maximum(c["end"][recv] - np.minimum((c["end"][recv] - c["start"][recv]) // 2, 1),
+                         at_send + 1)
     out: List[Dict[str, Any]] = []
     for k, (s_rank, s_tid, s_ts, r_rank, r_tid, r_ts, nbytes, tag) in enumerate(zip(
             c["rank"][send].tolist(), c["thread"][send].tolist(), _us(at_send),
