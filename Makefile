@@ -14,11 +14,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): $(PY) setup.cfg setup.py pyproject.toml tinyprof/_core.c native/src/tinyprof_mpi.c
+$(STAMP): $(PY) setup.cfg setup.py pyproject.toml tinyprof/_core.c tinyprof/_parse.c native/src/tinyprof_mpi.c
 	# mpich first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
 	$(PY) -m pip install -q mpich mpi4py
 	$(PY) -m pip install -q -e '.[mpi,hatchet,callflow,test,bench]'
 	$(PY) -c 'import tinyprof._core' || echo 'tinyprof: C core not built, using the pure-Python fallback'
+	$(PY) -c 'import tinyprof._parse' || echo 'tinyprof: C parser not built, reading with the pure-Python parser'
 	touch $@
 
 install: $(STAMP)

@@ -2,6 +2,8 @@
 
 - ``tinyprof._core``: the C core of the annotation hot path. If it cannot be
   compiled, tinyprof runs on its pure-Python fallback (tinyprof/_annotate.py).
+- ``tinyprof._parse``: the C parser of a profile's event lines. Without it,
+  the reader's pure-Python reference parser reads the files (tinyprof/_reader.py).
 - ``tinyprof/libtinyprof_mpi.so``: the PMPI library of MPI capture, built
   with the environment's MPI C compiler (``$MPICC``, else ``mpicc`` beside
   this Python, else on PATH). Without one, or if it fails to compile, the
@@ -65,6 +67,12 @@ setup(
         Extension(
             "tinyprof._core",
             sources=["tinyprof/_core.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "tinyprof._parse",
+            sources=["tinyprof/_parse.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -85,7 +85,7 @@ def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
     from tinyprof import _assemble, _format, _layout
 
     paths = _tree()
-    names, ids = _assemble.name_table(paths)
+    names, parents, ids = _assemble.name_table(paths)
     noncommon = _noncommon(paths)
     parent = np.array([paths.index(p[:-1]) if len(p) > 1 else -1 for p in paths])
     rng = np.random.default_rng(seed)
@@ -103,7 +103,8 @@ def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
         header = _format.Header(name="bench", nranks=nranks, first_rank=first, rank_count=last - first,
                                 file_index=index, file_count=nfiles, executions=[1] * (last - first),
                                 created="2026-01-01T00:00:00Z")
-        data = _format.encode_file(header, names, ids, [1] * len(paths), [b""] * len(paths), fields)
+        data = _format.encode_file(header, names, parents, ids, [1] * len(paths), [b""] * len(paths),
+                                   fields)
         _layout.write_atomic(os.path.join(outdir, _layout.file_name("bench", index, nfiles)), data)
 
 

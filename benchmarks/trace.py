@@ -27,7 +27,7 @@ import numpy as np
 
 import tinyprof
 from tinyprof import _annotate, _trace
-from tinyprof._format import parse_file
+from tinyprof._reader import parse_file
 
 
 def event_loop(n: int) -> None:

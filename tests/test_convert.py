@@ -19,7 +19,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _assemble, _eventmap, _format, _layout
+from tinyprof import _annotate, _assemble, _collect, _format, _layout
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError
 
@@ -33,7 +33,7 @@ STATISTICS = ("sum", "mean", "min", "max")
 Callpath = Tuple[str, ...]
 
 
-def _record_rank(rank: int, clock) -> List[_eventmap.LocalEvent]:
+def _record_rank(rank: int, clock) -> List[_collect.LocalEvent]:
     """One rank's run; returns its event map as the flush copies it."""
     for ex in range(2 + rank % 2):
         with Event("main"):
@@ -57,7 +57,7 @@ def _record_rank(rank: int, clock) -> List[_eventmap.LocalEvent]:
     tail.__enter__()
     with Event("inner"):
         clock.tick(5)
-    events = _eventmap.collect(impl.root())
+    events = _collect.collect(impl.root())
     tail.__exit__(None, None, None)
     return events
 

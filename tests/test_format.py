@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinyprof
-from tinyprof import _annotate, _assemble, _eventmap, _format, _layout
-from tinyprof._eventmap import LocalEvent
+from tinyprof import _annotate, _assemble, _collect, _format, _layout, _reader
+from tinyprof._collect import LocalEvent
 from tinyprof._format import Header, escape, format_value, unescape
 from tinyprof._layout import file_name
 
@@ -196,7 +196,7 @@ def check_profile(profile: tinyprof.Profile, metrics, ranks, name) -> None:
     assert profile.metrics == list(metrics) and profile.created == CREATED
     by_rank: List[Dict[Tuple[str, ...], LocalEvent]] = [{e.path: e for e in ev} for _, ev in ranks]
     assert profile.callpaths == list(dict.fromkeys(p for d in by_rank for p in d))   # first seen
-    parsed = {os.path.basename(p): _format.parse_file(p) for p in profile.files}
+    parsed = {os.path.basename(p): _reader.parse_file(p) for p in profile.files}
     for path in profile.callpaths:
         first_given = [d[path] for d in by_rank if path in d]
         assert profile.loop(path) == first_given[0].loop
@@ -327,7 +327,7 @@ def test_roundtrip_of_random_programs(clock, program):
     for executions in ranks:
         impl.reset()
         run_program(executions, loops, clock)
-        recorded.append((impl.executions(), _eventmap.collect(impl.root())))
+        recorded.append((impl.executions(), _collect.collect(impl.root())))
     with tempfile.TemporaryDirectory() as d:
         write_profile(d, prof.name, metrics, recorded, [])
         p = tinyprof.read(d)
@@ -391,10 +391,10 @@ def _encode(names, parents, ids, fields, sections=(), **header) -> bytes:
                                [fields], sections)
 
 
-def _parse(tmp_path, data: bytes) -> _format.ParsedFile:
+def _parse(tmp_path, data: bytes) -> _reader.ParsedFile:
     path = str(tmp_path / "p.0-of-1.tp")
     _layout.write_atomic(path, data)
-    return _format.parse_file(path)
+    return _reader.parse_file(path)
 
 
 def test_encode_file_writes_run_set_and_checksum(tmp_path):

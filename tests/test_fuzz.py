@@ -23,8 +23,9 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 from tinyprof import _assemble
-from tinyprof._eventmap import LocalEvent
-from tinyprof._format import FormatError, Header, ParsedFile, parse_file
+from tinyprof._collect import LocalEvent
+from tinyprof._format import FormatError, Header
+from tinyprof._reader import ParsedFile, parse_file
 from tinyprof._layout import file_name, write_atomic
 
 SEED = int(os.environ.get("TINYPROF_FUZZ_SEED") or random.randrange(2**32))

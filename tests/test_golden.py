@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _assemble, _eventmap
-from tinyprof._format import Header, parse_file
+from tinyprof import _annotate, _assemble, _collect
+from tinyprof._format import Header
+from tinyprof._reader import parse_file
 
 impl = _annotate.impl
 Event = tinyprof.Event
@@ -52,7 +53,7 @@ def build(clock) -> bytes:
         impl.reset()
         for x in range(2):
             fig2(rank, x, clock)
-        ranks.append(_eventmap.collect(impl.root()))
+        ranks.append(_collect.collect(impl.root()))
         executions.append(impl.executions())
     header = Header(name=prof.name, nranks=2, first_rank=0, rank_count=2,
                     metrics=prof.metrics, version="0.1.0")   # the golden pins the format, not the release

@@ -84,3 +84,29 @@ def test_no_module_imports_in_a_circle():
 def test_the_cycle_finder_finds_cycles():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_import_and_annotating_load_no_numpy_or_pandas(run_python, tmp_path):
+    """Issue 16: every rank of every job imports tinyprof; numpy comes with
+    the first flush or read, pandas with a converter."""
+    out = run_python("""
+        import sys
+        import tinyprof
+
+        @tinyprof.event
+        def solve():
+            pass
+
+        with tinyprof.Event("main"):
+            with tinyprof.Event("step", loop=1):
+                solve()
+        before = sorted(m for m in ("numpy", "pandas", "hatchet") if m in sys.modules)
+        tinyprof.Profiler("light", outdir="out")
+        with tinyprof.Event("main"):
+            pass
+        tinyprof.flush()
+        print(before, "numpy" in sys.modules, "pandas" in sys.modules)
+        tinyprof.read("out").series(("main",), 0)
+        print("pandas" in sys.modules)
+    """, tmp_path)
+    assert out.stdout.split("\n")[:2] == ["[] True False", "False"], out.stdout

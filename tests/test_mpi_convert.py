@@ -17,7 +17,7 @@ from typing import List, Optional, Tuple
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _eventmap
+from tinyprof import _annotate, _collect
 from tinyprof._mpisection import NONE, Communicator, bucket, encode
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError, mpitable
@@ -59,7 +59,7 @@ COMMS = [(WORLD, 3, (0, 1, 2), None), (SELF, 1, (), None), (SPLIT, 2, (0, 1), MA
          ("COMM_WORLD.split1@2", 1, (2,), MAIN)]
 
 
-def _record_rank(rank: int, clock) -> List[_eventmap.LocalEvent]:
+def _record_rank(rank: int, clock) -> List[_collect.LocalEvent]:
     with Event("main"):
         clock.tick(100)
         if rank < 2:
@@ -68,7 +68,7 @@ def _record_rank(rank: int, clock) -> List[_eventmap.LocalEvent]:
         with Event("solve"):
             with Event("reduce"):
                 clock.tick(20)
-    return _eventmap.collect(impl.root())
+    return _collect.collect(impl.root())
 
 
 def _section(lines: List[Callpath], ranks: range) -> bytes:

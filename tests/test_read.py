@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 import tinyprof
 from tinyprof import FormatError, _assemble
-from tinyprof._eventmap import LocalEvent
-from tinyprof._format import Header, parse_file
+from tinyprof._collect import LocalEvent
+from tinyprof._format import Header
+from tinyprof._reader import parse_file
 from tinyprof._layout import file_name, write_atomic
 
 HERE = os.path.join(os.path.dirname(__file__), "golden")
@@ -377,9 +378,23 @@ def write_set(directory, nfiles: int = 3, name: str = "heat", runs=None, sets=No
 def test_multi_file_set_reads_from_directory_or_any_file(tmp_path):
     paths = write_set(tmp_path)
     for target in [tmp_path, *paths]:
-        p = tinyprof.read(target)
-        assert p.files == paths
-        assert [p.series(("main",), r) for r in range(3)] == [[[10e-9]], [[11e-9]], [[12e-9]]]
+        for threads in (None, 1, 2, 5):
+            p = tinyprof.read(target, threads=threads)
+            assert p.files == paths
+            assert [p.series(("main",), r) for r in range(3)] == [[[10e-9]], [[11e-9]], [[12e-9]]]
+
+
+def test_threads_report_the_first_bad_file(tmp_path):
+    paths = write_set(tmp_path, 4)
+    for bad in paths[1:3]:
+        with open(bad, "r+b") as f:
+            f.seek(0, 2)
+            f.seek(f.tell() - 3)
+            f.write(b"zz\n")
+    for threads in (1, 2, 4):
+        with pytest.raises(FormatError) as err:
+            tinyprof.read(tmp_path, threads=threads)
+        assert err.value.path == paths[1]
 
 
 @pytest.mark.parametrize("runs,sets", [

@@ -15,7 +15,8 @@ from hypothesis import given, settings, strategies as st
 
 import tinyprof
 from tinyprof import _pyevent
-from tinyprof._format import FormatError, parse_file
+from tinyprof._format import FormatError
+from tinyprof._reader import parse_file
 from tinyprof._tracesection import NONE, make_block, encode, parse
 
 core = pytest.importorskip("tinyprof._core", reason="the C core was not built")

@@ -14,21 +14,28 @@ Annotate regions, flush, read back::
 The file format is specified in docs/format.md.
 """
 from ._annotate import Event, event
-from ._format import FormatError
-from ._profile import Profile, read, snapshots
 from ._profiler import Profiler, flush
 from ._version import __version__
 
 __all__ = ["Event", "event", "Profiler", "flush", "read", "snapshots", "Profile", "FormatError",
            "to_hatchet", "to_dataframe", "__version__"]
 
-# The converters need pandas (and hatchet): load them only when first used.
-_CONVERTERS = {"to_hatchet": "hatchet", "to_dataframe": "dataframe"}
+# Loaded when first used, so that importing tinyprof and annotating stay light
+# (benchmarks/annotation.py measures it): no numpy (reading does), no pandas or
+# hatchet (the converters do).
+_LAZY = {"FormatError": "._format", "read": "._profile", "snapshots": "._profile", "Profile": "._profile",
+         "to_hatchet": ".converters.hatchet", "to_dataframe": ".converters.dataframe"}
 
 
 def __getattr__(name: str):
-    if name in _CONVERTERS:
+    if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(f".converters.{_CONVERTERS[name]}", __name__), name)
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

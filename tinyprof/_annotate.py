@@ -11,22 +11,28 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional, TypeVar
 
-from . import _eventmap, _pyevent
-from ._settings import enabled
+from . import _eventmap
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def enabled() -> bool:
+    """Whether profiling is on: ``TINYPROF=0`` (or off/false/no) switches it off."""
+    return os.environ.get("TINYPROF", "1").strip().lower() not in ("0", "off", "false", "no")
+
 
 ENABLED = enabled()
 
 
 def _load_impl():
-    if os.environ.get("TINYPROF_PURE", "") not in ("", "0"):
-        return _pyevent
-    try:
-        from . import _core
-    except ImportError:
-        return _pyevent
-    return _core
+    if os.environ.get("TINYPROF_PURE", "") in ("", "0"):
+        try:
+            from . import _core
+            return _core
+        except ImportError:
+            pass
+    from . import _pyevent
+    return _pyevent
 
 
 impl = _load_impl()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ._eventmap import LocalEvent
+from ._collect import LocalEvent
 from ._format import Header, encode_consistent, encode_file, encode_rank_field
 
 Callpath = Tuple[str, ...]

@@ -22,7 +22,7 @@ from mpi4py import MPI
 
 from . import _assemble, _layout, _mpisection
 from ._assemble import HeaderMaker
-from ._eventmap import LocalEvent
+from ._collect import LocalEvent
 from ._format import Header, encode_consistent, encode_file, encode_rank_field
 from ._settings import Settings
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _mpisection
-from ._format import ParsedFile
+from ._reader import ParsedFile
 from ._mpisection import NONE
 
 Callpath = Tuple[str, ...]

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import os
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _layout, _mpitables
-from ._format import FormatError, Header, ParsedFile, parse_file
+from ._format import FormatError, Header
+from ._reader import ParsedFile, parse_file
 
 Callpath = Tuple[str, ...]
 
@@ -39,7 +41,7 @@ class Profile:
         self._firsts = [f.header.first_rank for f in files]
         order: Dict[Callpath, None] = {}
         for f in files:
-            order.update(dict.fromkeys(f.events))
+            order.update(dict.fromkeys(f.paths))
         self.callpaths: List[Callpath] = list(order)
 
     def __repr__(self) -> str:
@@ -183,12 +185,15 @@ class Profile:
 _PER_SECOND = {"ns": 1e9}
 
 
-def read(path: Union[str, "os.PathLike[str]"], snapshot: Optional[int] = None) -> Profile:
+def read(path: Union[str, "os.PathLike[str]"], snapshot: Optional[int] = None,
+         threads: Optional[int] = None) -> Profile:
     """Read a profile: its output directory, or any one file of it.
 
     For an output directory, the newest complete profile in it: the set that
     ``flush()`` wrote or the newest complete snapshot, whichever was completed
     last. ``snapshot=k`` reads snapshot ``k`` (see :func:`snapshots`).
+    The files are parsed by ``threads`` threads (None: one per core this
+    process may use); the parser releases the GIL while it scans values.
     Raises :class:`FormatError` naming the file (and line) when a file is
     missing, truncated, corrupted, of another format or of a newer version.
     """
@@ -198,11 +203,22 @@ def read(path: Union[str, "os.PathLike[str]"], snapshot: Optional[int] = None) -
         paths = _layout.profile_files(_layout.snapshot_dir(path, snapshot))
     else:
         paths, number = _layout.newest(path)
-    files = [parse_file(p) for p in paths]
+    files = _parse_all(paths, threads)
     _check_set(files)
     profile = Profile(files)
     profile.snapshot = number
     return profile
+
+
+def _parse_all(paths: List[str], threads: Optional[int]) -> List[ParsedFile]:
+    """The files parsed, in order; the first failing one's FormatError."""
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = min(len(paths), threads or 1)
+    if threads < 2:
+        return [parse_file(p) for p in paths]
+    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="tinyprof-read") as pool:
+        return list(pool.map(parse_file, paths))
 
 
 def snapshots(path: Union[str, "os.PathLike[str]"]) -> List[int]:

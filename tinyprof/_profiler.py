@@ -3,9 +3,6 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple
 
-from . import _session
-from ._settings import Settings
-
 
 class Profiler:
     """Start profiling this process (every rank, under MPI) with these settings.
@@ -39,12 +36,14 @@ class Profiler:
                  outdir: Optional[str] = None, aggregators: Optional[int] = None,
                  comm: Any = None, keep: str = "last", mpi: Optional[bool] = None,
                  trace: Optional[bool] = None, trace_limit: Optional[int] = None) -> None:
+        from ._settings import Settings     # loaded here: a light `import tinyprof`
         settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi,
                                    trace, trace_limit)
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
         self.settings = settings
+        from . import _session      # the flush machinery, numpy with it: not on import
         self.session = _session.begin(settings, comm)
 
     name = property(lambda self: self.settings.name, doc="The profile's name.")
@@ -91,4 +90,5 @@ def flush() -> Optional[str]:
     recorded until then. Returns None when profiling is off (``TINYPROF=0``).
     A file that cannot be written gives a warning; the data stays in memory.
     """
+    from . import _session
     return _session.current().flush()

@@ -22,9 +22,10 @@ from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence
 import numpy as np
 
 from . import _annotate, _assemble, _eventmap, _layout, _lifecycle
-from ._eventmap import LocalEvent, collect
+from ._collect import LocalEvent, collect
 from ._format import NO_RUN, Header, env_run_id
-from ._settings import Settings, enabled
+from ._annotate import enabled
+from ._settings import Settings
 from ._snapshot import Snapshotter
 
 # Environment variables by which MPI launchers tell a process its rank and size.

@@ -18,11 +18,6 @@ KEEP_POLICIES = ("last", "all")
 TRACE_LIMIT = 2_000_000     # occurrences (and MPI calls) kept per rank: 64 MB each
 
 
-def enabled() -> bool:
-    """Whether profiling is on: ``TINYPROF=0`` (or off/false/no) switches it off."""
-    return os.environ.get("TINYPROF", "1").strip().lower() not in ("0", "off", "false", "no")
-
-
 def env_flag(name: str) -> bool:
     """Whether environment variable ``name`` is on (1, on, true, yes)."""
     return os.environ.get(name, "").strip().lower() in ("1", "on", "true", "yes")

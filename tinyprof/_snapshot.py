@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _annotate, _assemble, _layout
 from ._assemble import HeaderMaker
-from ._eventmap import LocalEvent, collect
+from ._collect import LocalEvent, collect
 from ._format import encode_rank_field, relabel
 from ._settings import Settings
 

@@ -12,9 +12,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 import tinyprof
-from tinyprof import _annotate, _eventmap
-from tinyprof._eventmap import LocalEvent
-from tinyprof._format import parse_file
+from tinyprof import _annotate, _collect
+from tinyprof._collect import LocalEvent
+from tinyprof._reader import parse_file
 
 impl = _annotate.impl
 Event = tinyprof.Event
@@ -88,7 +88,7 @@ def record(comm, executions: int = 2, wrong_hint: bool = False, swap_order: bool
 
 def snapshot() -> Tuple[List[LocalEvent], int]:
     """What this rank recorded, as the flush sees it."""
-    return _eventmap.collect(impl.root()), impl.executions()
+    return _collect.collect(impl.root()), impl.executions()
 
 
 def expected_series(nexec: int, values: Optional[np.ndarray], execs: np.ndarray) -> List[List]:

@@ -16,7 +16,7 @@ import pytest
 
 import tinyprof
 from tinyprof import _annotate, _tracesection
-from tinyprof._format import parse_file
+from tinyprof._reader import parse_file
 from _workload import all_errors
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -11,7 +11,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 import tinyprof
-from tinyprof import _format, _mpisection
+from tinyprof import _mpisection, _reader
 from tinyprof._mpisection import NONE, Communicator
 
 from conftest import FLAGS, MPICXX, ROOT, run
@@ -135,7 +135,7 @@ def read_section(outdir: Path):
     assert files
     out = []
     for path in files:
-        parsed = _format.parse_file(str(path))
+        parsed = _reader.parse_file(str(path))
         h = parsed.header
         section = _mpisection.parse(parsed.sections["mpi"], str(path), 1, len(parsed.lines),
                                     h.first_rank, h.rank_count, h.nranks)
@@ -209,4 +209,4 @@ def test_matrix_of_the_run(capture_program, tmp_path):
 def test_capture_off_by_environment(capture_program, tmp_path):
     run([capture_program, tmp_path / "prof"], nranks=2, TINYPROF_MPI="0")
     for path in (tmp_path / "prof").glob("mpicap.*.tp"):
-        assert "mpi" not in _format.parse_file(str(path)).sections
+        assert "mpi" not in _reader.parse_file(str(path)).sections

@@ -114,22 +114,13 @@ def aggregate(profile: Profile, statistic: str = "sum") -> Aggregates:
     inconsistent = [k for k, c in profile.metrics if not c]
     metrics = {k: np.full(shape, np.nan) for k, _ in profile.metrics}
     scale = _PER_SECOND[profile.unit]
-    for i, path in enumerate(profile.callpaths):
-        for f in profile._files:
-            ev = f.events.get(path)
-            if ev is None:
-                continue
-            ranks = slice(f.header.first_rank, f.header.first_rank + f.header.rank_count)
-            bounds = ev.offsets[f.exec_base]          # value range of each rank of the file
-            counts = np.diff(bounds)
-            count[i, ranks] = counts
-            have = counts > 0
-            if have.any():
-                time_inc[i, ranks][have] = _reduce(ev.times, bounds[:-1][have], counts[have],
-                                                   statistic)
-            for k in inconsistent:
-                metrics[k][i, ranks][have] = _reduce_missing(ev.metrics[k], bounds[:-1][have],
-                                                             statistic)
+    index = {path: i for i, path in enumerate(profile.callpaths)}
+    for f in profile._files:
+        row, rank, first, n = _segments(f, index)
+        count[row, rank] = n
+        time_inc[row, rank] = _reduce(f.values.times, first, n, statistic)
+        for k in inconsistent:
+            metrics[k][row, rank] = _reduce_missing(f.values.metrics[k], first, statistic)
     for k, values in consistent(profile).items():
         metrics[k][:] = values[:, None]
     parent = parents(profile)
@@ -138,6 +129,22 @@ def aggregate(profile: Profile, statistic: str = "sum") -> Aggregates:
     np.add.at(children, parent[child], np.nan_to_num(time_inc[child]))
     # In ns until here: integral sums subtract exactly before the one division.
     return Aggregates(statistic, count, time_inc / scale, (time_inc - children) / scale, metrics)
+
+
+def _segments(f, index: Dict[tuple, int]) -> "tuple[np.ndarray, ...]":
+    """The values of one file cut by (callpath, rank), all lines at once: for
+    each (line, rank) with values, its callpath's row (``index``), its global
+    rank, and where its values start in the file's arrays and how many there are.
+    Values run line after line and, within a line, rank after rank."""
+    v = f.values
+    line = np.repeat(np.arange(len(v.loops)), np.diff(v.line_slots))
+    rank = np.searchsorted(f.exec_base, v.slots, side="right") - 1
+    key = line * f.header.rank_count + rank
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if len(key) else key
+    first = np.cumsum(v.counts) - v.counts
+    rows = np.array([index[p] for p in f.paths], dtype=np.int64)
+    return (rows[line[starts]], rank[starts] + f.header.first_rank, first[starts],
+            np.add.reduceat(v.counts, starts) if len(starts) else starts)
 
 
 def _reduce(values: np.ndarray, starts: np.ndarray, counts: np.ndarray, statistic: str) -> np.ndarray:

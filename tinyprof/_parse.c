@@ -1,0 +1,463 @@
+/* tinyprof._parse: the event lines of a format-version-2 file, parsed in C.
+ *
+ * The reader (tinyprof/_reader.py) parses the header, name table and sections
+ * in Python and hands the event lines to parse_events(), which checks them
+ * against docs/format.md's grammar and returns every value in flat typed
+ * buffers, with no Python object per value. It releases the GIL while it
+ * scans, so several files parse on several cores.
+ *
+ * It only says whether the lines are valid: on any violation it returns None
+ * and the pure-Python reference parser (tinyprof/_format.py) reparses the
+ * file to raise the FormatError with its message, file and line. The two are
+ * tested against each other (tests/test_parse_parity.py), so they accept
+ * exactly the same files and read the same values.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <locale.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A growable byte buffer, malloc'd: it is filled without the GIL. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Buf;
+
+static int reserve(Buf *b, size_t extra)
+{
+    if (b->len + extra <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p)
+        return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* Callers reserve first: one reservation covers a whole line's values. */
+#define PUT(b, type, v) do { type v_ = (v); memcpy((b)->p + (b)->len, &v_, sizeof v_); \
+                             (b)->len += sizeof v_; } while (0)
+
+enum { OUT_PARENTS, OUT_IDS, OUT_LOOPS, OUT_CONS, OUT_GIVEN, OUT_TIMES, OUT_VSTART,
+       OUT_SLOTS, OUT_COUNTS, OUT_SSTART, OUT_PENDING, NOUT };
+
+typedef struct {
+    const char *data;
+    Buf out[NOUT];
+    Buf *metrics;           /* one float64 column per inconsistent metric */
+    Py_ssize_t ninc, ncons;
+    locale_t c_locale;
+} Parser;
+
+/* A natural (0 or [1-9][0-9]*) below `bound`, or -1. */
+static int64_t natural(const char *s, const char *e, int64_t bound)
+{
+    if (s == e || e - s > 19 || (*s == '0' && e - s > 1))
+        return -1;
+    uint64_t v = 0;
+    for (; s < e; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    return v < (uint64_t)bound ? (int64_t)v : -1;
+}
+
+/* A time, a signed 64-bit integer in its one spelling (0 | -?[1-9][0-9]*). */
+static int parse_time(const char *s, const char *e, int64_t *out)
+{
+    int neg = s < e && *s == '-';
+    s += neg;
+    Py_ssize_t n = e - s;
+    if (n == 0 || n > 19 || (*s == '0' && (n > 1 || neg)))
+        return -1;
+    uint64_t v = 0;
+    for (; s < e; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (d > 9)
+            return -1;
+        v = v * 10 + d;
+    }
+    /* 19 digits fit in uint64 without wrapping; the range is int64's. */
+    if (v > (uint64_t)INT64_MAX + (uint64_t)neg)
+        return -1;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+/* A metric value token (not empty). Integers of at most 15 digits, nan and
+ * +-inf are canonical as they are; any other token is read with strtod and
+ * queued (OUT_PENDING) to be checked against its canonical spelling once
+ * the GIL is back (check_pending). */
+static int parse_value(Parser *p, const char *s, const char *e, double *out)
+{
+    Py_ssize_t n = e - s;
+    const char *d = s + (*s == '-');
+    Py_ssize_t digits = e - d;
+    if (digits >= 1 && digits <= 15 && (*d != '0' || digits == 1)) {
+        int64_t v = 0;
+        const char *q = d;
+        for (; q < e && *q >= '0' && *q <= '9'; q++)
+            v = v * 10 + (*q - '0');
+        if (q == e) {
+            *out = *s == '-' ? -(double)v : (double)v;
+            return 0;
+        }
+    }
+    if (n == 3 && !memcmp(s, "nan", 3)) { *out = NAN; return 0; }
+    if (n == 3 && !memcmp(s, "inf", 3)) { *out = INFINITY; return 0; }
+    if (n == 4 && !memcmp(s, "-inf", 4)) { *out = -INFINITY; return 0; }
+    char buf[40];
+    if (n >= (Py_ssize_t)sizeof buf)        /* longer than any canonical value */
+        return -1;
+    memcpy(buf, s, (size_t)n);
+    buf[n] = 0;
+    char *end;
+    *out = strtod_l(buf, &end, p->c_locale);
+    if (end != buf + n)
+        return -1;
+    Buf *pending = &p->out[OUT_PENDING];
+    if (reserve(pending, 16))
+        return -1;
+    PUT(pending, int64_t, s - p->data);
+    PUT(pending, int64_t, n);
+    return 0;
+}
+
+/* Are the queued tokens canonical (as tinyprof._format.format_value writes
+ * them)? Called with the GIL: PyOS_double_to_string allocates. */
+static int check_pending(Parser *p)
+{
+    const int64_t *q = (const int64_t *)p->out[OUT_PENDING].p;
+    size_t n = p->out[OUT_PENDING].len / 16;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = p->data + q[2 * i];
+        size_t len = (size_t)q[2 * i + 1];
+        char buf[40];
+        memcpy(buf, s, len);
+        buf[len] = 0;
+        double v = strtod_l(buf, NULL, p->c_locale);
+        char want[48];
+        if (isnan(v) || isinf(v))
+            return 0;                   /* those spellings are the fast ones */
+        if (v == floor(v) && fabs(v) < 1e16) {
+            if (v == 0 && signbit(v))
+                strcpy(want, "-0");
+            else
+                snprintf(want, sizeof want, "%lld", (long long)v);
+        } else {
+            char *r = PyOS_double_to_string(v, 'r', 0, 0, NULL);
+            if (!r)
+                return -1;
+            /* Python's repr writes "1e+16", "1.5e-07"; ours "1e16", "1.5e-7". */
+            char *x = strchr(r, 'e');
+            if (x) {
+                char *digits = x + 1 + (x[1] == '+' || x[1] == '-');
+                while (*digits == '0' && digits[1])
+                    digits++;
+                snprintf(want, sizeof want, "%.*s%s%s", (int)(x - r + 1), r,
+                         x[1] == '-' ? "-" : "", digits);
+            } else {
+                snprintf(want, sizeof want, "%s", r);
+            }
+            PyMem_Free(r);
+        }
+        if (strlen(want) != len || memcmp(want, s, len))
+            return 0;
+    }
+    return 1;
+}
+
+/* (parent, id) pairs seen: open addressing, parent -2 marks a free slot. */
+typedef struct {
+    int64_t *slots;
+    size_t mask;
+} PairSet;
+
+static int pairset_add(PairSet *set, int64_t parent, int64_t id)   /* 1 if new */
+{
+    uint64_t h = ((uint64_t)parent * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)id * 0xC2B2AE3D27D4EB4Full);
+    for (size_t i = (size_t)(h ^ (h >> 29)) & set->mask;; i = (i + 1) & set->mask) {
+        int64_t *slot = set->slots + 2 * i;
+        if (slot[0] == -2) {
+            slot[0] = parent;
+            slot[1] = id;
+            return 1;
+        }
+        if (slot[0] == parent && slot[1] == id)
+            return 0;
+    }
+}
+
+/* One occurrence: time, then up to ninc metric values; no trailing empty. */
+static int parse_occurrence(Parser *p, const char *s, const char *e)
+{
+    const char *comma = memchr(s, ',', (size_t)(e - s));
+    const char *t_end = comma ? comma : e;
+    int64_t t;
+    if (parse_time(s, t_end, &t))
+        return -1;
+    PUT(&p->out[OUT_TIMES], int64_t, t);
+    Py_ssize_t k = 0;
+    if (comma) {
+        if (e[-1] == ',')
+            return -1;                  /* trailing empty value */
+        const char *v = comma + 1;
+        while (v <= e) {
+            const char *ve = memchr(v, ',', (size_t)(e - v));
+            if (!ve)
+                ve = e;
+            if (k >= p->ninc)
+                return -1;
+            double x = NAN;
+            if (ve > v && parse_value(p, v, ve, &x))
+                return -1;
+            PUT(&p->metrics[k], double, x);
+            k++;
+            v = ve + 1;
+        }
+    }
+    for (; k < p->ninc; k++)
+        PUT(&p->metrics[k], double, NAN);
+    return 0;
+}
+
+/* One event line [s, e) (without its newline), line `i` of the file's events. */
+static int parse_line(Parser *p, const char *s, const char *e, int64_t i, int64_t nnames,
+                      const int64_t *executions, Py_ssize_t nranks, PairSet *seen)
+{
+    /* The values of a line number at most (its length + 1) / 2: reserve once. */
+    size_t most = (size_t)(e - s) / 2 + 1;
+    if (reserve(&p->out[OUT_TIMES], 8 * most) || reserve(&p->out[OUT_SLOTS], 8 * most) ||
+        reserve(&p->out[OUT_COUNTS], 8 * most))
+        return -1;
+    for (Py_ssize_t k = 0; k < p->ninc; k++)
+        if (reserve(&p->metrics[k], 8 * most))
+            return -1;
+    if (reserve(&p->out[OUT_CONS], 8 * (size_t)p->ncons) || reserve(&p->out[OUT_GIVEN], (size_t)p->ncons))
+        return -1;
+
+    /* path: id or parent:id */
+    const char *bar = memchr(s, '|', (size_t)(e - s));
+    if (!bar)
+        return -1;
+    const char *colon = NULL;
+    for (const char *q = bar; q > s; q--)
+        if (q[-1] == ':') { colon = q - 1; break; }
+    int64_t parent = -1, id;
+    if (colon && (parent = natural(s, colon, i)) < 0)
+        return -1;
+    if ((id = natural(colon ? colon + 1 : s, bar, nnames)) < 0)
+        return -1;
+    if (!pairset_add(seen, parent, id))
+        return -1;
+    PUT(&p->out[OUT_PARENTS], int64_t, parent);
+    PUT(&p->out[OUT_IDS], int64_t, id);
+
+    /* loop */
+    s = bar + 1;
+    if (e - s < 2 || s[0] < '0' || s[0] > '2' || s[1] != '|')
+        return -1;
+    int loop = s[0] - '0';
+    PUT(&p->out[OUT_LOOPS], int8_t, (int8_t)loop);
+
+    /* consistent metrics */
+    s += 2;
+    bar = memchr(s, '|', (size_t)(e - s));
+    if (!bar && nranks > 0)
+        return -1;
+    const char *cons_end = bar ? bar : e;
+    Py_ssize_t k = 0;
+    if (cons_end > s) {
+        if (cons_end[-1] == ',')
+            return -1;
+        for (const char *v = s; v <= cons_end; k++) {
+            const char *ve = memchr(v, ',', (size_t)(cons_end - v));
+            if (!ve)
+                ve = cons_end;
+            if (k >= p->ncons)
+                return -1;
+            double x = NAN;
+            if (ve > v && parse_value(p, v, ve, &x))
+                return -1;
+            PUT(&p->out[OUT_CONS], double, x);
+            PUT(&p->out[OUT_GIVEN], uint8_t, ve > v);
+            v = ve + 1;
+        }
+    }
+    for (; k < p->ncons; k++) {
+        PUT(&p->out[OUT_CONS], double, NAN);
+        PUT(&p->out[OUT_GIVEN], uint8_t, 0);
+    }
+
+    /* one field per rank */
+    int64_t base = 0;
+    for (Py_ssize_t r = 0; r < nranks; r++) {
+        s = cons_end + 1;
+        const char *fe = r + 1 < nranks ? memchr(s, '|', (size_t)(e - s)) : e;
+        if (!fe || (r + 1 == nranks && memchr(s, '|', (size_t)(e - s))))
+            return -1;
+        cons_end = fe;
+        int64_t nexec = executions[r];
+        if (fe > s) {
+            if (fe[-1] == ';')
+                return -1;              /* trailing empty execution */
+            int64_t x = 0;
+            for (const char *g = s; g <= fe; x++) {
+                const char *ge = memchr(g, ';', (size_t)(fe - g));
+                if (!ge)
+                    ge = fe;
+                if (x >= nexec)
+                    return -1;
+                if (ge > g) {
+                    int64_t count = 0;
+                    for (const char *o = g; o <= ge; count++) {
+                        const char *oe = memchr(o, '+', (size_t)(ge - o));
+                        if (!oe)
+                            oe = ge;
+                        if (parse_occurrence(p, o, oe))
+                            return -1;
+                        o = oe + 1;
+                    }
+                    if (loop == 2 && count > 1)
+                        return -1;
+                    PUT(&p->out[OUT_SLOTS], int64_t, base + x);
+                    PUT(&p->out[OUT_COUNTS], int64_t, count);
+                }
+                g = ge + 1;
+            }
+        }
+        base += nexec;
+    }
+    if (nranks == 0 && bar)
+        return -1;
+    return 0;
+}
+
+static PyObject *as_bytearray(Buf *b)
+{
+    return PyByteArray_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len);
+}
+
+PyDoc_STRVAR(parse_events_doc,
+"parse_events(data, pos, stop, nevents, nnames, executions, ncons, ninc)\n--\n\n"
+"Parse the ``nevents`` event lines of a version-2 file starting at byte ``pos``\n"
+"(before ``stop``). ``executions``: int64 bytes, the executions of each rank of\n"
+"the file. Returns None if any line breaks the grammar, else a tuple of the\n"
+"position after the lines and bytearrays (see tinyprof/_parse.pyi).");
+
+static PyObject *parse_events(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer data, execs;
+    Py_ssize_t pos, stop, nevents, nnames, ncons, ninc;
+    if (!PyArg_ParseTuple(args, "y*nnnny*nn", &data, &pos, &stop, &nevents, &nnames, &execs,
+                          &ncons, &ninc))
+        return NULL;
+    PyObject *result = NULL;
+    Parser p = {.data = data.buf, .ninc = ninc, .ncons = ncons};
+    PairSet seen = {NULL, 0};
+    p.metrics = calloc((size_t)(ninc > 0 ? ninc : 1), sizeof(Buf));
+    p.c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    size_t cap = 16;
+    while (cap < 2 * (size_t)nevents)
+        cap *= 2;
+    seen.slots = malloc(cap * 16);
+    seen.mask = cap - 1;
+    if (!p.metrics || !p.c_locale || !seen.slots || pos < 0 || stop > data.len || pos > stop ||
+        execs.len % 8) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < cap; i++)
+        seen.slots[2 * i] = -2;
+    const int64_t *executions = execs.buf;
+    Py_ssize_t nranks = execs.len / 8;
+    int ok = 1;
+    const char *s = (const char *)data.buf + pos, *end = (const char *)data.buf + stop;
+    Py_BEGIN_ALLOW_THREADS
+    if (reserve(&p.out[OUT_VSTART], 8 * ((size_t)nevents + 1)) ||
+        reserve(&p.out[OUT_SSTART], 8 * ((size_t)nevents + 1)) ||
+        reserve(&p.out[OUT_PARENTS], 8 * (size_t)nevents) ||
+        reserve(&p.out[OUT_IDS], 8 * (size_t)nevents) || reserve(&p.out[OUT_LOOPS], (size_t)nevents))
+        ok = 0;
+    for (Py_ssize_t i = 0; ok && i < nevents; i++) {
+        const char *nl = s < end ? memchr(s, '\n', (size_t)(end - s)) : NULL;
+        PUT(&p.out[OUT_VSTART], int64_t, (int64_t)(p.out[OUT_TIMES].len / 8));
+        PUT(&p.out[OUT_SSTART], int64_t, (int64_t)(p.out[OUT_SLOTS].len / 8));
+        if (!nl || parse_line(&p, s, nl, i, nnames, executions, nranks, &seen)) {
+            ok = 0;
+            break;
+        }
+        s = nl + 1;
+    }
+    if (ok) {
+        PUT(&p.out[OUT_VSTART], int64_t, (int64_t)(p.out[OUT_TIMES].len / 8));
+        PUT(&p.out[OUT_SSTART], int64_t, (int64_t)(p.out[OUT_SLOTS].len / 8));
+    }
+    Py_END_ALLOW_THREADS
+    if (ok) {
+        int canonical = check_pending(&p);
+        if (canonical < 0)
+            goto done;
+        ok = canonical;
+    }
+    if (!ok) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    PyObject *metrics = PyList_New(ninc);
+    if (!metrics)
+        goto done;
+    for (Py_ssize_t k = 0; k < ninc; k++) {
+        PyObject *col = as_bytearray(&p.metrics[k]);
+        if (!col) {
+            Py_DECREF(metrics);
+            goto done;
+        }
+        PyList_SET_ITEM(metrics, k, col);
+    }
+    result = Py_BuildValue("nNNNNNNNNNNN", (Py_ssize_t)(s - (const char *)data.buf),
+                           as_bytearray(&p.out[OUT_PARENTS]), as_bytearray(&p.out[OUT_IDS]),
+                           as_bytearray(&p.out[OUT_LOOPS]), as_bytearray(&p.out[OUT_CONS]),
+                           as_bytearray(&p.out[OUT_GIVEN]), as_bytearray(&p.out[OUT_TIMES]),
+                           as_bytearray(&p.out[OUT_VSTART]), as_bytearray(&p.out[OUT_SLOTS]),
+                           as_bytearray(&p.out[OUT_COUNTS]), as_bytearray(&p.out[OUT_SSTART]),
+                           metrics);
+done:
+    for (int k = 0; k < NOUT; k++)
+        free(p.out[k].p);
+    for (Py_ssize_t k = 0; p.metrics && k < ninc; k++)
+        free(p.metrics[k].p);
+    free(p.metrics);
+    free(seen.slots);
+    if (p.c_locale)
+        freelocale(p.c_locale);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&execs);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"parse_events", parse_events, METH_VARARGS, parse_events_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "tinyprof._parse",
+    "The event lines of a profile file, parsed in C (see tinyprof/_reader.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__parse(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,30 @@
+"""Types of tinyprof._parse, the C parser of event lines (built from _parse.c).
+
+The pure-Python twin is the reference parser in tinyprof/_reader.py
+(``parse_file(path, "python")``); tests/test_reader_parity.py keeps them in parity.
+"""
+from typing import List, Optional, Tuple
+
+
+def parse_events(data: bytes, pos: int, stop: int, nevents: int, nnames: int, executions: bytes,
+                 ncons: int, ninc: int) -> Optional[Tuple[int, bytearray, bytearray, bytearray,
+                                                          bytearray, bytearray, bytearray,
+                                                          bytearray, bytearray, bytearray,
+                                                          bytearray, List[bytearray]]]:
+    """Parse the ``nevents`` event lines of a version-2 file from byte ``pos``
+    (the end line starts at ``stop``), for a file whose ranks have
+    ``executions`` (native int64 bytes) executions, ``nnames`` names, ``ncons``
+    consistent and ``ninc`` inconsistent metrics. The GIL is released while
+    it scans.
+
+    None if any line breaks the grammar of docs/format.md. Else ``(end,
+    parents, ids, loops, consistent, given, times, line_values, slots, counts,
+    line_slots, metrics)``: the position after the lines, then native arrays
+    as bytearrays: int64 parent line and name id per line, int8 loop per
+    line, float64 consistent values (lines x ncons) with uint8 ``given``
+    flags, int64 times of every line in order, int64 offsets of each line's
+    times (nevents + 1), int64 slots (executions numbered across the ranks)
+    with their int64 value counts, int64 offsets of each line's slots
+    (nevents + 1), and one float64 column per inconsistent metric aligned
+    with the times (NaN: missing).
+    """
