@@ -1,4 +1,5 @@
-"""Annotation cost: ns per enter+exit of an event, C core vs pure Python vs baselines.
+"""Annotation cost: ns per enter+exit of an event, C core vs pure Python vs
+baselines; and the time of ``import tinyprof``.
 
     .venv/bin/python benchmarks/annotation.py [--repeats 7] [--iterations 200000]
 
@@ -7,13 +8,20 @@ alike; each figure is the median over the repeats of the time per loop
 iteration minus that of an empty loop. The event map is reset before every
 run, so no run pays for the values of the ones before. Prints a Markdown table
 (the one in docs/performance.md).
+
+The import time is the cumulative figure ``python -X importtime -c "import
+tinyprof"`` reports for ``tinyprof``, median of ``--repeats`` fresh processes
+(after one that warms the bytecode cache), with numpy's for comparison.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import platform
+import re
 import statistics
+import subprocess
+import sys
 from time import perf_counter_ns
 from typing import Callable, Dict, List, Optional
 
@@ -28,6 +36,7 @@ except ImportError:
     _core = None
 
 GOAL_NS = 250
+GOAL_IMPORT_MS = 20
 
 
 class Trivial:
@@ -148,6 +157,37 @@ def measure(cases: List[Callable[[int], None]], repeats: int, n: int) -> Dict[st
     return times
 
 
+def import_ms(module: str) -> float:
+    """Cumulative ms ``-X importtime`` reports for ``module``, in a fresh process."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
+                          capture_output=True, text=True, check=True)
+    for line in done.stderr.splitlines():
+        cells = line.split("|")
+        if len(cells) == 3 and cells[2].strip() == module:
+            return int(re.sub(r"\D", "", cells[1])) / 1000
+    raise RuntimeError(f"no import time reported for {module}")
+
+
+def loads_numpy() -> bool:
+    """Whether importing tinyprof and annotating load numpy or pandas."""
+    code = ("import sys, tinyprof\n"
+            "with tinyprof.Event('x'):\n    pass\n"
+            "print(any(m in sys.modules for m in ('numpy', 'pandas')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip() == "True"
+
+
+def import_times(repeats: int) -> Dict[str, float]:
+    """Median cumulative import ms of tinyprof and numpy, interleaved."""
+    times: Dict[str, List[float]] = {"tinyprof": [], "numpy": []}
+    for module in times:
+        import_ms(module)                                # warm the bytecode cache
+    for _ in range(repeats):
+        for module in times:
+            times[module].append(import_ms(module))
+    return {module: statistics.median(values) for module, values in times.items()}
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -211,6 +251,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         print(f"| ratio C core `with` / empty context manager | {ratio:.2f} | |")
         verdict = "met" if net("core_with") <= GOAL_NS else "missed"
         print(f"\nGoal: C core `with` <= {GOAL_NS} ns: {verdict}")
+
+    imports = import_times(args.repeats)
+    verdict = "met" if imports["tinyprof"] <= GOAL_IMPORT_MS else "missed"
+    print(f"\n`import tinyprof`: {imports['tinyprof']:.1f} ms (numpy alone: {imports['numpy']:.1f} ms; "
+          f"numpy or pandas loaded by importing and annotating: {'yes' if loads_numpy() else 'no'}), "
+          f"median of {args.repeats} fresh processes, `python -X importtime`")
+    print(f"Goal: `import tinyprof` <= {GOAL_IMPORT_MS} ms: {verdict}")
 
 
 if __name__ == "__main__":

@@ -16,10 +16,17 @@ read back:
   distribution has them (``hatchet`` 1.4.1, which CallFlow needs, does not),
   so this one runs on an llnl-hatchet wheel unpacked into ``--cache``.
 
-Each load runs in a fresh process, formats interleaved, ``--repeat`` times
-(once at 1024 ranks and more); the median is reported. Competitor formats
-are capped in size (``--cap-*``) to keep within this machine's memory and
-the time budget.
+Load times are measured side by side in one process (imports done, formats
+interleaved, ``--repeat`` times; from_caliper and from_json once from 1024
+ranks on): median seconds. The same process times the parsing alone, in
+values per second: ``_reader.parse_file`` over every file with the C parser
+and with the pure-Python reference, and ``tinyprof.read`` on one thread and
+on two. Peak memory comes from one load per format in a fresh process; for
+tinyprof also the growth of the process over its size before loading, as a
+multiple of the values' size in int64. hatchet JSON needs another hatchet
+than the installed one, so it is always loaded in a fresh process. Competitor
+formats are capped in size (``--cap-*``) to keep within this machine's memory
+and the time budget.
 
     python benchmarks/formats.py                     # 16 64 256 1024 4096 ranks
     python benchmarks/formats.py --ranks 16 64       # a quick run
@@ -27,6 +34,7 @@ the time budget.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -38,7 +46,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -139,22 +147,62 @@ def write_hatchet_json(profile, path: str) -> None:
 
 # -- one load, in a fresh process -----------------------------------------------
 
-def load(fmt: str, path: str) -> Dict[str, float]:
-    """Seconds to load ``path`` (format ``fmt``) into memory for analysis, and the
-    peak memory of this process. Imports happen before the clock starts."""
+def loaders() -> Dict[str, Callable[[str], object]]:
+    """Per format, what loads a file into memory for analysis (a DataFrame)."""
     import hatchet
     import pandas as pd
 
     import tinyprof
 
-    loaders = {"tinyprof": lambda: tinyprof.to_hatchet(tinyprof.read(path)).dataframe,
-               "csv": lambda: pd.read_csv(path),
-               "caliper": lambda: hatchet.GraphFrame.from_caliper(path).dataframe,
-               "hatchet-json": lambda: hatchet.GraphFrame.from_json(_text(path)).dataframe}
+    read, to_hatchet = tinyprof.read, tinyprof.to_hatchet     # lazy names: imported here
+    return {"tinyprof": lambda path: to_hatchet(read(path)).dataframe,
+            "csv": pd.read_csv,
+            "caliper": lambda path: hatchet.GraphFrame.from_caliper(path).dataframe,
+            "hatchet-json": lambda path: hatchet.GraphFrame.from_json(_text(path)).dataframe}
+
+
+def load(fmt: str, path: str) -> Dict[str, float]:
+    """One load in this (fresh) process: seconds, the process's peak memory, and
+    its growth over its size before loading. Imports happen before the clock."""
+    loader = loaders()[fmt]
+    before = _rss()
     start = time.perf_counter()
-    assert len(loaders[fmt]())
+    assert len(loader(path))
     seconds = time.perf_counter() - start
-    return {"s": seconds, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"s": seconds, "rss": peak, "growth": peak - before}
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def side_by_side(paths: Dict[str, str], repeat: int, once: List[str]) -> Dict[str, float]:
+    """Median seconds of each load in ``paths``, interleaved in this process
+    (the formats in ``once`` load only in the first round), and of parsing
+    the tinyprof files: C parser, reference parser, read on 1 and 2 threads."""
+    from tinyprof import _reader
+
+    import tinyprof
+
+    files = [os.path.join(paths["tinyprof"], f) for f in sorted(os.listdir(paths["tinyprof"]))]
+    cases = {fmt: functools.partial(loader, paths[fmt]) for fmt, loader in loaders().items()
+             if fmt in paths}
+    cases.update({
+        "parse_c": lambda: [_reader.parse_file(f, "c") for f in files],
+        "parse_python": lambda: [_reader.parse_file(f, "python") for f in files],
+        "read_1": lambda: tinyprof.read(paths["tinyprof"], threads=1),
+        "read_2": lambda: tinyprof.read(paths["tinyprof"], threads=2)})
+    times: Dict[str, List[float]] = {name: [] for name in cases}
+    for round_ in range(repeat):
+        for name, case in cases.items():
+            if round_ and name in once:
+                continue
+            start = time.perf_counter()
+            case()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _text(path: str) -> str:
@@ -206,18 +254,25 @@ def run(ranks: List[int], repeat: int, caps: Dict[str, int], cache: str, workdir
             print(f"{nranks} ranks: {fmt} written after {time.perf_counter() - start:.0f} s",
                   file=sys.stderr, flush=True)
         built = time.perf_counter() - start
-        loads: Dict[str, List[dict]] = {f: [] for f in todo}
-        reps = repeat if nranks < 1024 else 1
-        for _ in range(reps):
-            for fmt in todo:
-                loads[fmt].append(json.loads(_worker(["--load", fmt, paths[fmt]],
-                                                     llnl if fmt == "hatchet-json" else None)))
-                print(f"{nranks} ranks: {fmt} loaded in {loads[fmt][-1]['s']:.1f} s",
-                      file=sys.stderr, flush=True)
-        row = {"ranks": nranks, "values": value_count(nranks), "build_s": round(built, 1), "repeat": reps}
+        print(f"{nranks} ranks: loading side by side", file=sys.stderr, flush=True)
+        side_paths = {f: paths[f] for f in todo if f != "hatchet-json"}
+        slow = [f for f in ("caliper", "hatchet-json") if nranks >= 1024]
+        times = json.loads(_worker(["--side", json.dumps(side_paths), str(repeat), ",".join(slow)]))
+        loads: Dict[str, List[dict]] = {}
+        for fmt in todo:                   # memory; hatchet JSON's time too
+            reps = repeat if fmt == "hatchet-json" and fmt not in slow else 1
+            loads[fmt] = [json.loads(_worker(["--load", fmt, paths[fmt]],
+                                             llnl if fmt == "hatchet-json" else None)) for _ in range(reps)]
+            print(f"{nranks} ranks: {fmt} loaded in {loads[fmt][-1]['s']:.1f} s in a fresh process",
+                  file=sys.stderr, flush=True)
+        values = value_count(nranks)
+        row = {"ranks": nranks, "values": values, "build_s": round(built, 1), "repeat": repeat,
+               "parse": {k[len("parse_"):]: values / v for k, v in times.items() if k.startswith("parse_")},
+               "read_threads": {k[len("read_"):]: v for k, v in times.items() if k.startswith("read_")},
+               "growth_per_int64": loads["tinyprof"][0]["growth"] / (8 * values)}
         for fmt in FORMATS:
             row[fmt] = ({"bytes": _size(paths[fmt]),
-                         "load_s": statistics.median(x["s"] for x in loads[fmt]),
+                         "load_s": times.get(fmt) or statistics.median(x["s"] for x in loads[fmt]),
                          "peak_rss": max(x["rss"] for x in loads[fmt])} if fmt in todo else None)
         results.append(row)
         print(json.dumps(row), flush=True)
@@ -230,8 +285,8 @@ def _size_ratio(r: dict) -> Optional[float]:
     return min(others) / r["tinyprof"]["bytes"] if others else None
 
 
-def _load_ratio(r: dict) -> Optional[float]:
-    return r["caliper"]["load_s"] / r["tinyprof"]["load_s"] if r["caliper"] else None
+def _ratio(r: dict, top: str, bottom: str) -> Optional[float]:
+    return r[top]["load_s"] / r[bottom]["load_s"] if r[top] and r[bottom] else None
 
 
 def table(results: List[dict]) -> str:
@@ -240,28 +295,42 @@ def table(results: List[dict]) -> str:
     for title, cell, ratio_name, ratio in [
             ("File size", lambda x: f"{x['bytes'] / 1e6:.1f} MB", "smallest other / tinyprof",
              _size_ratio),
-            ("Load time, median", lambda x: f"{x['load_s']:.2f} s", "from_caliper / tinyprof",
-             _load_ratio),
+            ("Load time, median", lambda x: f"{x['load_s']:.3f} s",
+             "tinyprof / read_csv | from_caliper / tinyprof",
+             lambda r: (_ratio(r, "tinyprof", "csv"), _ratio(r, "caliper", "tinyprof"))),
             ("Peak memory of the loading process", lambda x: f"{x['peak_rss'] / 2**30:.2f} GiB",
              None, None)]:
+        nratios = ratio_name.count("|") + 1 if ratio_name else 0
         out += [f"{title}:", "",
                 "| ranks | values | tinyprof | standard CSV | Caliper json-split | hatchet JSON |"
                 + (f" {ratio_name} |" if ratio else ""),
-                "| ---: " * (6 + bool(ratio)) + "|"]
+                "| ---: " * (6 + nratios) + "|"]
         for r in results:
             cells = [cell(r[f]) if r[f] else "skipped" for f in FORMATS]
             if ratio:
-                value = ratio(r)
-                cells.append("-" if value is None else f"{value:.1f}x")
+                values = ratio(r) if nratios > 1 else (ratio(r),)
+                cells += ["-" if v is None else (f"{v:.2f}x" if v < 10 else f"{v:.0f}x") for v in values]
             out.append(f"| {r['ranks']} | {r['values']:,} | " + " | ".join(cells) + " |")
         out.append("")
-    return "\n".join(out)
+    out += ["Parsing (values per second, all files) and reading on 1 and 2 threads;"
+            " tinyprof's memory growth while loading over the values' size in int64:", "",
+            "| ranks | files | C parser | reference parser | read, 1 thread | read, 2 threads"
+            " | speed-up | memory growth / values in int64 |",
+            "| ---: " * 8 + "|"]
+    for r in results:
+        threads = r["read_threads"]
+        out.append(f"| {r['ranks']} | {max(1, r['ranks'] // RANKS_PER_FILE)} "
+                   f"| {r['parse']['c'] / 1e6:.0f} M/s | {r['parse']['python'] / 1e6:.1f} M/s "
+                   f"| {threads['1']:.3f} s | {threads['2']:.3f} s | {threads['1'] / threads['2']:.2f}x "
+                   f"| {r['growth_per_int64']:.2f}x |")
+    return "\n".join(out + [""])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
-    parser.add_argument("--repeat", type=int, default=3, help="loads per format below 1024 ranks (median)")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="rounds of side-by-side loads (median); from_caliper once from 1024 ranks")
     parser.add_argument("--cap-csv", type=int, default=1024, help="largest rank count written as CSV")
     parser.add_argument("--cap-caliper", type=int, default=1024, help="... as Caliper json-split")
     parser.add_argument("--cap-hatchet-json", type=int, default=256, help="... as hatchet JSON")
@@ -271,6 +340,7 @@ def main() -> None:
     # internal: the worker processes
     parser.add_argument("--write", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--load", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--side", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write:
         fmt, source, out = args.write
@@ -287,6 +357,10 @@ def main() -> None:
         return
     if args.load:
         print(json.dumps(load(*args.load)))
+        return
+    if args.side:
+        paths, repeat, once = args.side
+        print(json.dumps(side_by_side(json.loads(paths), int(repeat), once.split(","))))
         return
     caps = {"tinyprof": max(args.ranks), "csv": args.cap_csv, "caliper": args.cap_caliper,
             "hatchet-json": args.cap_hatchet_json}

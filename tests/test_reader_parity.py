@@ -5,10 +5,13 @@ reference (tinyprof/_reader.py): the same files accepted, the same values read.
   the grammar, not the checksum, decides;
 - random profiles written by the writer (hypothesis), values of every kind;
 - random event lines from the grammar's alphabet (hypothesis), to hit the
-  corners of the number and separator rules.
+  corners of the number and separator rules;
+- every short rank-field text from a small alphabet, exhaustively: the C
+  parser reads fields in one pass, deciding at each delimiter.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import zlib
@@ -136,11 +139,33 @@ _TOKENS = ["0", "1", "-1", "12", "007", "-0", "9223372036854775807", "9223372036
                       max_size=24))
 def test_random_event_lines_read_the_same(tmp_path, parts):
     line = "".join(parts).encode()
-    body = _HEAD + line + b"\n0:2|1||1|\n"
     path = str(tmp_path / "line.tp")
+    _write_line(path, line)
+    same(path, f"event line {line!r}")
+
+
+def _write_line(path: str, line: bytes) -> None:
+    body = _HEAD + line + b"\n0:2|1||1|\n"
     with open(path, "wb") as f:
         f.write(body + b"end %08x\n" % zlib.crc32(body))
-    same(path, f"event line {line!r}")
+
+
+_FIELD_TOKENS = [b"5", b"-0", b"2.5", b"nan", b"+", b";", b",", b"|"]
+
+
+def test_every_short_rank_field_reads_the_same(tmp_path):
+    """Both ranks' fields, every text of up to 4 tokens (loop 1) or 3 (loop 2,
+    one value per execution): empty executions and fields, trailing
+    separators, metric values, too many executions or fields."""
+    path = str(tmp_path / "field.tp")
+    outcomes = {"ok": 0, "error": 0}
+    for loop, most in ((b"1", 4), (b"2", 3)):
+        for n in range(most + 1):
+            for tokens in itertools.product(_FIELD_TOKENS, repeat=n):
+                line = b"0:1|" + loop + b"||" + b"".join(tokens)
+                _write_line(path, line)
+                outcomes[same(path, f"event line {line!r}")] += 1
+    assert outcomes["ok"] >= 30 and outcomes["error"] > 5000, outcomes   # both kinds, many
 
 
 def test_the_c_parser_reads_a_large_profile_as_the_reference(tmp_path):

@@ -7,9 +7,9 @@
  * scans, so several files parse on several cores.
  *
  * It only says whether the lines are valid: on any violation it returns None
- * and the pure-Python reference parser (tinyprof/_format.py) reparses the
+ * and the pure-Python reference parser (tinyprof/_reader.py) reparses the
  * file to raise the FormatError with its message, file and line. The two are
- * tested against each other (tests/test_parse_parity.py), so they accept
+ * tested against each other (tests/test_reader_parity.py), so they accept
  * exactly the same files and read the same values.
  */
 #define PY_SSIZE_T_CLEAN
@@ -68,28 +68,6 @@ static int64_t natural(const char *s, const char *e, int64_t bound)
         v = v * 10 + (uint64_t)(*s - '0');
     }
     return v < (uint64_t)bound ? (int64_t)v : -1;
-}
-
-/* A time, a signed 64-bit integer in its one spelling (0 | -?[1-9][0-9]*). */
-static int parse_time(const char *s, const char *e, int64_t *out)
-{
-    int neg = s < e && *s == '-';
-    s += neg;
-    Py_ssize_t n = e - s;
-    if (n == 0 || n > 19 || (*s == '0' && (n > 1 || neg)))
-        return -1;
-    uint64_t v = 0;
-    for (; s < e; s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (d > 9)
-            return -1;
-        v = v * 10 + d;
-    }
-    /* 19 digits fit in uint64 without wrapping; the range is int64's. */
-    if (v > (uint64_t)INT64_MAX + (uint64_t)neg)
-        return -1;
-    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
-    return 0;
 }
 
 /* A metric value token (not empty). Integers of at most 15 digits, nan and
@@ -196,37 +174,76 @@ static int pairset_add(PairSet *set, int64_t parent, int64_t id)   /* 1 if new *
     }
 }
 
-/* One occurrence: time, then up to ninc metric values; no trailing empty. */
-static int parse_occurrence(Parser *p, const char *s, const char *e)
+/* Ends an occurrence's token: the next occurrence, execution or rank field. */
+#define OCC_END(c) ((c) == '+' || (c) == ';' || (c) == '|')
+
+/* One occurrence from q: a time in its one spelling (0 | -?[1-9][0-9]*, in
+ * int64), then up to ninc metric values after commas, no trailing empty one.
+ * One pass: returns where it stopped (at '+', ';', '|' or e), NULL if invalid. */
+static const char *parse_occurrence(Parser *p, const char *q, const char *e)
 {
-    const char *comma = memchr(s, ',', (size_t)(e - s));
-    const char *t_end = comma ? comma : e;
-    int64_t t;
-    if (parse_time(s, t_end, &t))
-        return -1;
-    PUT(&p->out[OUT_TIMES], int64_t, t);
+    int neg = q < e && *q == '-';
+    const char *d = q + neg;
+    uint64_t v = 0;             /* wraps past 19 digits, which are refused anyway */
+    for (q = d; q < e && (unsigned)(*q - '0') <= 9; q++)
+        v = v * 10 + (unsigned)(*q - '0');
+    Py_ssize_t n = q - d;
+    if (n == 0 || n > 19 || (*d == '0' && (n > 1 || neg)) || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+        return NULL;
+    PUT(&p->out[OUT_TIMES], int64_t, neg ? (int64_t)(0 - v) : (int64_t)v);
     Py_ssize_t k = 0;
-    if (comma) {
-        if (e[-1] == ',')
-            return -1;                  /* trailing empty value */
-        const char *v = comma + 1;
-        while (v <= e) {
-            const char *ve = memchr(v, ',', (size_t)(e - v));
-            if (!ve)
-                ve = e;
+    if (q < e && *q == ',') {
+        do {
+            const char *t = ++q;
+            while (q < e && *q != ',' && !OCC_END(*q))
+                q++;
             if (k >= p->ninc)
-                return -1;
+                return NULL;
             double x = NAN;
-            if (ve > v && parse_value(p, v, ve, &x))
-                return -1;
+            if (q > t && parse_value(p, t, q, &x))
+                return NULL;
             PUT(&p->metrics[k], double, x);
             k++;
-            v = ve + 1;
-        }
+        } while (q < e && *q == ',');
+        if (q[-1] == ',')
+            return NULL;                /* trailing empty value */
     }
     for (; k < p->ninc; k++)
         PUT(&p->metrics[k], double, NAN);
-    return 0;
+    return q < e && !OCC_END(*q) ? NULL : q;
+}
+
+/* One rank's field from q: executions split by ';' (empty ones allowed, not
+ * a trailing one), occurrences by '+'. Returns where it stopped (at '|' or
+ * e), NULL if invalid. Slots count from `base`, the rank's first execution. */
+static const char *parse_field(Parser *p, const char *q, const char *e, int64_t nexec, int loop,
+                               int64_t base)
+{
+    if (q == e || *q == '|')
+        return q;
+    for (int64_t x = 0;; x++) {
+        if (x >= nexec)
+            return NULL;
+        if (q < e && *q != ';' && *q != '|') {
+            int64_t count = 0;
+            for (;;) {
+                if (!(q = parse_occurrence(p, q, e)))
+                    return NULL;
+                count++;
+                if (q == e || *q != '+')
+                    break;
+                q++;
+            }
+            if (loop == 2 && count > 1)
+                return NULL;
+            PUT(&p->out[OUT_SLOTS], int64_t, base + x);
+            PUT(&p->out[OUT_COUNTS], int64_t, count);
+        }
+        if (q == e || *q != ';')
+            return q;
+        if (++q == e || *q == '|')
+            return NULL;                /* trailing empty execution */
+    }
 }
 
 /* One event line [s, e) (without its newline), line `i` of the file's events. */
@@ -300,50 +317,69 @@ static int parse_line(Parser *p, const char *s, const char *e, int64_t i, int64_
     /* one field per rank */
     int64_t base = 0;
     for (Py_ssize_t r = 0; r < nranks; r++) {
-        s = cons_end + 1;
-        const char *fe = r + 1 < nranks ? memchr(s, '|', (size_t)(e - s)) : e;
-        if (!fe || (r + 1 == nranks && memchr(s, '|', (size_t)(e - s))))
+        const char *q = parse_field(p, cons_end + 1, e, executions[r], loop, base);
+        if (!q || (r + 1 < nranks) != (q < e))
             return -1;
-        cons_end = fe;
-        int64_t nexec = executions[r];
-        if (fe > s) {
-            if (fe[-1] == ';')
-                return -1;              /* trailing empty execution */
-            int64_t x = 0;
-            for (const char *g = s; g <= fe; x++) {
-                const char *ge = memchr(g, ';', (size_t)(fe - g));
-                if (!ge)
-                    ge = fe;
-                if (x >= nexec)
-                    return -1;
-                if (ge > g) {
-                    int64_t count = 0;
-                    for (const char *o = g; o <= ge; count++) {
-                        const char *oe = memchr(o, '+', (size_t)(ge - o));
-                        if (!oe)
-                            oe = ge;
-                        if (parse_occurrence(p, o, oe))
-                            return -1;
-                        o = oe + 1;
-                    }
-                    if (loop == 2 && count > 1)
-                        return -1;
-                    PUT(&p->out[OUT_SLOTS], int64_t, base + x);
-                    PUT(&p->out[OUT_COUNTS], int64_t, count);
-                }
-                g = ge + 1;
-            }
-        }
-        base += nexec;
+        cons_end = q;
+        base += executions[r];
     }
     if (nranks == 0 && bar)
         return -1;
     return 0;
 }
 
-static PyObject *as_bytearray(Buf *b)
+/* A Buf handed to Python without a copy: numpy.frombuffer views its memory,
+ * freed with the last view. Copying into a bytearray touched every value's
+ * page twice and cost as much as the parsing. */
+typedef struct {
+    PyObject_HEAD
+    char *p;
+    Py_ssize_t len;
+} Block;
+
+static char empty_block[8];
+
+static void block_dealloc(PyObject *self)
 {
-    return PyByteArray_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len);
+    free(((Block *)self)->p);
+    PyObject_Free(self);
+}
+
+static int block_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    Block *b = (Block *)self;
+    return PyBuffer_FillInfo(view, self, b->p ? b->p : empty_block, b->len, 0, flags);
+}
+
+static PyBufferProcs block_buffer = {block_getbuffer, NULL};
+
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tinyprof._parse.Block",
+    .tp_basicsize = sizeof(Block),
+    .tp_dealloc = block_dealloc,
+    .tp_as_buffer = &block_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Parsed values in memory owned by the parser; read with numpy.frombuffer.",
+};
+
+/* Moves the Buf's memory into a new Block (giving back what was reserved
+ * beyond its length), or NULL with the Buf untouched. */
+static PyObject *as_block(Buf *b)
+{
+    Block *o = PyObject_New(Block, &BlockType);
+    if (!o)
+        return NULL;
+    char *p = b->len ? realloc(b->p, b->len) : NULL;
+    if (b->len && !p)
+        p = b->p;
+    if (!b->len)
+        free(b->p);
+    o->p = p;
+    o->len = (Py_ssize_t)b->len;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)o;
 }
 
 PyDoc_STRVAR(parse_events_doc,
@@ -351,7 +387,7 @@ PyDoc_STRVAR(parse_events_doc,
 "Parse the ``nevents`` event lines of a version-2 file starting at byte ``pos``\n"
 "(before ``stop``). ``executions``: int64 bytes, the executions of each rank of\n"
 "the file. Returns None if any line breaks the grammar, else a tuple of the\n"
-"position after the lines and bytearrays (see tinyprof/_parse.pyi).");
+"position after the lines and Blocks of native values (see tinyprof/_parse.pyi).");
 
 static PyObject *parse_events(PyObject *self, PyObject *args)
 {
@@ -418,7 +454,7 @@ static PyObject *parse_events(PyObject *self, PyObject *args)
     if (!metrics)
         goto done;
     for (Py_ssize_t k = 0; k < ninc; k++) {
-        PyObject *col = as_bytearray(&p.metrics[k]);
+        PyObject *col = as_block(&p.metrics[k]);
         if (!col) {
             Py_DECREF(metrics);
             goto done;
@@ -426,11 +462,11 @@ static PyObject *parse_events(PyObject *self, PyObject *args)
         PyList_SET_ITEM(metrics, k, col);
     }
     result = Py_BuildValue("nNNNNNNNNNNN", (Py_ssize_t)(s - (const char *)data.buf),
-                           as_bytearray(&p.out[OUT_PARENTS]), as_bytearray(&p.out[OUT_IDS]),
-                           as_bytearray(&p.out[OUT_LOOPS]), as_bytearray(&p.out[OUT_CONS]),
-                           as_bytearray(&p.out[OUT_GIVEN]), as_bytearray(&p.out[OUT_TIMES]),
-                           as_bytearray(&p.out[OUT_VSTART]), as_bytearray(&p.out[OUT_SLOTS]),
-                           as_bytearray(&p.out[OUT_COUNTS]), as_bytearray(&p.out[OUT_SSTART]),
+                           as_block(&p.out[OUT_PARENTS]), as_block(&p.out[OUT_IDS]),
+                           as_block(&p.out[OUT_LOOPS]), as_block(&p.out[OUT_CONS]),
+                           as_block(&p.out[OUT_GIVEN]), as_block(&p.out[OUT_TIMES]),
+                           as_block(&p.out[OUT_VSTART]), as_block(&p.out[OUT_SLOTS]),
+                           as_block(&p.out[OUT_COUNTS]), as_block(&p.out[OUT_SSTART]),
                            metrics);
 done:
     for (int k = 0; k < NOUT; k++)
@@ -459,5 +495,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__parse(void)
 {
+    if (PyType_Ready(&BlockType) < 0)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -6,11 +6,15 @@ The pure-Python twin is the reference parser in tinyprof/_reader.py
 from typing import List, Optional, Tuple
 
 
+class Block:
+    """Parsed values in memory the parser allocated, freed with the last
+    view; it exports the buffer protocol (read it with ``numpy.frombuffer``)."""
+
+
 def parse_events(data: bytes, pos: int, stop: int, nevents: int, nnames: int, executions: bytes,
-                 ncons: int, ninc: int) -> Optional[Tuple[int, bytearray, bytearray, bytearray,
-                                                          bytearray, bytearray, bytearray,
-                                                          bytearray, bytearray, bytearray,
-                                                          bytearray, List[bytearray]]]:
+                 ncons: int, ninc: int) -> Optional[Tuple[int, Block, Block, Block, Block, Block,
+                                                          Block, Block, Block, Block, Block,
+                                                          List[Block]]]:
     """Parse the ``nevents`` event lines of a version-2 file from byte ``pos``
     (the end line starts at ``stop``), for a file whose ranks have
     ``executions`` (native int64 bytes) executions, ``nnames`` names, ``ncons``
@@ -20,7 +24,7 @@ def parse_events(data: bytes, pos: int, stop: int, nevents: int, nnames: int, ex
     None if any line breaks the grammar of docs/format.md. Else ``(end,
     parents, ids, loops, consistent, given, times, line_values, slots, counts,
     line_slots, metrics)``: the position after the lines, then native arrays
-    as bytearrays: int64 parent line and name id per line, int8 loop per
+    as Blocks (no copy): int64 parent line and name id per line, int8 loop per
     line, float64 consistent values (lines x ncons) with uint8 ``given``
     flags, int64 times of every line in order, int64 offsets of each line's
     times (nevents + 1), int64 slots (executions numbered across the ranks)

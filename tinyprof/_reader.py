@@ -169,7 +169,6 @@ def _read_regular(path: str) -> bytes:
         os.close(fd)
 
 
-
 class _Parser:
     def __init__(self, path: str, data: bytes, parser: str = "python") -> None:
         self.path, self.data, self.parser = path, data, parser
@@ -285,7 +284,7 @@ class _Parser:
         given = np.frombuffer(given, np.bool_).reshape(nevents, len(cons_keys)).tolist()
         times, slots, counts, vstart, sstart = (np.frombuffer(b, np.int64)
                                                 for b in (times, slots, counts, vstart, sstart))
-        out.flat = Values(list(loops), [{k: x for k, x, g in zip(cons_keys, xs, gs) if g}
+        out.flat = Values(np.frombuffer(loops, np.int8).tolist(), [{k: x for k, x, g in zip(cons_keys, xs, gs) if g}
                                         for xs, gs in zip(cons, given)],
                           times, {k: np.frombuffer(c, np.float64) for k, c in zip(other_keys, columns)},
                           slots, counts, vstart, sstart)
