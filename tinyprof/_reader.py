@@ -247,18 +247,16 @@ class _Parser:
             lines, bases = _Lines(), exec_base.tolist()
             for i in range(nevents):
                 self.event(self.next_line(), i, len(names), h, bases, lines)
-        else:
-            names, lines = got
+            got = names, lines.parents, lines.ids, lines.values(h)
         starts: Dict[str, int] = {}
         sections = self.sections(starts) if self.strict else self.end_v1()
-        return ParsedFile(self.path, h, exec_base, names, lines.parents, lines.ids,
-                          lines.values(h), sections, starts)
+        return ParsedFile(self.path, h, exec_base, *got, sections, starts)
 
-    def body_fast(self, h: Header) -> Optional[Tuple[List[str], "_Lines"]]:
-        """Version 2: the name table, and the event lines through the C parser.
-        None if anything is wrong, back at the name table: the reference then
-        reparses it all, to raise its FormatError; in ``parser="c"`` mode, a
-        FormatError here."""
+    def body_fast(self, h: Header) -> Optional[Tuple[List[str], List[int], List[int], Values]]:
+        """Version 2: the name table, and the event lines through the C parser:
+        names, parent lines, name ids and values. None if anything is wrong,
+        back at the name table: the reference then reparses it all, to raise
+        its FormatError; in ``parser="c"`` mode, a FormatError here."""
         mark = self.pos, self.no
         try:
             names = [self.name(self.next_line()) for _ in range(self.count("names", exact=False))]
@@ -277,18 +275,16 @@ class _Parser:
             return None
         end, parents, ids, loops, cons, given, times, vstart, slots, counts, sstart, columns = got
         self.pos, self.no = end, self.no + nevents
-        out = _Lines()
-        out.parents = np.frombuffer(parents, np.int64).tolist()
-        out.ids = np.frombuffer(ids, np.int64).tolist()
         cons = np.frombuffer(cons, np.float64).reshape(nevents, len(cons_keys)).tolist()
         given = np.frombuffer(given, np.bool_).reshape(nevents, len(cons_keys)).tolist()
+        consistent = [{k: x for k, x, g in zip(cons_keys, xs, gs) if g} for xs, gs in zip(cons, given)]
         times, slots, counts, vstart, sstart = (np.frombuffer(b, np.int64)
                                                 for b in (times, slots, counts, vstart, sstart))
-        out.flat = Values(np.frombuffer(loops, np.int8).tolist(), [{k: x for k, x, g in zip(cons_keys, xs, gs) if g}
-                                        for xs, gs in zip(cons, given)],
-                          times, {k: np.frombuffer(c, np.float64) for k, c in zip(other_keys, columns)},
-                          slots, counts, vstart, sstart)
-        return names, out
+        values = Values(np.frombuffer(loops, np.int8).tolist(), consistent, times,
+                        {k: np.frombuffer(c, np.float64) for k, c in zip(other_keys, columns)},
+                        slots, counts, vstart, sstart)
+        return (names, np.frombuffer(parents, np.int64).tolist(), np.frombuffer(ids, np.int64).tolist(),
+                values)
 
     def check_end(self) -> None:
         """Version 2: the end line and its CRC-32, before anything else is parsed."""
@@ -519,16 +515,14 @@ class _Parser:
 
 
 class _Lines:
-    """The event lines' callpaths as (parent line, name id), checked as they
-    come, and their values: the reference parser's per line, joined at the end
-    (``values``); the C parser's already flat (``flat``)."""
+    """The reference parser's event lines: callpaths as (parent line, name id),
+    checked as they come, and values per line, joined at the end (``values``)."""
 
     def __init__(self) -> None:
         self.parents: List[int] = []
         self.ids: List[int] = []
         self.seen: set = set()                      # (parent, id) pairs
         self.v1: Dict[Tuple[int, ...], int] = {}    # version 1: id path -> line
-        self.flat: Optional[Values] = None
         self.loops: List[int] = []
         self.consistent: List[Dict[str, float]] = []
         self.times: List[np.ndarray] = []
@@ -548,8 +542,6 @@ class _Lines:
         self.line_slots.append(len(self.slots))
 
     def values(self, h: Header) -> Values:
-        if self.flat is not None:
-            return self.flat
         lengths = [len(t) for t in self.times]
 
         def join(arrays: List[np.ndarray], dtype) -> np.ndarray:

@@ -24,7 +24,6 @@ import numpy as np
 from . import _annotate, _assemble, _eventmap, _layout, _lifecycle
 from ._collect import LocalEvent, collect
 from ._format import NO_RUN, Header, env_run_id
-from ._annotate import enabled
 from ._settings import Settings
 from ._snapshot import Snapshotter
 
@@ -125,7 +124,7 @@ class Session:
         """Make the session live: agree on the run id and the snapshot clock
         (collective over the communicator), attach to the lifecycle events,
         start periodic snapshots. Nothing when profiling is off."""
-        if not enabled():
+        if not _annotate.enabled():
             return self
         if _lifecycle.take_inherited():     # a fork child profiling itself: from scratch
             _annotate.impl.reset()
