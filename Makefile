@@ -4,28 +4,47 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
+DEMO   := $(VENV)/.demo-installed
+DEPS   := setup.cfg setup.py pyproject.toml tinyprof/_core.c tinyprof/_parse.c native/src/tinyprof_mpi.c
 
 # Rank counts for the MPI test suite (odd ones on purpose).
 MPI_SIZES ?= 1 2 3 5 7 8
 
-.PHONY: install demo test test-serial test-mpi test-native bench bench-native clean
+.PHONY: install check-build demo test test-serial test-mpi test-native bench bench-native clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): $(PY) setup.cfg setup.py pyproject.toml tinyprof/_core.c tinyprof/_parse.c native/src/tinyprof_mpi.c
+# Everything: the test suite, Hatchet, CallFlow, benchmarks (docs/convert.md: the pins).
+$(STAMP): $(PY) $(DEPS)
+	@echo "== installing tinyprof with every extra into $(VENV) (several minutes, ~800 MB)"
 	# mpich first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
 	$(PY) -m pip install -q mpich mpi4py
-	$(PY) -m pip install -q -e '.[mpi,hatchet,callflow,test,bench]'
-	$(PY) -c 'import tinyprof._core' || echo 'tinyprof: C core not built, using the pure-Python fallback'
-	$(PY) -c 'import tinyprof._parse' || echo 'tinyprof: C parser not built, reading with the pure-Python parser'
+	$(PY) -m pip install -q -e '.[mpi,report,hatchet,callflow,test,bench]'
+	@$(MAKE) --no-print-directory check-build
+	touch $@ $(DEMO)
+
+# What the demo and its report need, with pip's progress shown.
+$(DEMO): $(PY) $(DEPS)
+	@echo "== [1/2] MPI into $(VENV): the mpich wheel (MPICH with mpiexec) and mpi4py"
+	$(PY) -m pip install --progress-bar on mpich mpi4py
+	@echo "== [2/2] tinyprof, built from source, with numpy and the report's plotly and pandas"
+	$(PY) -m pip install --progress-bar on -e '.[mpi,report]'
+	@$(MAKE) --no-print-directory check-build
 	touch $@
+
+check-build:
+	@$(PY) -c 'import tinyprof._core' || echo 'tinyprof: C core not built, using the pure-Python fallback'
+	@$(PY) -c 'import tinyprof._parse' || echo 'tinyprof: C parser not built, reading with the pure-Python parser'
 
 install: $(STAMP)
 
-demo: install
+demo: $(DEMO)
+	@echo "== the demo: a heat solver on 8 MPI ranks, profiled"
 	$(PY) -m tinyprof.demo --run
+	@$(BIN)/tinyprof report demo.tinyprof -o demo-report.html >/dev/null
+	@echo "== the report: $(CURDIR)/demo-report.html (open it in any browser; it works offline)"
 
 test: install test-serial test-mpi test-native
 
@@ -35,10 +54,16 @@ test-serial: install
 	$(PY) -m pytest -q tests --ignore=tests/mpi --ignore=tests/native
 	TINYPROF_PURE=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_annotate.py
 
+# One line per rank count (rank 0's pytest summary); the whole output on a failure.
 test-mpi: install
 	@for n in $(MPI_SIZES); do \
-		echo "== MPI tests on $$n ranks"; \
-		timeout 600 $(BIN)/mpiexec -n $$n $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi || exit 1; \
+		log=$$(mktemp); \
+		if timeout 600 $(BIN)/mpiexec -n $$n $(PY) -m pytest -q -p no:cacheprovider --with-mpi \
+				tests/mpi > $$log 2>&1; then \
+			echo "== MPI tests on $$n ranks: $$(grep -m1 -E ' in [0-9.]+s' $$log)"; rm -f $$log; \
+		else \
+			cat $$log; echo "== MPI tests on $$n ranks FAILED (output above)"; rm -f $$log; exit 1; \
+		fi; \
 	done
 
 test-native: install
@@ -66,4 +91,4 @@ bench-native: install
 		$(BIN)/mpiexec -n $$n native/build/mpi_linked; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info tinyprof/*.so native/build
+	rm -rf $(VENV) build *.egg-info tinyprof/*.so native/build demo.tinyprof demo-report.html

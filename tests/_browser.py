@@ -1,7 +1,7 @@
 """A real headless Chromium for the tests, driven over the DevTools protocol
 on a pipe (``--remote-debugging-pipe``): no Selenium, no driver binary.
 
-Network requests other than to localhost fail (the Fetch domain intercepts
+Network requests other than to localhost (or file:, data:, blob:) fail (the Fetch domain intercepts
 every request), so a test proves that a page works offline; every request
 and console error is recorded. ``chromium()`` gives the browser's path, or
 skips the test when there is none, unless the environment variable CI is
@@ -134,7 +134,7 @@ class Browser:
             url = params["request"]["url"]
             self.requests.append(url)
             parts = urlsplit(url)
-            local = parts.scheme in ("data", "blob") or parts.hostname in LOCAL
+            local = parts.scheme in ("data", "blob", "file") or parts.hostname in LOCAL
             if not local:
                 self.blocked.append(url)
             reply = {"id": 0, "sessionId": msg["sessionId"],

@@ -94,21 +94,28 @@ def test_demo_runs_on_three_ranks_and_summarises(tmp_path):
     assert [len(p.series(("main", "halo"), r)[0]) for r in range(3)] == [20, 20, 20]
     assert p.series(("main", "halo"), 1, "bytes")[0][0] == 2 * 2 * 256 * 8
     assert p.value(("main", "halo"), "kind") == 2
-    # The summary line of each callpath: ranks, min, mean, max of the totals, slowest.
+    # The summary line of each callpath: ranks, min, mean, max of the totals, mean
+    # exclusive time, % of the run, imbalance (max/mean), slowest rank; one unit.
     out = proc.stdout.splitlines()          # the application's line, a title, the header
     assert out[2].split()[:3] == ["callpath", "ranks", "min"]
-    unit = out[2].split()[3]
-    summary = out[3:out.index("")]                         # then the MPI table
+    unit = out[1].split("times in ")[1].split()[0]
+    summary = out[3:out.index("")]                         # then the hint, the MPI table
     lines = {line.split()[0]: line.split() for line in summary}
     scale = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
+    run = sum(sum(map(sum, p.series(("main",), r))) for r in range(3))
     for path in p.callpaths:
         totals = {r: sum(map(sum, p.series(path, r))) for r in range(3) if any(p.series(path, r))}
+        mean = sum(totals.values()) / len(totals)
         cells = lines[path[-1]]
         assert cells[1] == f"{len(totals)}/3"
         assert [float(c) for c in cells[2:5]] == [
-            round(v / scale, 3) for v in (min(totals.values()), sum(totals.values()) / len(totals),
-                                          max(totals.values()))]
-        assert cells[5:] == ["rank", str(max(totals, key=totals.get))]
+            round(v / scale, 3) for v in (min(totals.values()), mean, max(totals.values()))]
+        assert float(cells[6]) == round(100 * sum(totals.values()) / run, 1)
+        assert cells[7] == f"{max(totals.values()) / mean:.2f}x"
+        assert cells[8:] == ["rank", str(max(totals, key=totals.get))]
+    # The exclusive time: a leaf's is its inclusive time; main's what its children leave.
+    assert lines["halo"][5] == lines["halo"][3]
+    assert "Next: tinyprof report heat -o report.html" in proc.stdout
     # With MPI capture (on for --run): 20 steps x 2 Sendrecv per rank, the 40
     # at the plate's edges with no peer (mpi4py sends nothing to PROC_NULL).
     m = p.mpi

@@ -1,7 +1,9 @@
-"""A per-callpath summary of a profile across ranks, as a text table."""
+"""A per-callpath summary of a profile across ranks, as a text table
+(``tinyprof show`` and the demo)."""
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+import shlex
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -11,33 +13,45 @@ Callpath = Tuple[str, ...]
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
 
 
-def summary(profile: Profile) -> str:
-    """One line per callpath, as a tree: on how many ranks it ran, the min,
-    mean and max across those ranks of each rank's total time in it (all
-    executions and occurrences), and the slowest rank."""
-    rows = []
-    for path in _tree_order(profile.callpaths):
-        totals, ran = [], []
-        for rank in range(profile.nranks):
-            series = profile.series(path, rank)
-            if any(series):
-                ran.append(rank)
-                totals.append(sum(map(sum, series)))
-        rows.append((path, ran, np.array(totals)))
-    biggest = max((t.max() for _, _, t in rows if len(t)), default=0.0)
+def summary(profile: Profile, source: Optional[str] = None) -> str:
+    """One line per callpath, as a tree, all times in one unit: on how many
+    ranks it ran; the min, mean and max across those ranks of each rank's
+    inclusive time in it (all executions and occurrences); the mean exclusive
+    time; its share of the run (inclusive time summed over ranks, over the
+    run's time summed over ranks); its imbalance (max over mean) and slowest
+    rank. ``source``, the path the profile was read from, goes into the last
+    line, which says where to look next."""
+    from .converters._values import aggregate
+
+    agg = aggregate(profile, "sum")
+    ran = agg.count > 0
+    roots = np.array([len(p) == 1 for p in profile.callpaths])
+    run_total = float(agg.time_inc[roots].sum())
+    biggest = float(agg.time_inc.max()) if agg.time_inc.size else 0.0
     unit, scale = next(((u, s) for u, s in _UNITS if biggest >= s), _UNITS[-1])
-    table = [("callpath", "ranks", f"min {unit}", f"mean {unit}", f"max {unit}", "slowest")]
-    for path, ran, totals in rows:
+    table = [("callpath", "ranks", "min", "mean", "max", "excl mean", "% run", "imbalance",
+              "slowest")]
+    row_of = {path: i for i, path in enumerate(profile.callpaths)}
+    for path in _tree_order(profile.callpaths):
+        i = row_of[path]
         label = "  " * (len(path) - 1) + _printable(path[-1])
-        if not ran:
-            table.append((label, f"0/{profile.nranks}", "-", "-", "-", "-"))
+        ranks = np.flatnonzero(ran[i])
+        if not len(ranks):
+            table.append((label, f"0/{profile.nranks}", *["-"] * 7))
             continue
-        table.append((label, f"{len(ran)}/{profile.nranks}",
-                      *(f"{v / scale:.3f}" for v in (totals.min(), totals.mean(), totals.max())),
-                      f"rank {ran[int(totals.argmax())]}"))
+        inc, exc = agg.time_inc[i, ranks], agg.time_exc[i, ranks]
+        mean = inc.mean()
+        table.append((label, f"{len(ranks)}/{profile.nranks}",
+                      *(f"{v / scale:.3f}" for v in (inc.min(), mean, inc.max(), exc.mean())),
+                      f"{100 * inc.sum() / run_total:.1f}" if run_total else "-",
+                      f"{inc.max() / mean:.2f}x" if mean else "-",
+                      f"rank {ranks[int(inc.argmax())]}"))
     head = (f"{profile.name}: {profile.nranks} ranks, {len(profile.callpaths)} callpaths, "
-            f"{len(profile.files)} file(s); time per rank summed over executions")
-    return "\n".join([head, *_align(table)])
+            f"{len(profile.files)} file(s); times in {unit} per rank, summed over executions")
+    where = source if source is not None else "PROFILE"
+    tail = (f"Next: tinyprof report {shlex.quote(where)} -o report.html  (call tree, ranks, heatmap, "
+            "MPI in a browser; docs/guide.md#analysing-a-profile)")
+    return "\n".join([head, *_align(table), "", tail])
 
 
 def _tree_order(paths: Sequence[Callpath]) -> List[Callpath]:

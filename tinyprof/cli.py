@@ -1,6 +1,7 @@
 """The ``tinyprof`` and ``tinyprof-convert`` command lines.
 
 ``tinyprof show PROFILE`` prints a per-callpath summary across ranks;
+``tinyprof report PROFILE -o report.html`` writes the HTML report;
 ``tinyprof mpi PROFILE`` prints its MPI calls as mpisee-through does;
 ``tinyprof critical-path PROFILE`` and ``tinyprof wait-states PROFILE``
 analyse a traced run (docs/trace.md);
@@ -27,7 +28,20 @@ def _show(args: argparse.Namespace) -> int:
     from ._profile import read
     from ._summary import summary
 
-    print(summary(read(args.profile)))
+    print(summary(read(args.profile), args.profile))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from . import _report
+
+    output = args.output or "report.html"
+    try:
+        _report.write(args.profile, output)
+    except _report.ReportError as e:
+        print(f"tinyprof: {e}", file=sys.stderr)
+        return 1
+    _echo(f"tinyprof: wrote {output}: open it in a browser (it works offline)")
     return 0
 
 
@@ -126,6 +140,18 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("profile", metavar="PROFILE",
                       help="a profile's output directory, or any one file of it")
     show.set_defaults(run=_show)
+    report = commands.add_parser(
+        "report", help="write a self-contained HTML report (needs tinyprof[report])",
+        description="Write one HTML file that works offline: the call tree (inclusive, "
+                    "exclusive, share of the run, imbalance), each callpath across ranks and "
+                    "iterations, a rank x callpath heatmap, the snapshots over time (an output "
+                    "directory with keep='all'), MPI communication and the critical path and "
+                    "wait states when recorded. See docs/guide.md.")
+    report.add_argument("profile", metavar="PROFILE",
+                        help="a profile's output directory, or any one file of it")
+    report.add_argument("-o", "--output", metavar="FILE",
+                        help="the HTML file to write (default: report.html)")
+    report.set_defaults(run=_report)
     mpi = commands.add_parser(
         "mpi", help="print the MPI calls per callpath, communicator, operation and size",
         description="Print the MPI calls of a profile recorded with MPI capture, summed per "

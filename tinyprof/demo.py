@@ -113,7 +113,7 @@ def _launch(args: argparse.Namespace, argv: List[str]) -> int:
         sys.exit(f"tinyprof.demo: {' '.join(cmd)} failed with status {status}")
     from ._summary import summary
     profile = tinyprof.read(args.outdir)
-    print(summary(profile))
+    print(summary(profile, args.outdir))
     if profile.mpi_recorded:
         from .converters import mpitable
         print(f"\nMPI calls (tinyprof mpi {args.outdir}; docs/mpi.md):")

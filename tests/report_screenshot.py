@@ -1,0 +1,34 @@
+"""The screenshots of the demo's report in docs/guide.md: the report of a
+profile rendered in headless Chromium, the page's top (call tree, selected
+callpath) and its whole length.
+
+    .venv/bin/python tests/report_screenshot.py PROFILE OUT-PREFIX
+    (writes OUT-PREFIX-top.png and OUT-PREFIX-full.png)
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tinyprof import _report  # noqa: E402
+from _browser import Browser  # noqa: E402
+
+
+def main() -> None:
+    profile, prefix = sys.argv[1:3]
+    with tempfile.TemporaryDirectory() as tmp:
+        page = _report.write(profile, os.path.join(tmp, "report.html"))
+        for name, height in (("top", 1000), ("full", 3000)):
+            with Browser(1400, height) as b:
+                b.open(f"file://{page}")
+                b.wait_for("document.body && document.body.dataset.ready === '1'")
+                b.evaluate("new Promise(r => setTimeout(r, 800))")    # plotly's transitions
+                b.screenshot(f"{prefix}-{name}.png")
+            print(f"wrote {prefix}-{name}.png")
+
+
+if __name__ == "__main__":
+    main()

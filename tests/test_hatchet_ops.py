@@ -1,0 +1,84 @@
+"""Hatchet's own operations on a converted profile, in the environment that
+``make install`` builds (hatchet 1.4.1, pandas 1.5, numpy 1.26: docs/convert.md):
+filter (in worker processes, as by default), squash, load_imbalance,
+drop_index_levels, tree and GraphFrame arithmetic, each checked against the
+Profile's own numbers."""
+from __future__ import annotations
+
+import signal
+
+import numpy as np
+import pytest
+
+import tinyprof
+from test_convert import NRANKS, make_profile
+
+ht = pytest.importorskip("hatchet")
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture
+def gf(tmp_path, clock):
+    def late(*_):
+        raise TimeoutError("a hatchet operation hung (its worker processes died?)")
+    signal.signal(signal.SIGALRM, late)
+    signal.alarm(120)              # filter waits on worker processes: never hang the suite
+    yield tinyprof.to_hatchet(make_profile(tmp_path / "prof", clock))
+    signal.alarm(0)
+
+
+def _by_name(frame, column):
+    """{(name, rank): value} of a (node, rank)-indexed dataframe."""
+    return {(node.frame["name"], rank): v for (node, rank), v in frame[column].items()}
+
+
+def test_filter_keeps_the_rows_asked_for_and_squash_rebuilds_the_tree(gf):
+    threshold = float(gf.dataframe["time"].median())
+    want = {k for k, v in _by_name(gf.dataframe, "time").items() if v > threshold}
+    kept = gf.filter(lambda row: row["time"] > threshold)       # default: worker processes
+    assert set(_by_name(kept.dataframe, "time")) == want and want
+    single = gf.filter(lambda row: row["time"] > threshold, num_procs=1)
+    assert set(_by_name(single.dataframe, "time")) == want
+    squashed = gf.filter(lambda row: row["name"] != "compute").squash()
+    names = {n.frame["name"] for n in squashed.graph.traverse()}
+    assert "compute" not in names and {"main", "comm"} <= names
+    main = squashed.dataframe.xs(next(n for n in squashed.graph.roots if n.frame["name"] == "main"),
+                                 level="node")
+    before = gf.dataframe.xs(next(n for n in gf.graph.roots if n.frame["name"] == "main"), level="node")
+    compute = gf.dataframe[gf.dataframe["name"] == "compute"].groupby(level="rank")["time (inc)"].sum()
+    # squash recomputes inclusive time from what is left: main lost compute's time
+    assert np.allclose(main["time (inc)"], before["time (inc)"] - compute)
+
+
+def test_load_imbalance_is_max_over_mean_across_ranks(gf):
+    out = gf.load_imbalance(metric_column="time")
+    times = gf.dataframe.groupby(level="node")["time"]
+    for node, value in out.dataframe["time.imbalance"].items():
+        t = times.get_group(node)
+        want = t.max() / t.mean() if t.mean() else np.nan
+        assert value == pytest.approx(want, nan_ok=True)
+
+
+def test_drop_index_levels_reduces_the_ranks(gf):
+    per_rank = gf.dataframe.copy()
+    reduced = gf.deepcopy()
+    reduced.drop_index_levels(function=np.max)
+    assert list(reduced.dataframe.index.names) == ["node"]
+    for node, row in reduced.dataframe.iterrows():
+        assert row["time"] == pytest.approx(per_rank.xs(node, level="node")["time"].max())
+        assert row["count"] == per_rank.xs(node, level="node")["count"].max()
+    mean = gf.deepcopy()
+    mean.drop_index_levels()                                    # hatchet's default: mean
+    main = next(n for n in mean.graph.roots if n.frame["name"] == "main")
+    assert mean.dataframe.loc[main, "time (inc)"] == pytest.approx(
+        per_rank.xs(main, level="node")["time (inc)"].mean())
+    text = mean.tree(metric_column="time (inc)")
+    assert all(name in text for name in ("main", "compute", "comm", "inner"))
+
+
+def test_graphframe_arithmetic(gf):
+    twice = gf + gf
+    assert np.allclose(twice.dataframe["time"], 2 * gf.dataframe["time"])
+    zero = gf - gf
+    assert np.allclose(zero.dataframe["time (inc)"], 0.0)
+    assert len(twice.dataframe) == len(gf.dataframe) == len(gf.graph) * NRANKS

@@ -1,0 +1,253 @@
+// The page of `tinyprof report` (tinyprof/_report.py): draws the data of the
+// element #tinyprof-data with plotly.js, inlined beside it. No network.
+"use strict";
+(function () {
+  const D = JSON.parse(document.getElementById("tinyprof-data").textContent);
+  const P = D.nranks, N = D.callpaths.length;
+  const CONFIG = { displaylogo: false, responsive: true };
+  const el = (tag, attrs, ...kids) => {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v);
+    }
+    for (const k of kids) e.append(k);
+    return e;
+  };
+  const sum = (a) => a.reduce((s, v) => s + (v || 0), 0);
+
+  // -- per-callpath statistics across the ranks that ran it -------------------------------
+  const runTotal = sum(D.runtime);
+  const stats = D.callpaths.map((c, i) => {
+    const ran = []; for (let r = 0; r < P; r++) if (D.count[i][r] > 0) ran.push(r);
+    const inc = ran.map((r) => D.inc[i][r]), exc = ran.map((r) => D.exc[i][r]);
+    const mean = ran.length ? sum(inc) / ran.length : 0;
+    let slow = -1, max = -Infinity;
+    ran.forEach((r, j) => { if (inc[j] > max) { max = inc[j]; slow = r; } });
+    const s = { ran: ran.length, inc: mean, exc: ran.length ? sum(exc) / ran.length : 0,
+      share: runTotal ? sum(inc) / runTotal : 0, imbalance: mean ? max / mean : 0, slowest: slow,
+      max: ran.length ? max : 0, count: sum(D.count[i]) };
+    if (D.mpi) s.mpi = sum(D.mpi.time[i]) / P;
+    return s;
+  });
+  const children = D.callpaths.map(() => []), roots = [];
+  D.callpaths.forEach((c, i) => (c.parent < 0 ? roots : children[c.parent]).push(i));
+  const biggest = Math.max(0, ...stats.map((s) => s.max));
+  const UNITS = [["s", 1], ["ms", 1e-3], ["us", 1e-6], ["ns", 1e-9]];
+  const [unit, scale] = UNITS.find(([, s]) => biggest >= s) || UNITS[3];
+  const fmt = (v) => (v / scale).toFixed(3);
+  const human = (b) => { const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
+    while (b >= 1024 && i < 4) { b /= 1024; i++; } return `${b.toFixed(i ? 1 : 0)} ${u[i]}`; };
+
+  // -- the page -------------------------------------------------------------------------
+  const main = el("main");
+  document.body.append(
+    el("header", {}, el("h1", {}, `tinyprof: ${D.name}`),
+      el("div", { class: "facts", id: "facts" },
+        el("span", {}, `${P} ranks`), el("span", {}, `${N} callpaths`),
+        el("span", {}, `run ${fmt(Math.max(0, ...D.runtime))} ${unit} (slowest rank)`),
+        el("span", {}, `${D.files} file(s), ${D.set || "flush"}`),
+        el("span", {}, `created ${D.created}`), el("span", {}, `tinyprof ${D.version}`))),
+    main);
+  const section = (id, title, hint) => {
+    const s = el("section", { id }, el("h2", {}, title));
+    if (hint) s.append(el("div", { class: "hint" }, hint));
+    main.append(s); return s;
+  };
+  const note = (s, text) => s.append(el("p", { class: "note" }, text));
+  const plot = (parent, id) => { const d = el("div", { id, class: "plot" }); parent.append(d); return d; };
+
+  // -- call tree ------------------------------------------------------------------------
+  const COLUMNS = [
+    ["callpath", "Callpath", null], ["inc", `Inclusive (${unit}, mean)`, (s) => fmt(s.inc)],
+    ["exc", `Exclusive (${unit}, mean)`, (s) => fmt(s.exc)],
+    ["share", "% of run", (s) => (100 * s.share).toFixed(1)],
+    ["imbalance", "Imbalance (max/mean)", (s) => (s.imbalance ? s.imbalance.toFixed(2) + "x" : "-")],
+    ["slowest", "Slowest rank", (s) => (s.slowest < 0 ? "-" : String(s.slowest))],
+    ["ran", "Ranks", (s) => `${s.ran}/${P}`], ["count", "Occurrences", (s) => String(s.count)]];
+  if (D.mpi) COLUMNS.push(["mpi", `MPI (${unit}, mean)`, (s) => fmt(s.mpi)]);
+  const tree = section("tree", "Call tree",
+    "Times per rank summed over executions; mean over the ranks that ran the callpath. " +
+    "Click a row for its ranks and iterations, a heading to sort (within each parent), ▸/▾ to fold.");
+  const table = el("table", { id: "tree-table" });
+  const head = el("tr");
+  let sortKey = "inc";
+  const collapsed = new Set();
+  COLUMNS.forEach(([key, label]) => head.append(el("th", {
+    "data-key": key, onclick: () => { sortKey = key === "callpath" ? null : key; drawTree(); } }, label)));
+  const body = el("tbody");
+  table.append(el("thead", {}, head), body);
+  tree.append(el("div", { class: "scroll" }, table));
+  let selected = -1;
+  function drawTree() {
+    head.querySelectorAll("th").forEach((th) => th.classList.toggle("sorted", th.dataset.key === sortKey));
+    body.textContent = "";
+    const visit = (ids, depth) => {
+      const order = sortKey ? [...ids].sort((a, b) => stats[b][sortKey] - stats[a][sortKey]) : ids;
+      for (const i of order) {
+        const s = stats[i], kids = children[i].length, open = !collapsed.has(i);
+        const toggle = el("span", { class: "toggle", onclick: (e) => {
+          e.stopPropagation(); open ? collapsed.add(i) : collapsed.delete(i); drawTree(); } },
+          kids ? (open ? "▾" : "▸") : "");
+        const name = el("td", { style: `padding-left:${8 + 16 * depth}px`, title: D.callpaths[i].path },
+          toggle, el("span", { class: "bar", style: `width:${Math.round(40 * s.share)}px` }),
+          D.callpaths[i].name);
+        const tr = el("tr", { "data-callpath": D.callpaths[i].path, onclick: () => select(i) }, name);
+        COLUMNS.slice(1).forEach(([key, , f]) => tr.append(el("td",
+          key === "imbalance" && s.imbalance > 1.25 ? { class: "hot" } : {}, f(s))));
+        if (i === selected) tr.classList.add("selected");
+        body.append(tr);
+        if (open) visit(children[i], depth + 1);
+      }
+    };
+    visit(roots, 0);
+  }
+
+  // -- one callpath: its ranks, its iterations --------------------------------------------
+  const detail = section("detail", "Selected callpath");
+  const detailTitle = el("p", { id: "detail-title" });
+  const grid = el("div", { class: "grid" });
+  detail.append(detailTitle, grid);
+  const distPlot = plot(grid, "dist"), iterPlot = plot(grid, "iters");
+  const ranks = Array.from({ length: P }, (_, r) => r);
+  function select(i) {
+    selected = i;
+    drawTree();
+    const s = stats[i];
+    detailTitle.textContent = `${D.callpaths[i].path}: ran on ${s.ran} of ${P} ranks, mean ` +
+      `${fmt(s.inc)} ${unit}, slowest rank ${s.slowest} (${s.imbalance.toFixed(2)}x the mean)`;
+    const inc = D.inc[i].map((v) => v / scale), exc = D.exc[i].map((v) => v / scale);
+    Plotly.react(distPlot, [
+      { type: "bar", x: ranks, y: inc, name: "inclusive", marker: { color: "#4c78a8" } },
+      { type: "bar", x: ranks, y: exc, name: "exclusive", marker: { color: "#f58518" } },
+      { type: "box", y: inc, name: "spread", xaxis: "x2", yaxis: "y", boxpoints: false,
+        marker: { color: "#54a24b" } }],
+    { title: { text: "Across ranks" }, barmode: "group", margin: { t: 40, r: 10 },
+      xaxis: { title: { text: "rank" }, domain: [0, 0.85] }, xaxis2: { domain: [0.88, 1] },
+      yaxis: { title: { text: unit } }, legend: { orientation: "h" } }, CONFIG);
+    const it = D.iterations[String(i)];
+    if (!it) {
+      Plotly.react(iterPlot, [], { title: { text: "One occurrence per rank: no iterations to show" },
+        xaxis: { visible: false }, yaxis: { visible: false } }, CONFIG);
+      return;
+    }
+    const x = it.execution.map((e, k) => k), text = it.execution.map((e, k) =>
+      `execution ${e}, iteration ${it.iteration[k]}${it.binned ? " (bin start)" : ""}`);
+    const y = (a) => a.map((v) => (v === null ? null : v / scale));
+    Plotly.react(iterPlot, [
+      { x, y: y(it.max), text, name: "max", line: { width: 0 }, hoverinfo: "y+text+name" },
+      { x, y: y(it.min), text, name: "min", fill: "tonexty", line: { width: 0 },
+        fillcolor: "rgba(76,120,168,0.25)", hoverinfo: "y+text+name" },
+      { x, y: y(it.mean), text, name: "mean", line: { color: "#4c78a8" }, hoverinfo: "y+text+name" }],
+    { title: { text: "Across executions and iterations (min-max over ranks)" }, margin: { t: 40, r: 10 },
+      xaxis: { title: { text: it.binned ? "occurrence (binned)" : "occurrence" } },
+      yaxis: { title: { text: unit } }, legend: { orientation: "h" } }, CONFIG);
+  }
+
+  // -- rank x callpath heatmap -------------------------------------------------------------
+  const heat = section("heatmap", "Ranks x callpaths",
+    "Each cell: a callpath's time on one rank. Click a cell to select its callpath.");
+  const pick = el("select", { id: "heat-metric" }, el("option", { value: "exc" }, "exclusive"),
+    el("option", { value: "inc" }, "inclusive"));
+  heat.append(el("label", {}, "Time:", pick));
+  const heatPlot = plot(heat, "heat");
+  const labels = D.callpaths.map((c) => c.path);
+  function drawHeat() {
+    const z = D[pick.value].map((row, i) => row.map((v, r) => (D.count[i][r] > 0 ? v / scale : null)));
+    Plotly.react(heatPlot, [{ type: "heatmap", z, x: ranks, y: labels, colorscale: "Viridis",
+      colorbar: { title: { text: unit } }, hoverongaps: false,
+      hovertemplate: `rank %{x}<br>%{y}<br>%{z:.3f} ${unit}<extra></extra>` }],
+    { margin: { l: 220, t: 10 }, height: Math.min(900, 160 + 18 * N),
+      xaxis: { title: { text: "rank" } }, yaxis: { autorange: "reversed", automargin: true } }, CONFIG);
+  }
+  pick.addEventListener("change", drawHeat);
+  drawHeat();
+  heatPlot.on("plotly_click", (e) => select(labels.indexOf(e.points[0].y)));
+
+  // -- snapshots over time ----------------------------------------------------------------
+  const snaps = section("snapshots", "Snapshots over time");
+  if (D.snapshots.series.length) {
+    const x = D.snapshots.numbers;
+    snaps.append(el("div", { class: "hint" }, `${x.length} snapshots; each point: the exclusive ` +
+      "time summed over ranks recorded since the previous snapshot."));
+    Plotly.newPlot(plot(snaps, "snapshot-plot"), D.snapshots.series.map((s) => ({
+      x, y: s.values.map((v) => v / scale), stackgroup: "one",
+      name: s.callpath < 0 ? "other" : D.callpaths[s.callpath].path,
+      text: D.snapshots.created, hovertemplate: `snapshot %{x} (%{text})<br>%{y:.3f} ${unit}` })),
+    { margin: { t: 10 }, xaxis: { title: { text: "snapshot" } },
+      yaxis: { title: { text: `${unit} per interval` } } }, CONFIG);
+  } else {
+    note(snaps, D.snapshots.numbers.length
+      ? "Only one snapshot was kept: record with Profiler(frequency=..., keep=\"all\") to see the run over time."
+      : "No snapshots in this profile: record with Profiler(frequency=..., keep=\"all\") and " +
+        "make the report of the output directory to see the run over time.");
+  }
+
+  // -- MPI ----------------------------------------------------------------------------------
+  const mpi = section("mpi", "MPI communication");
+  if (D.mpi) {
+    const ops = D.mpi.ops;
+    const keyOf = (r) => `${r[0]} ${r[1]}`;
+    const keys = [...new Set(ops.map(keyOf))], buckets = [...new Set(ops.map((r) => r[2]))];
+    const bar = (col, title) => ({ data: buckets.map((b) => ({ type: "bar", name: b, x: keys,
+      y: keys.map((k) => sum(ops.filter((r) => keyOf(r) === k && r[2] === b).map((r) => r[col]))) })),
+      layout: { barmode: "stack", title: { text: title }, margin: { t: 40, b: 120 },
+        legend: { title: { text: "size" } } } });
+    const g = el("div", { class: "grid" });
+    mpi.append(el("div", { class: "hint" }, `${fmtS(D.mpi.total_time)} in MPI summed over ranks. ` +
+      "Per communicator and operation, stacked by message size."), g);
+    const t = bar(5, "Time (s)"), b = bar(4, "Bytes");
+    Plotly.newPlot(plot(g, "mpi-time"), t.data, t.layout, CONFIG);
+    Plotly.newPlot(plot(g, "mpi-bytes"), b.data, b.layout, CONFIG);
+    if (D.mpi.matrix) {
+      Plotly.newPlot(plot(mpi, "mpi-matrix"), [{ type: "heatmap", z: D.mpi.matrix, colorscale: "Blues", reversescale: true,
+        hovertemplate: "rank %{y} to rank %{x}<br>%{z} bytes<extra></extra>" }],
+      { title: { text: "Point-to-point bytes, sender (row) to receiver (column)" },
+        xaxis: { title: { text: "to rank" } }, yaxis: { title: { text: "from rank" }, autorange: "reversed" },
+        height: 480, width: 560 }, CONFIG);
+    } else note(mpi, "No point-to-point messages between ranks.");
+    const rows = ops.slice(0, 40).map((r) => [r[0], r[1], r[2], String(r[3]), human(r[4]), fmtS(r[5])]);
+    mpi.append(listTable("mpi-table", ["communicator", "operation", "size", "calls", "bytes", "time"], rows));
+  } else note(mpi, "No MPI data: record with Profiler(mpi=True) or TINYPROF_MPI=1 (docs/mpi.md).");
+
+  // -- trace: critical path and wait states ------------------------------------------------
+  const tr = section("trace", "Critical path and wait states");
+  if (D.trace) {
+    const T = D.trace;
+    tr.append(el("p", { id: "critical-length" }, `Critical path ${fmtS(T.length)} over ${T.ranks} of ` +
+      `${P} ranks; wall time ${fmtS(T.wall)}. Waiting in MPI: ${fmtS(T.wait_total)} summed over ranks.`));
+    const g = el("div", { class: "grid" });
+    tr.append(g);
+    const crit = T.critical.slice(0, 15);
+    Plotly.newPlot(plot(g, "critical-plot"), [{ type: "bar", orientation: "h",
+      y: crit.map((r) => `rank ${r[0]}: ${r[1]}`), x: crit.map((r) => r[2]), name: "on path" },
+    { type: "bar", orientation: "h", y: crit.map((r) => `rank ${r[0]}: ${r[1]}`), x: crit.map((r) => r[3]),
+      name: "in MPI" }], { title: { text: "Critical path by rank and callpath (s)" }, barmode: "overlay",
+      margin: { l: 220, t: 40 }, yaxis: { autorange: "reversed", automargin: true } }, CONFIG);
+    const waits = T.waits.slice(0, 15);
+    Plotly.newPlot(plot(g, "wait-plot"), T.kinds.map((k, j) => ({ type: "bar", orientation: "h",
+      name: k.replace(/_/g, " "), y: waits.map((r) => `rank ${r[1]}: ${r[0]}`), x: waits.map((r) => r[2 + j]) })),
+    { title: { text: "Wait states by callpath and rank (s)" }, barmode: "stack",
+      margin: { l: 220, t: 40 }, yaxis: { autorange: "reversed", automargin: true } }, CONFIG);
+    tr.append(listTable("critical-table", ["rank", "callpath", "on path", "in MPI", "share"],
+      T.critical.map((r) => [String(r[0]), r[1], fmtS(r[2]), fmtS(r[3]), (100 * r[4]).toFixed(1) + "%"])));
+  } else note(tr, "No trace: record with Profiler(trace=True) or TINYPROF_TRACE=1 (docs/trace.md).");
+
+  function fmtS(seconds) {
+    const [u, s] = UNITS.find(([, s]) => seconds >= s) || UNITS[3];
+    return `${(seconds / s).toFixed(3)} ${u}`;
+  }
+  function listTable(id, heads, rows) {
+    const t = el("table", { id }, el("thead", {}, el("tr", {}, ...heads.map((h) => el("th", {}, h)))));
+    const b = el("tbody");
+    rows.forEach((r) => b.append(el("tr", {}, ...r.map((c) => el("td", {}, c)))));
+    t.append(b);
+    return el("div", { class: "scroll" }, t);
+  }
+
+  // Start on the callpath with the largest mean exclusive time.
+  let start = 0;
+  stats.forEach((s, i) => { if (s.exc > stats[start].exc) start = i; });
+  if (N) select(start); else drawTree();
+  document.body.dataset.ready = "1";
+})();

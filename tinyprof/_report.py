@@ -1,0 +1,256 @@
+"""``tinyprof report``: a profile as one self-contained HTML file.
+
+The page holds the profile's numbers as JSON, its own script and style
+(``_report.js``, ``_report.css``) and plotly.js, inlined from the ``plotly``
+package (the ``tinyprof[report]`` extra): it fetches nothing, so it works
+offline, from a mail attachment or a cluster's file system. Plotly because it
+is maintained, inlines into one file, and draws what we need (heatmaps of
+200 x 1,024 cells, box and bar plots, lines with bands) with hover, zoom and
+export built in; its size (4.8 MB) is the price of one file with no network.
+
+The numbers are prepared here, at report time, so that the page only draws:
+per-(callpath, rank) aggregates, per-iteration statistics across ranks
+(binned to at most ``MAX_POINTS`` per callpath), the snapshots' time series,
+the MPI tables and the trace analyses when the profile has them.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from ._profile import Profile, read, snapshots
+from ._summary import _tree_order
+from .converters._values import aggregate, mpi_per_node
+
+MAX_POINTS = 400        # per callpath in the iteration plot
+MAX_SNAPSHOTS = 200     # snapshots read for the time series (evenly sampled)
+TOP_SNAPSHOT_PATHS = 8  # callpaths drawn apart over time; the rest is "other"
+TOP_ROWS = 40           # rows of the MPI, critical-path and wait-state tables
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class ReportError(Exception):
+    """The report cannot be made (plotly is not installed)."""
+
+
+def write(profile_or_path: Union[Profile, str, "os.PathLike[str]"],
+          output: Union[str, "os.PathLike[str]"]) -> str:
+    """Write the HTML report of a profile (or of the profile at a path) to
+    ``output``; returns its path. With a path to an output directory whose
+    snapshots were all kept (``keep="all"``), the report also shows them over time."""
+    if isinstance(profile_or_path, Profile):
+        profile, source = profile_or_path, None
+    else:
+        source = os.fspath(profile_or_path)
+        profile = read(source)
+    page = render(build(profile, source))
+    tmp = f"{os.fspath(output)}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(page)
+    os.replace(tmp, output)
+    return os.fspath(output)
+
+
+def plotly_js() -> str:
+    """plotly.min.js from the installed ``plotly`` package, read as a file
+    (importing plotly would cost ~0.5 s and load pandas-like dependencies)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise ReportError("the report needs plotly: pip install 'tinyprof[report]' (or plotly)")
+    path = os.path.join(list(spec.submodule_search_locations)[0], "package_data", "plotly.min.js")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def render(data: Dict[str, Any]) -> str:
+    """The HTML page of ``build``'s data."""
+    def asset(name: str) -> str:
+        with open(os.path.join(_HERE, name), encoding="utf-8") as f:
+            return f.read()
+
+    # "</" cannot end the script elements early once escaped.
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    title = f"tinyprof report: {data['name']}".replace("&", "&amp;").replace("<", "&lt;")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{title}</title><style>{asset('_report.css')}</style>"
+            f"<script>{plotly_js()}</script></head>\n<body>"
+            f'<script type="application/json" id="tinyprof-data">{payload}</script>\n'
+            f"<script>{asset('_report.js')}</script></body></html>\n")
+
+
+def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
+    """The report's data: plain lists and numbers (JSON)."""
+    order = _tree_order(profile.callpaths)
+    row = {path: i for i, path in enumerate(profile.callpaths)}
+    index = np.array([row[p] for p in order], dtype=np.int64)
+    position = {path: i for i, path in enumerate(order)}
+    agg = aggregate(profile, "sum")
+    roots = index[[len(p) == 1 for p in order]]
+    data: Dict[str, Any] = {
+        "name": profile.name, "nranks": profile.nranks, "files": len(profile.files),
+        "created": profile.created, "version": profile.version, "source": source,
+        "set": f"{profile.set[0]} {profile.set[1]}" if profile.set else "",
+        "callpaths": [{"name": p[-1], "path": "<".join(p),
+                       "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
+        "inc": _rows(agg.time_inc[index]), "exc": _rows(agg.time_exc[index]),
+        "count": agg.count[index].tolist(),
+        "runtime": _numbers(agg.time_inc[roots].sum(axis=0)),
+        "iterations": _iterations(profile, row, position),
+        "snapshots": _snapshots(profile, source, position),
+        "mpi": _mpi(profile, index),
+        "trace": _trace(profile),
+    }
+    return data
+
+
+def _numbers(values: np.ndarray) -> List[Optional[float]]:
+    """Five significant digits (the page's precision), NaN as null."""
+    values = np.asarray(values, dtype=np.float64)
+    out = np.char.mod("%.5g", values).astype(np.float64).tolist()
+    if np.isnan(values).any():
+        out = [None if v != v else v for v in out]
+    return out
+
+
+def _rows(matrix: np.ndarray) -> List[List[Optional[float]]]:
+    return [_numbers(r) for r in matrix]
+
+
+def _iterations(profile: Profile, row: Dict[tuple, int], position: Dict[tuple, int]) -> Dict[str, Any]:
+    """Per callpath with more than one occurrence per rank: the min, mean and
+    max across ranks of each (execution, iteration)'s time, in order, binned
+    to at most MAX_POINTS points (a bin keeps its smallest min, mean of
+    means and largest max)."""
+    acc: Dict[int, List[np.ndarray]] = {}        # callpath row -> [min, max, sum, n] (exec, iteration)
+    for f in profile._files:
+        v = f.values
+        first = np.cumsum(v.counts) - v.counts
+        execution = v.slots - f.exec_base[np.searchsorted(f.exec_base, v.slots, side="right") - 1]
+        for line, path in enumerate(f.paths):
+            a, b = int(v.line_slots[line]), int(v.line_slots[line + 1])
+            if a == b:
+                continue
+            counts, width = v.counts[a:b], int(v.counts[a:b].max())
+            taken = np.arange(width) < counts[:, None]
+            values = np.where(taken, v.times[np.where(taken, first[a:b, None] + np.arange(width), 0)]
+                              .astype(np.float64), np.nan)
+            ex = execution[a:b]
+            stats = [np.full((int(ex.max()) + 1, width), fill) for fill in (np.inf, -np.inf, 0.0, 0.0)]
+            for e in np.unique(ex):
+                rows = values[ex == e]
+                stats[0][e] = np.fmin.reduce(rows, axis=0)
+                stats[1][e] = np.fmax.reduce(rows, axis=0)
+                stats[2][e] = np.nansum(rows, axis=0)
+                stats[3][e] = (~np.isnan(rows)).sum(axis=0)
+            i = row[path]
+            acc[i] = stats if i not in acc else _merge(acc[i], stats)
+    scale = {"ns": 1e-9}[profile.unit]
+    out: Dict[str, Any] = {}
+    for i, (lo, hi, total, n) in acc.items():
+        execs, its = np.nonzero(n)               # the (execution, iteration)s that ran, in order
+        if len(execs) < 2:
+            continue
+        lo, hi, mean = lo[execs, its], hi[execs, its], total[execs, its] / n[execs, its]
+        edges = np.unique(np.linspace(0, len(execs), min(len(execs), MAX_POINTS) + 1)
+                          .astype(np.int64))[:-1]
+        sizes = np.diff(np.append(edges, len(execs)))
+        out[str(position[profile.callpaths[i]])] = {
+            "execution": execs[edges].tolist(), "iteration": its[edges].tolist(),
+            "min": _numbers(np.minimum.reduceat(lo, edges) * scale),
+            "mean": _numbers(np.add.reduceat(mean, edges) / sizes * scale),
+            "max": _numbers(np.maximum.reduceat(hi, edges) * scale),
+            "binned": bool((sizes > 1).any())}
+    return out
+
+
+def _merge(old: List[np.ndarray], new: List[np.ndarray]) -> List[np.ndarray]:
+    """Two files' [min, max, sum, n] of one callpath, padded to the larger shape."""
+    shape = tuple(max(x, y) for x, y in zip(old[0].shape, new[0].shape))
+    out = []
+    for k, fill in enumerate((np.inf, -np.inf, 0.0, 0.0)):
+        merged = np.full(shape, fill)
+        for part in (old[k], new[k]):
+            view = merged[:part.shape[0], :part.shape[1]]
+            view[...] = (np.fmin if k == 0 else np.fmax if k == 1 else np.add)(view, part)
+        out.append(merged)
+    return out
+
+
+def _snapshots(profile: Profile, source: Optional[str], position: Dict[tuple, int]) -> Dict[str, Any]:
+    """The kept snapshots as a time series: per interval between snapshots,
+    the exclusive time summed over ranks of the top callpaths and the rest."""
+    numbers = snapshots(source) if source and os.path.isdir(source) else []
+    if len(numbers) < 2:
+        return {"numbers": numbers, "series": []}
+    if len(numbers) > MAX_SNAPSHOTS:
+        numbers = [numbers[int(i)] for i in np.linspace(0, len(numbers) - 1, MAX_SNAPSHOTS)]
+    totals = np.zeros((len(numbers), len(position)))
+    created = []
+    for j, k in enumerate(numbers):
+        snap = read(source, snapshot=k)
+        exc = aggregate(snap, "sum").time_exc.sum(axis=1)
+        for path, value in zip(snap.callpaths, exc):
+            if path in position:
+                totals[j, position[path]] = value
+        created.append(snap.created)
+    steps = np.diff(np.vstack([np.zeros(len(position)), totals]), axis=0)
+    top = np.argsort(-totals[-1], kind="stable")[:TOP_SNAPSHOT_PATHS]
+    series = [{"callpath": int(i), "values": _numbers(steps[:, i])} for i in top]
+    rest = np.setdiff1d(np.arange(len(position)), top)
+    if len(rest):
+        series.append({"callpath": -1, "values": _numbers(steps[:, rest].sum(axis=1))})
+    return {"numbers": numbers, "created": created, "series": series}
+
+
+def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
+    """MPI time and bytes per communicator, op and size bucket; per callpath
+    (exclusive, per rank); the point-to-point matrix. None without capture."""
+    if not profile.mpi_recorded:
+        return None
+    from .converters.mpitable import size_range
+
+    frame = profile.mpi
+    groups = frame.groupby(["comm", "op", "bucket"], sort=False)[["calls", "bytes", "time"]].sum()
+    groups = groups.sort_values("time", ascending=False)
+    rows = [[comm or "(completion)", op, size_range(int(bucket)), int(r.calls), int(r.bytes),
+             float(f"{r.time:.5g}")] for (comm, op, bucket), r in groups.iterrows()]
+    per_node = mpi_per_node(profile)
+    matrix = profile.comm_matrix()
+    return {"ops": rows, "total_time": float(frame["time"].sum()),
+            "time": _rows(per_node["time"][index]), "bytes": per_node["bytes"][index].tolist(),
+            "matrix": matrix.tolist() if matrix.any() else None}
+
+
+def _trace(profile: Profile) -> Optional[Dict[str, Any]]:
+    """The critical path per (rank, callpath) and the wait states; None untraced."""
+    try:
+        trace = profile.trace
+    except ValueError:
+        return None
+    from . import _trace as analysis
+
+    path = analysis.critical_path(trace)
+    summary = analysis.critical_path_summary(trace, path)
+    waits = analysis.wait_states(trace)
+    kinds = list(analysis.WAIT_KINDS)
+    return {
+        "length": float(path["duration"].sum()),
+        "wall": float(trace.wall_time * analysis._SECONDS[trace.unit]),
+        "ranks": int(path["rank"].nunique()),
+        "critical": [[int(r.rank), _where(r.callpath), float(r.time), float(r.mpi), float(r.share)]
+                     for r in summary.head(TOP_ROWS).itertuples()],
+        "kinds": kinds,
+        "waits": [[_where(r.callpath), int(r.rank), *(float(getattr(r, k)) for k in kinds),
+                   float(r.total)] for r in waits.head(TOP_ROWS).itertuples()],
+        "wait_total": float(waits["total"].sum()) if len(waits) else 0.0,
+    }
+
+
+def _where(callpath: Sequence[str]) -> str:
+    return "<".join(callpath) or "(outside every event)"
