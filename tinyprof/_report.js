@@ -211,13 +211,13 @@
   } else note(mpi, "No MPI data: record with Profiler(mpi=True) or TINYPROF_MPI=1 (docs/mpi.md).");
 
   // -- trace: critical path and wait states ------------------------------------------------
-  const tr = section("trace", "Critical path and wait states");
+  const traceSection = section("trace", "Critical path and wait states");
   if (D.trace) {
     const T = D.trace;
-    tr.append(el("p", { id: "critical-length" }, `Critical path ${fmtS(T.length)} over ${T.ranks} of ` +
+    traceSection.append(el("p", { id: "critical-length" }, `Critical path ${fmtS(T.length)} over ${T.ranks} of ` +
       `${P} ranks; wall time ${fmtS(T.wall)}. Waiting in MPI: ${fmtS(T.wait_total)} summed over ranks.`));
     const g = el("div", { class: "grid" });
-    tr.append(g);
+    traceSection.append(g);
     const crit = T.critical.slice(0, 15);
     Plotly.newPlot(plot(g, "critical-plot"), [{ type: "bar", orientation: "h",
       y: crit.map((r) => `rank ${r[0]}: ${r[1]}`), x: crit.map((r) => r[2]), name: "on path" },
@@ -229,9 +229,9 @@
       name: k.replace(/_/g, " "), y: waits.map((r) => `rank ${r[1]}: ${r[0]}`), x: waits.map((r) => r[2 + j]) })),
     { title: { text: "Wait states by callpath and rank (s)" }, barmode: "stack",
       margin: { l: 220, t: 40 }, yaxis: { autorange: "reversed", automargin: true } }, CONFIG);
-    tr.append(listTable("critical-table", ["rank", "callpath", "on path", "in MPI", "share"],
+    traceSection.append(listTable("critical-table", ["rank", "callpath", "on path", "in MPI", "share"],
       T.critical.map((r) => [String(r[0]), r[1], fmtS(r[2]), fmtS(r[3]), (100 * r[4]).toFixed(1) + "%"])));
-  } else note(tr, "No trace: record with Profiler(trace=True) or TINYPROF_TRACE=1 (docs/trace.md).");
+  } else note(traceSection, "No trace: record with Profiler(trace=True) or TINYPROF_TRACE=1 (docs/trace.md).");
 
   function fmtS(seconds) {
     const [u, s] = UNITS.find(([, s]) => seconds >= s) || UNITS[3];

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from . import _layout
 from ._profile import Profile, read, snapshots
 from ._summary import _tree_order
 from .converters._values import aggregate, mpi_per_node
@@ -30,6 +31,9 @@ MAX_SNAPSHOTS = 200     # snapshots read for the time series (evenly sampled)
 TOP_SNAPSHOT_PATHS = 8  # callpaths drawn apart over time; the rest is "other"
 TOP_ROWS = 40           # rows of the MPI, critical-path and wait-state tables
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# The running [min, max, sum, n] per (execution, iteration) of _iterations:
+# each one's empty value and how two of them combine (NaN: no value).
+_STATS = ((np.inf, np.fmin), (-np.inf, np.fmax), (0.0, np.add), (0.0, np.add))
 
 
 class ReportError(Exception):
@@ -46,17 +50,13 @@ def write(profile_or_path: Union[Profile, str, "os.PathLike[str]"],
     else:
         source = os.fspath(profile_or_path)
         profile = read(source)
-    page = render(build(profile, source))
-    tmp = f"{os.fspath(output)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(page)
-    os.replace(tmp, output)
+    _layout.write_atomic(os.fspath(output), render(build(profile, source)).encode("utf-8"))
     return os.fspath(output)
 
 
 def plotly_js() -> str:
-    """plotly.min.js from the installed ``plotly`` package, read as a file
-    (importing plotly would cost ~0.5 s and load pandas-like dependencies)."""
+    """plotly.min.js from the installed ``plotly`` package, read as a file:
+    importing plotly would load its dependencies for nothing."""
     import importlib.util
 
     spec = importlib.util.find_spec("plotly")
@@ -94,7 +94,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
     roots = index[[len(p) == 1 for p in order]]
     data: Dict[str, Any] = {
         "name": profile.name, "nranks": profile.nranks, "files": len(profile.files),
-        "created": profile.created, "version": profile.version, "source": source,
+        "created": profile.created, "version": profile.version,
         "set": f"{profile.set[0]} {profile.set[1]}" if profile.set else "",
         "callpaths": [{"name": p[-1], "path": "<".join(p),
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
@@ -141,13 +141,12 @@ def _iterations(profile: Profile, row: Dict[tuple, int], position: Dict[tuple, i
             values = np.where(taken, v.times[np.where(taken, first[a:b, None] + np.arange(width), 0)]
                               .astype(np.float64), np.nan)
             ex = execution[a:b]
-            stats = [np.full((int(ex.max()) + 1, width), fill) for fill in (np.inf, -np.inf, 0.0, 0.0)]
+            stats = [np.full((int(ex.max()) + 1, width), fill) for fill, _ in _STATS]
             for e in np.unique(ex):
                 rows = values[ex == e]
-                stats[0][e] = np.fmin.reduce(rows, axis=0)
-                stats[1][e] = np.fmax.reduce(rows, axis=0)
-                stats[2][e] = np.nansum(rows, axis=0)
-                stats[3][e] = (~np.isnan(rows)).sum(axis=0)
+                given = ~np.isnan(rows)
+                for k, part in enumerate((rows, rows, np.where(given, rows, 0.0), given)):
+                    stats[k][e] = _STATS[k][1].reduce(part, axis=0)
             i = row[path]
             acc[i] = stats if i not in acc else _merge(acc[i], stats)
     scale = {"ns": 1e-9}[profile.unit]
@@ -173,11 +172,11 @@ def _merge(old: List[np.ndarray], new: List[np.ndarray]) -> List[np.ndarray]:
     """Two files' [min, max, sum, n] of one callpath, padded to the larger shape."""
     shape = tuple(max(x, y) for x, y in zip(old[0].shape, new[0].shape))
     out = []
-    for k, fill in enumerate((np.inf, -np.inf, 0.0, 0.0)):
+    for k, (fill, combine) in enumerate(_STATS):
         merged = np.full(shape, fill)
         for part in (old[k], new[k]):
             view = merged[:part.shape[0], :part.shape[1]]
-            view[...] = (np.fmin if k == 0 else np.fmax if k == 1 else np.add)(view, part)
+            view[...] = combine(view, part)
         out.append(merged)
     return out
 

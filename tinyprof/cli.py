@@ -123,6 +123,11 @@ def _echo(text: str) -> None:
         print(text.encode("utf-8", "backslashreplace").decode("utf-8"), flush=True)
 
 
+def _add_profile(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("profile", metavar="PROFILE",
+                        help="a profile's output directory, or any one file of it")
+
+
 def _add_statistic(parser: argparse.ArgumentParser, scope: str = "") -> None:
     parser.add_argument("--statistic", choices=STATISTICS, default="sum",
                         help="how the values of all executions and iterations of a callpath "
@@ -137,8 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="print a per-callpath summary across ranks",
                                description="Print min, mean and max across ranks of each "
                                            "callpath's time, and its slowest rank.")
-    show.add_argument("profile", metavar="PROFILE",
-                      help="a profile's output directory, or any one file of it")
+    _add_profile(show)
     show.set_defaults(run=_show)
     report = commands.add_parser(
         "report", help="write a self-contained HTML report (needs tinyprof[report])",
@@ -147,8 +151,7 @@ def _parser() -> argparse.ArgumentParser:
                     "iterations, a rank x callpath heatmap, the snapshots over time (an output "
                     "directory with keep='all'), MPI communication and the critical path and "
                     "wait states when recorded. See docs/guide.md.")
-    report.add_argument("profile", metavar="PROFILE",
-                        help="a profile's output directory, or any one file of it")
+    _add_profile(report)
     report.add_argument("-o", "--output", metavar="FILE",
                         help="the HTML file to write (default: report.html)")
     report.set_defaults(run=_report)
@@ -158,8 +161,7 @@ def _parser() -> argparse.ArgumentParser:
                     "distinct value of the --by fields: calls, bytes, time, bytes per call and "
                     "share of the whole MPI time. Exit status 1 when the profile holds no MPI "
                     "data or no call matches. See docs/convert.md.")
-    mpi.add_argument("profile", metavar="PROFILE",
-                     help="a profile's output directory, or any one file of it")
+    _add_profile(mpi)
     mpi.add_argument("--by", type=_by, default=list(DEFAULT_BY), metavar="KEYS",
                      help=f"comma-separated fields to group by, from {', '.join(KEYS)} "
                           f"(bucket: the size; default: {','.join(DEFAULT_BY)})")
@@ -179,8 +181,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Convert a profile to CallFlow's input, process it with CallFlow "
                     "(with the compatibility fix CallFlow 1.3.0 needs) and serve CallFlow's "
                     "web app. See docs/convert.md.")
-    flow.add_argument("profile", metavar="PROFILE",
-                      help="a profile's output directory, or any one file of it")
+    _add_profile(flow)
     flow.add_argument("-o", "--output", metavar="DIR",
                       help="CallFlow's data directory (default: NAME.callflow)")
     _add_statistic(flow)
@@ -198,8 +199,7 @@ def _parser() -> argparse.ArgumentParser:
              "Print, per callpath and rank, the time spent waiting for a late sender, a late "
              "receiver, or the last arrival at a collective or barrier. See docs/trace.md.")):
         sub = commands.add_parser(name, help=text, description=description)
-        sub.add_argument("profile", metavar="PROFILE",
-                         help="a profile's output directory, or any one file of it")
+        _add_profile(sub)
         sub.add_argument("--limit", type=_count, default=20, metavar="N",
                          help="print at most N rows (default 20; 0: all)")
         if name == "critical-path":
@@ -226,8 +226,7 @@ def _convert_parser() -> argparse.ArgumentParser:
                     "timeline of a traced profile as Chrome trace-event JSON for ui.perfetto.dev. "
                     "See docs/convert.md.")
     parser.add_argument("--version", action="version", version=f"tinyprof {__version__}")
-    parser.add_argument("profile", metavar="PROFILE",
-                        help="a profile's output directory, or any one file of it")
+    _add_profile(parser)
     parser.add_argument("--to", dest="target", required=True, choices=TARGETS, metavar="FORMAT",
                         help=f"output format: {', '.join(TARGETS)}")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
