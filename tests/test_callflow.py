@@ -1,15 +1,19 @@
 """``tinyprof callflow``: CallFlow 1.3.0 really processes a converted 4-rank
-profile, and what it wrote matches the Profile per rank and per node."""
+profile, and what it wrote matches the Profile per rank and per node; its web
+app, served on any port, shows the demo's run and call sites in real
+headless Chromium."""
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
 import tinyprof
+from _browser import Browser, free_port, wait_for_port
 from test_convert import NRANKS, assert_same, expected, make_profile
 
 pd = pytest.importorskip("pandas")
@@ -60,3 +64,66 @@ def test_callflow_without_the_fix_fails(tmp_path, clock):
     done = subprocess.run([_script("callflow"), "--data_path", str(data), "--profile_format",
                            "caliper_json", "--process"], capture_output=True, text=True, timeout=180)
     assert done.returncode != 0 and "from_htframe" in done.stderr and "AssertionError" in done.stderr
+
+
+@pytest.fixture
+def served(tmp_path, traced_demo):
+    """``tinyprof callflow`` serving the 3-rank demo on a free port (not 5000,
+    which the unfixed frontend would call whatever the port)."""
+    port = free_port()
+    log = open(tmp_path / "callflow.log", "w+")
+    server = subprocess.Popen(
+        [_script("tinyprof"), "callflow", os.path.dirname(traced_demo.files[0]),
+         "-o", str(tmp_path / "flow"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        try:
+            wait_for_port(port, timeout=240)
+        except TimeoutError:
+            log.seek(0)
+            pytest.fail(f"CallFlow never served on {port}:\n{log.read()[-3000:]}")
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_callflow_app_shows_the_run_and_its_call_sites(served, traced_demo):
+    """What a user sees: the run in the summary, and every call site in the
+    Super Graph and the CCT (both were empty before the fixes)."""
+    names = sorted({p[-1] for p in traced_demo.callpaths})
+    edges = len({(p[-2], p[-1]) for p in traced_demo.callpaths if len(p) > 1})
+    with Browser() as browser:
+        browser.open(served)
+        row = browser.wait_for("""(() => { const cells = [...document.querySelectorAll(
+            '.v-data-table tbody tr td')].map(td => td.textContent.trim());
+            return cells.length > 1 ? cells : null; })()""", timeout=60)  # not "No data"
+        assert row[0] == traced_demo.name and row[-3:] == [str(traced_demo.nranks),
+                                                            str(len(names)), str(edges)], row
+
+        browser.open(served + "#/super_graph")
+        count = browser.wait_for(
+            "document.querySelectorAll('#ensemble-supergraph-overview g.callsite').length",
+            timeout=60)
+        browser.evaluate("new Promise(r => setTimeout(r, 500))")   # let the layout settle
+        heights = browser.evaluate("""[...document.querySelectorAll(
+            '#ensemble-supergraph-overview g.callsite rect.callsite-rect')].map(
+            r => r.getBBox().height)""")
+        assert count == len(names) and len(heights) == len(names) and min(heights) > 0
+        assert browser.evaluate(
+            "document.querySelectorAll('#ensemble-supergraph-overview path.edge-single').length"
+        ) == edges
+
+        browser.open(served + "#/cct")
+        ids = browser.wait_for("""(() => { const ids = [...document.querySelectorAll(
+            '#cct-overview g.node.cct-node')].map(g => g.id).sort();
+            return ids.length ? ids : null; })()""", timeout=60)
+        assert ids == names
+        assert browser.evaluate(
+            "document.querySelectorAll('#cct-overview g.edgePath.cct-edge').length") == edges
+        assert not browser.blocked, browser.blocked
+        assert not [e for e in browser.console if "reading 'length'" in e], browser.console

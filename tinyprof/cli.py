@@ -179,7 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     flow = commands.add_parser(
         "callflow", help="open a profile in CallFlow (needs tinyprof[callflow])",
         description="Convert a profile to CallFlow's input, process it with CallFlow "
-                    "(with the compatibility fix CallFlow 1.3.0 needs) and serve CallFlow's "
+                    "(with the fixes CallFlow 1.3.0 needs) and serve CallFlow's "
                     "web app. See docs/convert.md.")
     _add_profile(flow)
     flow.add_argument("-o", "--output", metavar="DIR",

@@ -5,11 +5,9 @@ one run in Caliper json-split with an ``mpi.rank`` column: the file that
 :mod:`.hatchet` writes, one row per (callpath, rank).
 
 CallFlow 1.3.0 (the last release) cannot process any input with today's
-hatchet: its ``Sanitizer.from_htframe`` asserts that it gets a
-``hatchet.frame.Frame``, but ``Node.paths()`` yields hatchet ``Node``
-objects, so ``callflow --process`` dies with an AssertionError. :func:`run`
-unwraps a Node to its frame before that check, in this process only, and
-then drives CallFlow's own command line.
+hatchet, and its web app shows an empty Super Graph and CCT, and nothing at
+all on a port other than 5000: :func:`run` applies the fixes of
+:mod:`._callflow_fixes` in this process, then drives CallFlow's own command line.
 """
 from __future__ import annotations
 
@@ -20,6 +18,7 @@ from typing import List, Optional
 
 from .._profile import Profile
 
+from . import _callflow_fixes
 from ._values import aggregate
 from .hatchet import write_aggregates
 
@@ -44,7 +43,7 @@ def run(directory: "str | os.PathLike[str]", process_only: bool = False,
     (CallFlow's defaults: ``CALLFLOW_APP_HOST``/``CALLFLOW_APP_PORT`` or
     127.0.0.1:5000) unless ``process_only``. Needs the ``tinyprof[callflow]`` extra.
     """
-    _fix_sanitizer()
+    _callflow_fixes.apply()
     from server import main as app      # CallFlow's command line lives in package "server"
 
     if host is not None:
@@ -64,17 +63,3 @@ def _main(app, argv: List[str]) -> None:
         app.main()
     finally:
         sys.argv = saved
-
-
-def _fix_sanitizer() -> None:
-    from callflow.utils.sanitizer import Sanitizer
-    from hatchet.node import Node
-
-    check = Sanitizer.from_htframe
-    if getattr(check, "_tinyprof_fix", False):
-        return
-
-    def from_htframe(frame):
-        return check(frame.frame if isinstance(frame, Node) else frame)
-    from_htframe._tinyprof_fix = True
-    Sanitizer.from_htframe = staticmethod(from_htframe)
