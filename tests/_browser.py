@@ -10,16 +10,18 @@ set (then the test fails: CI installs Debian's ``chromium``, .ci/run).
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 from urllib.parse import urlsplit
 
 import pytest
@@ -50,6 +52,31 @@ def wait_for_port(port: int, timeout: float = 30) -> None:
                 return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listens on port {port} after {timeout} s")
+
+
+@contextlib.contextmanager
+def serving(argv: List[str], port: int, cwd: Optional[str] = None,
+            timeout: float = 240) -> Iterator[None]:
+    """Run a server command until it listens on ``port``; stop its process
+    group afterwards. Fails the test, with the server's output, if it never listens."""
+    log = tempfile.TemporaryFile("w+")
+    server = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        try:
+            wait_for_port(port, timeout)
+        except TimeoutError:
+            log.seek(0)
+            pytest.fail(f"{' '.join(argv)} never served on {port}:\n{log.read()[-3000:]}")
+        yield
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
 
 
 class Browser:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
 import pytest
 
 import tinyprof
-from _browser import Browser, free_port, wait_for_port
+from _browser import Browser, free_port, serving
 from test_convert import NRANKS, assert_same, expected, make_profile
 
 pd = pytest.importorskip("pandas")
@@ -71,25 +70,9 @@ def served(tmp_path, traced_demo):
     """``tinyprof callflow`` serving the 3-rank demo on a free port (not 5000,
     which the unfixed frontend would call whatever the port)."""
     port = free_port()
-    log = open(tmp_path / "callflow.log", "w+")
-    server = subprocess.Popen(
-        [_script("tinyprof"), "callflow", os.path.dirname(traced_demo.files[0]),
-         "-o", str(tmp_path / "flow"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        try:
-            wait_for_port(port, timeout=240)
-        except TimeoutError:
-            log.seek(0)
-            pytest.fail(f"CallFlow never served on {port}:\n{log.read()[-3000:]}")
+    with serving([_script("tinyprof"), "callflow", os.path.dirname(traced_demo.files[0]),
+                  "-o", str(tmp_path / "flow"), "--host", "127.0.0.1", "--port", str(port)], port):
         yield f"http://127.0.0.1:{port}/"
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.close()
 
 
 def test_callflow_app_shows_the_run_and_its_call_sites(served, traced_demo):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -15,7 +14,7 @@ from typing import List, Optional, Tuple
 
 import pytest
 
-from _browser import free_port, wait_for_port
+from _browser import free_port, serving
 
 GUIDE = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "guide.md")
 BIN = os.path.dirname(sys.executable)
@@ -50,17 +49,11 @@ def demo_dir(tmp_path_factory) -> str:
 
 def _serve(argv: List[str], cwd: str) -> str:
     """Run a serving command on a free port until it answers; its page."""
-    at = argv.index("--port") + 1
-    argv[at] = str(free_port())
-    server = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_for_port(int(argv[at]), timeout=240)
-        with urllib.request.urlopen(f"http://127.0.0.1:{argv[at]}/", timeout=30) as page:
+    port = free_port()
+    argv[argv.index("--port") + 1] = str(port)
+    with serving(argv, port, cwd=cwd):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
             return page.read().decode()
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
 
 
 def _run(lang: str, code: str, cwd: str) -> str:
