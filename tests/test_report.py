@@ -177,3 +177,11 @@ def test_1024_ranks_by_200_callpaths(tmp_path):
     assert facts["console"] == [] and len(facts["rows"]) == 200
     assert (facts["heatRows"], facts["heatCols"]) == (200, 1024)
     assert facts["checks"][0].startswith("main<phase3<kernel13: ran on 1024 of 1024 ranks")
+
+
+def test_numbers_are_rounded_to_five_digits_as_printf_would():
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.lognormal(0, 12, 100_000) * rng.choice([-1, 1], 100_000),
+                             [0.0, np.nan, 1.5, 2.5, 123456789012.0, 0.30000000000000004]])
+    want = [None if v != v else v for v in np.char.mod("%.5g", values).astype(np.float64).tolist()]
+    assert _report._numbers(values) == want

@@ -111,19 +111,23 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
 
 def _numbers(values: np.ndarray) -> List[Optional[float]]:
     """Five significant digits (the page's precision), NaN as null. Rounded
-    as the quotient or product of an integer and an exact power of ten, so
-    each number's JSON is its shortest decimal (as "%.5g" gives, 10x faster)."""
+    as the quotient or product of an integer and a power of ten exact in
+    binary (up to 1e22), so each number's JSON is its shortest decimal: what
+    "%.5g" gives, without formatting a string per number but for the rare
+    magnitudes beyond."""
     values = np.asarray(values, dtype=np.float64)
     finite = np.isfinite(values) & (values != 0)
     digits = np.zeros(values.shape)
-    digits[finite] = np.clip(4 - np.floor(np.log10(np.abs(values[finite]))), -300, 300)
-    up = digits >= 0
-    scale = 10.0 ** np.abs(digits)
-    with np.errstate(invalid="ignore", over="ignore"):
-        out = np.where(up, np.round(values * scale) / scale, np.round(values / scale) * scale).tolist()
-    if not finite.all() and np.isnan(values).any():
-        out = [None if v != v else v for v in out]
-    return out
+    digits[finite] = 4 - np.floor(np.log10(np.abs(values[finite])))
+    exact = np.abs(digits) <= 22
+    scale = 10.0 ** np.where(exact, np.abs(digits), 0)
+    with np.errstate(invalid="ignore"):
+        out = np.where(digits >= 0, np.round(values * scale) / scale, np.round(values / scale) * scale)
+    if not exact.all():
+        out[~exact] = np.char.mod("%.5g", values[~exact]).astype(np.float64)
+    if np.isnan(out).any():
+        return [None if v != v else v for v in out.tolist()]
+    return out.tolist()
 
 
 def _rows(matrix: np.ndarray) -> List[List[Optional[float]]]:
