@@ -40,9 +40,10 @@ def test_callflow_processes_a_converted_profile(tmp_path, clock):
     kept = [p for p in profile.callpaths if p != ("tail",)]
     got = {(profile.callpaths[row["nid"]], row["rank"]): row for row in frame.to_dict("records")}
     assert set(got) == {(p, r) for p in kept for r in range(NRANKS)}
-    for (path, rank), row in got.items():
-        for column in ("time (inc)", "time", "count"):
-            assert_same(float(row[column]), want[path, rank][column], f"{path} rank {rank} {column}")
+    for (path, rank), row in got.items():       # times in microseconds, as CallFlow labels them
+        for column, scale in (("time (inc)", 1e6), ("time", 1e6), ("count", 1)):
+            assert_same(float(row[column]), scale * want[path, rank][column],
+                        f"{path} rank {rank} {column}")
 
     names = json.loads((saved / "maps.json").read_text(encoding="utf-8"))["c2idx"]
     assert set(names) - {"null"} == {p[-1] for p in profile.callpaths}
@@ -52,6 +53,27 @@ def test_callflow_processes_a_converted_profile(tmp_path, clock):
     graph = json.loads((saved / "nxg.json").read_text(encoding="utf-8"))
     edges = {(e["source"], e["target"]) for e in graph["edges"]}
     assert edges == {(p[-2], p[-1]) for p in kept if len(p) > 1 and p[:-1] in kept}
+
+
+def test_callflow_input_is_in_microseconds_mpi_times_too(tmp_path, traced_demo):
+    """CallFlow labels every time "μs": its input is the hatchet file's, times x 1e6."""
+    from tinyprof.converters import callflow, hatchet
+
+    def load(path):
+        doc = json.loads(open(path, encoding="utf-8").read())
+        return doc, {c: [row[i] for row in doc["data"]] for i, c in enumerate(doc["columns"])}
+
+    (seconds_doc, seconds), (micro_doc, micro) = (
+        load(hatchet.write(traced_demo, tmp_path / "h.json")),
+        load(callflow.write(traced_demo, tmp_path / "flow")))
+    assert (seconds_doc["time.unit"], micro_doc["time.unit"]) == ("s", "us")
+    assert set(seconds) == set(micro) >= {"mpi.time", "mpi.time (inc)", "mpi.bytes"}
+    for column in seconds:
+        scale = 1e6 if "time" in column else 1
+        assert [v is None for v in micro[column]] == [v is None for v in seconds[column]], column
+        assert [v for v in micro[column] if v is not None] == pytest.approx(
+            [v * scale for v in seconds[column] if v is not None], rel=1e-12), column
+    assert max(micro["mpi.time"]) > 0
 
 
 def test_callflow_without_the_fix_fails(tmp_path, clock):

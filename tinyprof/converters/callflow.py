@@ -24,10 +24,11 @@ from .hatchet import write_aggregates
 
 
 def write(profile: Profile, directory: "str | os.PathLike[str]", statistic: str = "sum") -> str:
-    """Write ``profile`` as one CallFlow run into ``directory``; returns the file written."""
+    """Write ``profile`` as one CallFlow run into ``directory``, times in
+    microseconds (CallFlow's views say "μs" whatever the data); returns the file written."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{run_name(profile)}.json")
-    write_aggregates(profile, aggregate(profile, statistic), path)
+    write_aggregates(profile, aggregate(profile, statistic), path, unit="us")
     return path
 
 

@@ -104,17 +104,21 @@ def write(profile: Profile, path: "str | os.PathLike[str]", statistic: str = "su
     return os.fspath(path)
 
 
-def write_aggregates(profile: Profile, agg: Aggregates, path: "str | os.PathLike[str]") -> None:
-    """The json-split file of already aggregated values (also CallFlow's input)."""
-    mpi = _mpi_columns(profile)
+def write_aggregates(profile: Profile, agg: Aggregates, path: "str | os.PathLike[str]",
+                     unit: str = "s") -> None:
+    """The json-split file of already aggregated values (also CallFlow's
+    input), times in ``unit``: "s", or "us" for CallFlow, whose views label
+    every time in microseconds."""
+    scale = {"s": 1.0, "us": 1e6}[unit]
+    mpi = {k: v * scale if k.startswith("mpi.time") else v for k, v in _mpi_columns(profile).items()}
     ncallpaths, nranks = agg.count.shape
     values = [(_jsonsplit.RANK, np.tile(np.arange(nranks), ncallpaths)),
-              (_jsonsplit.TIME, agg.time_exc.ravel()),
-              (_jsonsplit.TIME_INC, agg.time_inc.ravel()),
+              (_jsonsplit.TIME, agg.time_exc.ravel() * scale),
+              (_jsonsplit.TIME_INC, agg.time_inc.ravel() * scale),
               ("count", agg.count.ravel()),
               *((k, v.ravel()) for k, v in {**agg.metrics, **mpi}.items())]
     _jsonsplit.write(path, profile.callpaths, np.repeat(np.arange(ncallpaths), nranks), values,
-                     _metadata(profile, agg))
+                     {**_metadata(profile, agg), "time.unit": unit})
 
 
 def _mpi_columns(profile: Profile) -> Dict[str, np.ndarray]:
