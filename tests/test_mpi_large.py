@@ -115,6 +115,10 @@ def test_demo_runs_on_three_ranks_and_summarises(tmp_path):
         assert cells[8:] == ["rank", str(max(totals, key=totals.get))]
     # The exclusive time: a leaf's is its inclusive time; main's what its children leave.
     assert lines["halo"][5] == lines["halo"][3]
+    kids = [c for c in p.callpaths if len(c) == 2]
+    own = [sum(map(sum, p.series(("main",), r))) - sum(sum(map(sum, p.series(c, r))) for c in kids)
+           for r in range(3)]
+    assert float(lines["main"][5]) == pytest.approx(sum(own) / 3 / scale, abs=0.0005)
     assert "Next: tinyprof report heat -o report.html" in proc.stdout
     # With MPI capture (on for --run): 20 steps x 2 Sendrecv per rank, the 40
     # at the plate's edges with no peer (mpi4py sends nothing to PROC_NULL).

@@ -185,3 +185,21 @@ def test_numbers_are_rounded_to_five_digits_as_printf_would():
                              [0.0, np.nan, 1.5, 2.5, 123456789012.0, 0.30000000000000004]])
     want = [None if v != v else v for v in np.char.mod("%.5g", values).astype(np.float64).tolist()]
     assert _report._numbers(values) == want
+
+
+def test_report_mpi_tables_are_the_profiles(traced_demo):
+    """The MPI section's rows: calls, bytes and time per (communicator, op,
+    size) as pandas sums them from ``profile.mpi``, largest time first."""
+    data = _report.build(traced_demo)["mpi"]
+    frame = traced_demo.mpi
+    want = frame.groupby(["comm", "op", "bucket"])[["calls", "bytes", "time"]].sum()
+    got = {(comm, op, size): (calls, nbytes, time) for comm, op, size, calls, nbytes, time in data["ops"]}
+    assert len(got) == len(data["ops"]) == len(want) > 0
+    from tinyprof.converters.mpitable import size_range
+    for (comm, op, bucket), r in want.iterrows():
+        calls, nbytes, time = got[comm or "(completion)", op, size_range(int(bucket))]
+        assert (calls, nbytes) == (int(r.calls), int(r.bytes))
+        assert time == pytest.approx(r.time, rel=1e-4)
+    times = [row[5] for row in data["ops"]]
+    assert times == sorted(times, reverse=True)
+    assert data["total_time"] == pytest.approx(frame["time"].sum(), rel=1e-12)

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _layout
-from ._profile import Profile, read, snapshots
+from ._profile import _PER_SECOND, Profile, read, snapshots
 from ._summary import _tree_order
 from .converters._values import aggregate, mpi_per_node
 
@@ -224,16 +224,16 @@ def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
     (exclusive, per rank); the point-to-point matrix. None without capture."""
     if not profile.mpi_recorded:
         return None
-    from .converters.mpitable import size_range
+    from .converters import mpitable
 
-    frame = profile.mpi
-    groups = frame.groupby(["comm", "op", "bucket"], sort=False)[["calls", "bytes", "time"]].sum()
-    groups = groups.sort_values("time", ascending=False)
-    rows = [[comm or "(completion)", op, size_range(int(bucket)), int(r.calls), int(r.bytes),
-             float(f"{r.time:.5g}")] for (comm, op, bucket), r in groups.iterrows()]
+    groups = sorted(mpitable.group(profile, ("comm", "op", "bucket")), key=lambda g: -g[3])
+    per_second = _PER_SECOND[profile.unit]
+    times = _numbers(np.array([g[3] for g in groups], dtype=np.float64) / per_second)
+    rows = [[comm or "(completion)", op, mpitable.size_range(bucket), calls, nbytes, time]
+            for ((comm, op, bucket), calls, nbytes, _), time in zip(groups, times)]
     per_node = mpi_per_node(profile)
     matrix = profile.comm_matrix()
-    return {"ops": rows, "total_time": float(frame["time"].sum()),
+    return {"ops": rows, "total_time": sum(g[3] for g in groups) / per_second,
             "time": _rows(per_node["time"][index]), "bytes": per_node["bytes"][index].tolist(),
             "matrix": matrix.tolist() if matrix.any() else None}
 

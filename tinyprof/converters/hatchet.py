@@ -118,7 +118,7 @@ def write_aggregates(profile: Profile, agg: Aggregates, path: "str | os.PathLike
               ("count", agg.count.ravel()),
               *((k, v.ravel()) for k, v in {**agg.metrics, **mpi}.items())]
     _jsonsplit.write(path, profile.callpaths, np.repeat(np.arange(ncallpaths), nranks), values,
-                     {**_metadata(profile, agg), "time.unit": unit})
+                     _metadata(profile, agg, unit))
 
 
 def _mpi_columns(profile: Profile) -> Dict[str, np.ndarray]:
@@ -129,7 +129,7 @@ def _mpi_columns(profile: Profile) -> Dict[str, np.ndarray]:
     return {f"mpi.{k}": v for k, v in mpi_per_node(profile).items()} if mpi else {}
 
 
-def _metadata(profile: Profile, agg: Aggregates) -> Dict[str, Any]:
+def _metadata(profile: Profile, agg: Aggregates, unit: str = "s") -> Dict[str, Any]:
     return {"tinyprof.name": profile.name, "tinyprof.version": profile.version,
             "tinyprof.created": profile.created, "tinyprof.statistic": agg.statistic,
-            "mpi.world.size": profile.nranks, "time.unit": "s"}
+            "mpi.world.size": profile.nranks, "time.unit": unit}
