@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import time
 import pytest
 
 import tinyprof
-from tinyprof import _session
+from tinyprof import _chain, _layout, _session
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "_snapshot_app.py")
@@ -82,14 +83,54 @@ def test_sigkill_mid_run_leaves_the_last_complete_snapshot(tmp_path):
 
 
 @needs_mpi
-def test_keep_last_leaves_one_complete_snapshot(tmp_path):
+@pytest.mark.parametrize("keep", ["last", "all"])
+def test_sigkill_at_random_instants_leaves_a_readable_recent_state(tmp_path, monkeypatch, keep):
+    """Kills at random instants (some during a snapshot, some while files of
+    older ones are being removed) on 3 ranks writing 2 files per snapshot:
+    the newest complete snapshot reads, and at most the one after it was
+    under way (snapshots follow one another: never two behind)."""
+    monkeypatch.setenv("TINYPROF_AGGREGATORS", "2")
+    monkeypatch.setenv("TINYPROF_CHAIN", "3")
+    seed = int.from_bytes(os.urandom(4), "little")
+    rng = random.Random(seed)
+    for attempt in range(3):
+        out = tmp_path / f"out{attempt}"
+        pause = rng.uniform(0, 0.3)
+        until_one = lambda: bool(tinyprof.snapshots(out))     # noqa: E731
+        start = []
+
+        def later():
+            if not until_one():
+                return False
+            start.append(start[0] if start else time.monotonic())
+            return time.monotonic() - start[0] >= pause
+        _signal_when_running(_command(3, out, 0.02, keep=keep), signal.SIGKILL, until=later)
+        done = tinyprof.snapshots(out)
+        started = _layout.snapshot_numbers(out)
+        where = f"seed {seed}, attempt {attempt}: complete {done}, started {started}"
+        assert done and len([k for k in started if k > done[-1]]) <= 1, where
+        latest = tinyprof.read(out)
+        assert latest.snapshot == done[-1] and latest.nranks == 3, where
+        if STEP in latest.callpaths:
+            for r in range(3):
+                _steps(latest, r)       # 0, 1, 2, ...: whole steps, in order
+
+
+@needs_mpi
+def test_keep_last_leaves_the_newest_snapshots_chain(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYPROF_CHAIN", "2")    # full, delta, delta, full, ...
     out = tmp_path / "out"
-    _signal_when_running(_command(2, out, 0.1), signal.SIGKILL,
-                         until=lambda: (tinyprof.snapshots(out) or [0])[-1] >= 4)
+
+    def second_chain():
+        done = tinyprof.snapshots(out)
+        return bool(done) and _layout.chain(out, done[-1])[0] > 1
+    _signal_when_running(_command(2, out, 0.1), signal.SIGKILL, until=second_chain)
     done = tinyprof.snapshots(out)
-    # Two only if the kill fell between completing the newest and removing the older.
-    assert len(done) in (1, 2) and done[-1] >= 4, done
-    assert len(os.listdir(out / "snapshots")) <= 3
+    newest = _layout.chain(out, done[-1])
+    # The newest's chain, and the one before only if the kill fell between
+    # completing a full snapshot and removing the older chain.
+    assert newest[0] > 1 and set(newest) <= set(done) and len(done) <= 2 * 3, done
+    assert len(os.listdir(out / "snapshots")) <= len(done) + 1       # + one in progress
     assert _steps(tinyprof.read(out), 1) > 0
 
 
@@ -149,7 +190,8 @@ def test_unwritable_output_directory_warns_and_exits_0(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"tinyprof: cannot write snapshot file {out}/snapshots/" in proc.stderr
     assert f"tinyprof: cannot write profile file {out}/app.0-of-1.tp" in proc.stderr
-    assert proc.stderr.count("cannot write snapshot") == 2      # once per rank, not per period
+    # Once, by the one aggregator (A = 1 file per snapshot), not once per period.
+    assert proc.stderr.count("cannot write snapshot") == 1
 
 
 @needs_mpi
@@ -209,12 +251,16 @@ def test_a_snapshot_without_all_its_files_is_not_complete(snap, tmp_path):
         tinyprof.read(tmp_path / "s", snapshot=7)
 
 
-def test_keep_last_removes_older_complete_snapshots(tmp_path):
-    tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s")
-    _record(1)
+@pytest.mark.parametrize("chain, kept", [(1, ["000003"]), (2, ["000001", "000002", "000003"])])
+def test_keep_last_removes_older_complete_snapshots(tmp_path, chain, kept):
+    """keep="last" keeps the newest complete snapshot and the ones its deltas
+    build on: with chain=1, 2 is a delta over 1 and 3 a full snapshot again."""
+    tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s", chain=chain)
     for k in (1, 2, 3):
+        _record(1)
         assert _session.current().snapshotter.take(k)
-    assert os.listdir(tmp_path / "s" / "snapshots") == ["000003"]
+    assert sorted(os.listdir(tmp_path / "s" / "snapshots")) == kept
+    assert len(tinyprof.read(tmp_path / "s").series(STEP, 0)) == 3
 
 
 def test_write_failures_warn_and_keep_the_data(tmp_path):
@@ -278,12 +324,15 @@ def test_incremental_snapshots_write_what_a_flush_writes(tmp_path, clock):
     tinyprof.flush()
     snap.take(99)
 
-    def body(path):
+    def body(data):
         # all but the lines naming the set and when (and the checksum covering them)
-        return [line for line in path.read_bytes().split(b"\n")
+        return [line for line in data.split(b"\n")
                 if not line.startswith((b"created", b"set ", b"end "))]
-    assert body(tmp_path / "s" / "s.0-of-1.tp") == body(
-        tmp_path / "s" / "snapshots" / "000099" / "s.0-of-1.tp")
+    last = tmp_path / "s" / "snapshots" / "000099" / "s.0-of-1.tp"
+    assert b"\nset snapshot 99 over 5\n" in last.read_bytes()       # a delta ...
+    flushed = (tmp_path / "s" / "s.0-of-1.tp").read_bytes()
+    assert len(last.read_bytes()) < len(flushed)
+    assert body(flushed) == body(_chain.rebuild(str(last)))         # ... rebuilt exactly
     p = tinyprof.read(tmp_path / "s", snapshot=3)
     assert p.series(STEP, 0) == [[3e-9], [3e-9] * 2, [3e-9] * 3]
     assert p.series(("main", "sum"), 0, "mem") == [[1.5], [3.0], [4.5]]

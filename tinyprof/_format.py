@@ -141,6 +141,7 @@ class Header:
     run: str = field(default_factory=lambda: env_run_id() or NO_RUN)
     set_kind: str = "flush"        # "flush" | "snapshot"
     set_number: int = 0
+    set_base: Optional[int] = None     # a delta snapshot: the snapshot it changes
     format_version: int = FORMAT_VERSION   # what the file said (1: run "", set_kind "")
 
 
@@ -182,7 +183,7 @@ def encode_file(header: Header, names: Sequence[str], parents: Sequence[int],
         f"tinyprof {FORMAT_VERSION}",
         f"name {escape(header.name)}",
         f"run {header.run}",
-        f"set {header.set_kind} {header.set_number}",
+        f"set {set_value(header.set_kind, header.set_number, header.set_base)}",
         f"nranks {header.nranks}",
         f"ranks {header.first_rank} {header.rank_count}",
         f"file {header.file_index} {header.file_count}",
@@ -216,11 +217,17 @@ def encode_consistent(values: Dict[str, float], keys: Sequence[str]) -> bytes:
     return ",".join(format_value(values[k]) if k in values else "" for k in keys).rstrip(",").encode()
 
 
-def relabel(data: bytes, kind: str, number: int) -> bytes:
-    """The bytes of a version-2 file as a file of set ``kind`` ``number``: the
-    same data, its ``set`` line and checksum rewritten."""
+def set_value(kind: str, number: int, base: Optional[int] = None) -> str:
+    """The ``set`` line's value: ``flush N``, ``snapshot K`` or, for a delta
+    snapshot, ``snapshot K over J``."""
+    return f"{kind} {number}" if base is None else f"{kind} {number} over {base}"
+
+
+def relabel(data: bytes, kind: str, number: int, base: Optional[int] = None) -> bytes:
+    """The bytes of a version-2 file as a file of set ``kind`` ``number``
+    (over ``base``): the same data, its ``set`` line and checksum rewritten."""
     head, sep, rest = data.partition(b"\nset ")
-    body = head + sep + f"{kind} {number}".encode() + rest[rest.index(b"\n"):]
+    body = head + sep + set_value(kind, number, base).encode() + rest[rest.index(b"\n"):]
     end = body.rindex(b"\nend ") + 1
     return body[:end] + b"end %08x\n" % zlib.crc32(memoryview(body)[:end])
 

@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 import shutil
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ._format import FormatError
 
@@ -104,22 +104,80 @@ def complete_files(directory: str) -> Optional[List[str]]:
 
 
 def complete_snapshots(outdir: str) -> List[int]:
-    """Numbers of the complete snapshots in ``outdir``, oldest first."""
-    return [k for k in snapshot_numbers(outdir) if snapshot_is_complete(outdir, k)]
+    """Numbers of the complete snapshots in ``outdir``, oldest first: all
+    their files there, and the snapshots their deltas build on too."""
+    memo: Dict[str, Optional[int]] = {}
+    return [k for k in snapshot_numbers(outdir) if chain(outdir, k, memo) is not None]
 
 
 def newest(path: str) -> Tuple[List[str], Optional[int]]:
     """Files of the newest complete profile at ``path``, and its snapshot number
     (None for the flushed set): whichever set was completed last, by the
     modification time of its newest file."""
-    done = complete_snapshots(path) if os.path.isdir(path) else []
-    if not done:
+    numbers = snapshot_numbers(path) if os.path.isdir(path) else []
+    done = next((k for k in reversed(numbers) if chain(path, k) is not None), None)
+    if done is None:
         return profile_files(path), None
-    latest = complete_files(snapshot_dir(path, done[-1]))
+    latest = complete_files(snapshot_dir(path, done))
     flushed = complete_files(path)
     if latest is None or (flushed is not None and _mtime(flushed) >= _mtime(latest)):
         return profile_files(path), None
-    return latest, done[-1]
+    return latest, done
+
+
+def chain(outdir: str, k: int, memo: Optional[Dict[str, Optional[int]]] = None
+          ) -> Optional[List[int]]:
+    """The snapshots that reading snapshot ``k`` takes, oldest first: ``k``
+    and, for each of its files that is a delta (``set snapshot k over j``),
+    the same file of ``j``, and so on down to a full one. None if a file is
+    missing or unreadable. ``memo`` caches each file's base across calls."""
+    files = complete_files(snapshot_dir(outdir, k))
+    if files is None:
+        return None
+    memo = {} if memo is None else memo
+    needed = {k}
+    for path in files:
+        name, number = os.path.basename(path), k
+        while True:
+            if path not in memo:
+                memo[path] = _base(path)
+            base = memo[path]
+            if base == _BROKEN:
+                return None
+            if base is None:
+                break
+            if base >= number:      # the reader refuses it too; no endless walk
+                return None
+            needed.add(base)
+            path, number = os.path.join(snapshot_dir(outdir, base), name), base
+    return sorted(needed)
+
+
+_BROKEN = -1
+_SET_LINE = re.compile(rb"set snapshot [0-9]+(?: over ([0-9]+))?")
+
+
+def _base(path: str) -> Optional[int]:
+    """The ``over`` number of a snapshot file's ``set`` line (its 4th line),
+    None for a full snapshot, ``_BROKEN`` if the file is missing or unlike one."""
+    try:
+        with open(path, "rb") as f:
+            head = b""
+            while head.count(b"\n") < 4 and len(head) < _HEAD_LIMIT:
+                more = f.read(4096)
+                if not more:
+                    break
+                head += more
+    except OSError:
+        return _BROKEN
+    lines = head.split(b"\n", 4)
+    m = _SET_LINE.fullmatch(lines[3]) if len(lines) > 4 else None
+    if m is None:
+        return _BROKEN
+    return None if m[1] is None else int(m[1])
+
+
+_HEAD_LIMIT = 1 << 20       # a header line longer than this is not a snapshot's
 
 
 def _mtime(paths: List[str]) -> int:
@@ -165,14 +223,14 @@ def snapshot_numbers(outdir: str) -> List[int]:
     return sorted(int(e) for e in entries if e.isdigit())
 
 
-def prune_snapshots(outdir: str, k: int) -> None:
-    """keep="last": once snapshot ``k`` is complete, remove every older one.
-    Each rank checks after its own write (one directory listing), so the rank
-    that completes ``k`` removes ``k - 1``; until then ``k - 1`` stays readable."""
-    if not snapshot_is_complete(outdir, k):
-        return
-    for j in snapshot_numbers(outdir):
-        if j < k:
-            shutil.rmtree(snapshot_dir(outdir, j), ignore_errors=True)
-
-
+def prune_snapshots(outdir: str) -> None:
+    """keep="last": remove every snapshot older than the newest complete one
+    that reading it does not take (its chain of deltas stays)."""
+    numbers = snapshot_numbers(outdir)
+    for k in reversed(numbers):
+        needed = chain(outdir, k)
+        if needed is not None:
+            for j in numbers:
+                if j < k and j not in needed:
+                    shutil.rmtree(snapshot_dir(outdir, j), ignore_errors=True)
+            return

@@ -7,9 +7,9 @@ import os
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _layout, _mpitables
+from . import _chain, _layout, _mpitables
 from ._format import FormatError, Header
-from ._reader import ParsedFile, parse_file
+from ._reader import ParsedFile
 
 Callpath = Tuple[str, ...]
 
@@ -216,9 +216,9 @@ def _parse_all(paths: List[str], threads: Optional[int]) -> List[ParsedFile]:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     threads = min(len(paths), threads or 1)
     if threads < 2:
-        return [parse_file(p) for p in paths]
+        return [_chain.parse(p) for p in paths]
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="tinyprof-read") as pool:
-        return list(pool.map(parse_file, paths))
+        return list(pool.map(_chain.parse, paths))
 
 
 def snapshots(path: Union[str, "os.PathLike[str]"]) -> List[int]:

@@ -24,7 +24,9 @@ class Profiler:
     ``TINYPROF_TRACE``) also keeps the start of every occurrence on clocks
     aligned across ranks, written as the files' ``trace`` section
     (docs/trace.md); ``trace_limit`` (default ``TINYPROF_TRACE_LIMIT``, else
-    2,000,000) caps the occurrences each rank keeps.
+    2,000,000) caps the occurrences each rank keeps. ``chain`` (default
+    ``TINYPROF_CHAIN``, else 32) bounds the delta snapshots between two full
+    ones (docs/format.md, "Snapshots").
 
     Creating a Profiler closes the previous one. Under MPI it is collective
     (one ``Dup`` of the communicator and one broadcast of the run id and the
@@ -35,10 +37,11 @@ class Profiler:
     def __init__(self, name: str = "profile", frequency: float = 0, selfkeys: str = "", *,
                  outdir: Optional[str] = None, aggregators: Optional[int] = None,
                  comm: Any = None, keep: str = "last", mpi: Optional[bool] = None,
-                 trace: Optional[bool] = None, trace_limit: Optional[int] = None) -> None:
+                 trace: Optional[bool] = None, trace_limit: Optional[int] = None,
+                 chain: Optional[int] = None) -> None:
         from ._settings import Settings     # loaded here: a light `import tinyprof`
         settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi,
-                                   trace, trace_limit)
+                                   trace, trace_limit, chain)
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
@@ -68,6 +71,18 @@ class Profiler:
     def flush(self) -> Optional[str]:
         """Same as :func:`tinyprof.flush`, for this profiler's session."""
         return self.session.flush()
+
+    def snapshot(self, timeout: float = 10.0) -> bool:
+        """Take a snapshot now, besides the periodic ones; returns whether one
+        that holds everything this rank recorded before the call ended within
+        ``timeout`` seconds. Never collective for the calling thread: with
+        aggregated snapshots (MPI at ``MPI_THREAD_MULTIPLE``) it asks this
+        rank's snapshot thread to start the next one at once, and the snapshot
+        ends when every rank took part (when they call this too, or when it
+        falls due on them). Else this rank writes its own file of the next
+        snapshot (docs/api.md)."""
+        snap = self.session.snapshotter
+        return snap is not None and self.session.live and snap.snapshot(timeout)
 
     def close(self) -> None:
         """End profiling: stop snapshots, free tinyprof's communicators

@@ -143,11 +143,16 @@ def parse_file(path: str, parser: str = "auto") -> ParsedFile:
     reference alone; ``"c"`` the C parser alone, whose FormatError then names
     no line.
     """
+    return parse_data(path, _read_regular(path), parser)
+
+
+def parse_data(path: str, data: bytes, parser: str = "auto") -> ParsedFile:
+    """:func:`parse_file` of the bytes ``data`` (``path`` names them in errors)."""
     if parser == "auto" and (_parse is None or os.environ.get("TINYPROF_PURE", "") not in ("", "0")):
         parser = "python"
     if parser == "c" and _parse is None:
         raise RuntimeError("tinyprof._parse, the C parser, is not built")
-    return _Parser(path, _read_regular(path), parser).parse()
+    return _Parser(path, data, parser).parse()
 
 
 def _read_regular(path: str) -> bytes:
@@ -326,10 +331,10 @@ class _Parser:
 
         strict = self.strict
         name = field("name", lambda v: _unescape_canonical(v, strict))
-        run, kind, number = "", "", 0
+        run, kind, number, base = "", "", 0, None
         if strict:
             run = field("run", _matching(_RUN_RE))
-            kind, number = field("set", _set)
+            kind, number, base = field("set", _set)
         nranks = field("nranks", lambda v: _natural(v, MAX_NRANKS))
         first, count = field("ranks", _pair)
         index, nfiles = field("file", _pair)
@@ -357,7 +362,7 @@ class _Parser:
                       file_index=index, file_count=nfiles, metrics=metrics,
                       executions=[n for n, k in runs for _ in range(k)], unit="ns",
                       created=created, version=release, run=run, set_kind=kind,
-                      set_number=number, format_version=version)
+                      set_number=number, set_base=base, format_version=version)
 
     def name(self, raw: bytes) -> str:
         try:
@@ -605,11 +610,19 @@ def _pair(text: str) -> Tuple[int, int]:
     return _natural(a), _natural(b)
 
 
-def _set(text: str) -> Tuple[str, int]:
-    kind, number = text.split(" ")
+def _set(text: str) -> Tuple[str, int, Optional[int]]:
+    """``flush N``, ``snapshot K`` or ``snapshot K over J`` (J < K: a delta)."""
+    kind, number, *over = text.split(" ")
+    base = None
+    if over:
+        if kind != "snapshot" or len(over) != 2 or over[0] != "over":
+            raise ValueError(text)
+        base = _natural(over[1])
+        if base >= _natural(number):
+            raise ValueError(text)
     if kind not in ("flush", "snapshot"):
         raise ValueError(text)
-    return kind, _natural(number)
+    return kind, _natural(number), base
 
 
 def _metrics(text: str, strict: bool) -> List[Tuple[str, bool]]:

@@ -130,7 +130,7 @@ class Session:
             _annotate.impl.reset()
         settings = self.settings
         _eventmap.configure(settings.metrics)
-        run, start, timer = _run_id(), self.clock(), False
+        run, start = _run_id(), self.clock()
         comm = _world(self.user_comm)
         if settings.mpi:
             self._start_capture(comm)
@@ -143,9 +143,6 @@ class Session:
             with self.paused():
                 self.private = comm.Dup()   # its collectives never match the application's
                 run, start = self.private.bcast((run, start), root=0)
-            if settings.frequency:
-                from mpi4py import MPI
-                timer = MPI.Query_thread() == MPI.THREAD_SINGLE
         else:
             launch = launched_rank()
             if launch is not None and launch[1] > 1 and not _lifecycle.forked_child():
@@ -156,12 +153,31 @@ class Session:
         self._sync_clock()
         self.run = run
         self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
-                                       self.header_maker, self.clock, self._snapshot_sections)
+                                       self.header_maker, self.clock, self._snapshot_extras,
+                                       self.paused)
         self.live = True
         _lifecycle.attach(self)
         if settings.frequency:
-            self.snapshotter.run_periodic(timer)
+            self._start_snapshots()
         return self
+
+    def _start_snapshots(self) -> None:
+        """Periodic snapshots: aggregated from a helper thread when MPI allows
+        a second thread to call it, else per rank (docs/api.md)."""
+        snap = self.snapshotter
+        if self.private is None:
+            snap.run_periodic(timer=False)
+            return
+        from mpi4py import MPI
+        level = MPI.Query_thread()
+        if level == MPI.THREAD_MULTIPLE:
+            snap.run_aggregated(self.private)
+        elif level == MPI.THREAD_SINGLE:
+            snap.run_periodic(timer=True)
+        else:
+            self.warn("thread-level", "MPI thread level is below MPI_THREAD_MULTIPLE: each "
+                      "rank writes its own snapshot file (P files per snapshot, no MPI call)")
+            snap.run_periodic(timer=False)
 
     def _start_capture(self, comm: Any) -> None:
         """Record MPI calls (``mpi=True``), or warn why not and go on without."""
@@ -287,15 +303,22 @@ class Session:
             parts["trace"] = lambda lines: trace(by_node(lines))
         return parts
 
-    def _snapshot_sections(self, events: Sequence[LocalEvent]) -> List[Tuple[str, bytes]]:
-        """The sections of this rank's snapshot file (its events, a line each).
-        The trace goes only into unscheduled snapshots (an aborting exit,
-        SIGTERM) of runs without periodic ones: a whole trace per period
-        would cost its size each time (docs/trace.md)."""
-        trace = self._trace_part() if self.settings.trace and not self.settings.frequency \
-            else None
-        lines = {e.path: i for i, e in enumerate(events)}
-        return [(name, part(lines)) for name, part in self._parts(events, trace).items()]
+    def _snapshot_extras(self, events: Sequence[LocalEvent]
+                         ) -> Tuple[bytes, List[Tuple[str, bytes]]]:
+        """This rank's ``mpi`` payload for a snapshot (its lines: positions in
+        ``events``) and the whole sections of its one-rank file. The trace goes
+        only into unscheduled snapshots (an aborting exit, SIGTERM) of runs
+        without periodic ones: a whole trace per period would cost its size
+        each time (docs/trace.md)."""
+        position = {e.node.id: i for i, e in enumerate(events)}
+        mpi = b""
+        if self.capture is not None:
+            from ._mpisection import encode
+            s = self.capture.section(self.rank, position)
+            mpi = encode(s.comms, s.ops, s.peers)
+        if self.settings.trace and not self.settings.frequency:
+            return mpi, [("trace", self._trace_part()(position))]
+        return mpi, []
 
     def _flush_alone(self, header: Header, events: list, executions: int,
                      parts: Dict[str, Callable[[Dict[tuple, int]], bytes]]) -> bool:
@@ -324,12 +347,12 @@ class Session:
     def at_exit(self, aborting: bool) -> None:
         """Flush what the last flush did not write: collective while MPI is
         still alive (atexit runs before mpi4py's MPI_Finalize) if every rank
-        exits normally, else each rank's own snapshot, which needs no other rank.
-        Events still open are written as open (no value yet)."""
+        exits normally, else a last snapshot, which waits for no rank that
+        will not come (per rank; or aggregated, boundedly). Events still open
+        are written as open (no value yet)."""
         snap = self.snapshotter
         if not self.live or snap is None:
             return
-        snap.close()
         impl = _annotate.impl
         need = bool(impl.root().children) and \
             fingerprint(impl.root(), impl.executions()) != self.flushed
@@ -337,11 +360,14 @@ class Session:
             with self.paused():
                 normal, needed = self._agree_at_exit(need, aborting)
             if normal and needed:
+                snap.close()
                 self.flush()
-            elif need:
-                snap.take(snap.forced())
+            elif need and not normal:
+                snap.snapshot(_lifecycle.TERM_TIMEOUT)
         except Exception as e:      # the profiler never takes the application down
             self.warn("exit", f"exit flush failed: {type(e).__name__}: {e}")
+        finally:
+            snap.close()
 
     def _agree_at_exit(self, need: bool, aborting: bool) -> Tuple[bool, bool]:
         """(every rank exits normally, some rank needs a flush), agreed over the
@@ -379,12 +405,17 @@ class Session:
         return bool(mine[0]), bool(mine[1])
 
     def on_sigterm(self) -> None:
-        """This rank's SIGTERM snapshot, then (boundedly) wait until every rank's
-        file of it is there: the first rank to die makes mpiexec kill the rest."""
+        """A last snapshot, bounded in time: aggregated, every rank's helper
+        takes the next one at once (mpiexec signals every rank); per rank, this
+        rank's file, then wait until every rank's is there (the first rank to
+        die makes mpiexec kill the rest)."""
         snap = self.snapshotter
         if not self.live or snap is None or not _annotate.impl.root().children:
             return
         timeout = _lifecycle.TERM_TIMEOUT
+        if snap.comm is not None:
+            snap.snapshot(timeout)
+            return
         end = time.monotonic() + timeout
         k = snap.forced()
         # A helper thread bounds the attempt: a hung file system cannot hold the exit.

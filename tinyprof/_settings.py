@@ -16,6 +16,7 @@ Metrics = Tuple[Tuple[str, bool], ...]      # (key, consistent?) in declaration 
 
 KEEP_POLICIES = ("last", "all")
 TRACE_LIMIT = 2_000_000     # occurrences (and MPI calls) kept per rank: 64 MB each
+CHAIN = 32                  # delta snapshots at most between two full ones
 
 
 def env_flag(name: str) -> bool:
@@ -81,12 +82,13 @@ class Settings:
     mpi: bool = False
     trace: bool = False
     trace_limit: int = TRACE_LIMIT
+    chain: int = CHAIN
 
     @classmethod
     def create(cls, name: str = "profile", frequency: float = 0, selfkeys: str = "",
                outdir: Optional[str] = None, aggregators: Optional[int] = None,
                keep: str = "last", mpi: Optional[bool] = None, trace: Optional[bool] = None,
-               trace_limit: Optional[int] = None) -> "Settings":
+               trace_limit: Optional[int] = None, chain: Optional[int] = None) -> "Settings":
         if not isinstance(name, str):
             raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
         if isinstance(frequency, bool) or not isinstance(frequency, numbers.Real):
@@ -116,10 +118,14 @@ class Settings:
         elif isinstance(trace_limit, bool) or not isinstance(trace_limit, int) or trace_limit < 1:
             raise ValueError(f"tinyprof.Profiler: trace_limit must be an integer >= 1, "
                              f"not {trace_limit!r}")
+        if chain is None:
+            chain = env_count("TINYPROF_CHAIN") or CHAIN
+        elif isinstance(chain, bool) or not isinstance(chain, int) or chain < 1:
+            raise ValueError(f"tinyprof.Profiler: chain must be an integer >= 1, not {chain!r}")
         return cls(name=name, frequency=freq, metrics=tuple(parse_selfkeys(selfkeys)),
                    outdir=os.fspath(outdir) if outdir is not None else f"{name}.tinyprof",
                    aggregators=aggregators, keep=keep, mpi=mpi, trace=trace,
-                   trace_limit=trace_limit)
+                   trace_limit=trace_limit, chain=chain)
 
     def aggregator_count(self, nranks: int) -> int:
         """Number of aggregators (files) of a flush over ``nranks`` ranks."""

@@ -1,65 +1,88 @@
-"""Continuous introspection (paper Fig. 1 (6)): periodic per-rank snapshots.
+"""Continuous introspection (paper Fig. 1 (6)): snapshots while the run goes on.
 
-A snapshot is per rank and makes no MPI call: each rank writes its own event
-map, with one atomic write, as its file of the snapshot's set
-``<outdir>/snapshots/<k>/<stem>.<rank>-of-<P>.tp``; the set is complete, and
-readable, once all P files are there. Nothing waits for another rank, so a
-snapshot can never deadlock or match an application collective, whatever the
-ranks are doing. All ranks number snapshots alike: snapshot ``k`` is due at
-``start + k * frequency`` on a wall-clock ``start`` broadcast once when the
-session starts. A rank that fell behind and skipped numbers also writes its
-new data into the skipped snapshots that other ranks started (relabelled as
-theirs), so that every started snapshot completes. Each file is whole, but
-its text is encoded incrementally: only occurrences new since this rank's
-previous snapshot.
-Layout and reading rules: docs/format.md; behaviour: docs/api.md.
+Snapshot ``k`` is a set of files in ``<outdir>/snapshots/<k>/``. Each file is
+full, or a delta over the previous complete snapshot (``set snapshot k over
+j``) holding only what its ranks recorded since: the bytes written grow with
+the data, not with data x snapshots; a full one every ``chain`` snapshots
+bounds what reading takes. Two ways to write them:
+
+* **aggregated** (MPI at ``MPI_THREAD_MULTIPLE``): a helper thread of every
+  rank cuts its data at time ``start + k * frequency`` (or at once on a
+  request), sends it to its group's aggregator with nonblocking point-to-point
+  messages on tinyprof's own communicator, the aggregator writes one file of
+  ``A``, and one nonblocking allreduce tells every rank that ``k`` is complete
+  and which number comes next. Every rank takes part in every snapshot, so
+  snapshot ``k`` holds every rank's data as of ``k``; the application's
+  thread never waits for another rank.
+* **per rank** (no MPI, or a lower thread level): each rank writes its own
+  file of the set (P files) with no MPI call, from a thread or, at
+  ``MPI_THREAD_SINGLE``, a SIGALRM timer (safe points). A rank that fell behind
+  also writes its file into the snapshots it skipped that others started.
+
+Layout and reading rules: docs/format.md, "Snapshots"; behaviour: docs/api.md.
 """
 from __future__ import annotations
 
+import contextlib
+import pickle
 import signal
 import threading
 import time
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, List, Optional, Sequence, Tuple
 
-from . import _annotate, _assemble, _layout
-from ._assemble import HeaderMaker
+from . import _annotate, _layout
+from ._assemble import Base, HeaderMaker, RankPart, assemble, rank_part
 from ._collect import LocalEvent, collect
-from ._format import encode_rank_field, relabel
+from ._format import relabel
 from ._settings import Settings
 
 # Seconds a stopping snapshot thread may take to finish the snapshot in progress.
 STOP_TIMEOUT = 5.0
+_NAP = (0.0005, 0.02)       # sleep-poll of MPI requests: first and longest nap (s)
+_SIZE, _DATA = 11, 12       # message tags of a rank's part: its size, then its bytes
+# This rank's share of a snapshot besides its fields: its ``mpi`` payload
+# (lines: positions in the events) and whole sections of a one-rank file.
+Extras = Callable[[List[LocalEvent]], Tuple[bytes, Sequence[Tuple[str, bytes]]]]
+
+
+class _Stopped(Exception):
+    """The session closed while a snapshot waited for other ranks."""
 
 
 class Snapshotter:
-    """This rank's snapshots for one session: the periodic thread (or timer),
-    and the forced snapshots of SIGTERM and of an aborting exit.
+    """This rank's snapshots for one session; see the module docstring.
 
     ``clock`` gives wall-clock seconds (tests inject one); ``take(k)`` writes
-    snapshot ``k`` now, whatever the clock says. ``sections(events)`` gives
-    the file's sections (the ``mpi`` one) for its events, one line each.
+    this rank's file of snapshot ``k`` now (per rank), whatever the clock says.
     """
 
     def __init__(self, settings: Settings, stem: str, rank: int, size: int, start: float,
                  headers: Callable[[str, int], HeaderMaker],
                  clock: Callable[[], float] = time.time,
-                 sections: Callable[[List[LocalEvent]], Sequence[Tuple[str, bytes]]] = lambda e: ()
-                 ) -> None:
-        self.settings, self.stem, self.sections = settings, stem, sections
+                 extras: Extras = lambda events: (b"", ()),
+                 paused: Callable[[], ContextManager[None]] = contextlib.nullcontext) -> None:
+        self.settings, self.stem, self.extras, self.paused = settings, stem, extras, paused
         self.rank, self.size, self.start = rank, size, start
         self.headers, self.clock = headers, clock     # headers(kind, number): the set's
-        self.last = 0                       # newest snapshot number this rank wrote
+        self.inconsistent = [k for k, c in settings.metrics if not c]
+        self.last = 0                       # newest snapshot number this rank took part in
         self.lock = threading.RLock()       # RLock: a signal handler may interrupt a snapshot
         self.stop = threading.Event()
+        self.wake = threading.Event()       # a snapshot is wanted now (or stop)
+        self.done = threading.Condition()   # notified when a snapshot ends
+        self.cuts = self.ended = 0          # snapshots whose data was cut / that ended
         self.thread: Optional[threading.Thread] = None
         self.timer = False
+        self.comm: Any = None               # aggregated: tinyprof's snapshot communicator
+        self.ready: Any = None              # ... and the request that makes it
         self.warned: set = set()
         self.taken, self.cpu = 0, 0.0       # snapshots written, CPU seconds spent in them
-        # Incremental encoding: per callpath, the count of occurrences already
-        # encoded and their text (all but the newest, which may still change:
-        # a loop-2 sum, a metric given late); valid for the event map of `root`.
-        self.encoded: Dict[object, Tuple[int, bytes]] = {}     # keyed by hot-path node
+        # What this rank's fields held at snapshot `over`, which the next delta
+        # builds on (None: the next is full), valid for the event map of `root`.
+        self.base: Base = {}
+        self.over: Optional[int] = None
+        self.deltas = 0                     # deltas since the last full snapshot
         self.root: object = None
 
     def due(self) -> int:
@@ -67,26 +90,57 @@ class Snapshotter:
         f = self.settings.frequency
         return int((self.clock() - self.start) // f) if f else self.last
 
+    def _part(self, k: int) -> Tuple[bool, RankPart, Base, Sequence[Tuple[str, bytes]]]:
+        """This rank's part of snapshot ``k``: whether it is full, the part
+        (whole, or since ``over``), the base it leaves, and its whole sections."""
+        impl = _annotate.impl
+        if impl.root() is not self.root:        # a reset: a new event map
+            self.root, self.base, self.over = impl.root(), {}, None
+        full = self._full(k)
+        events = collect(self.root)
+        executions = impl.executions()     # after collect: never fewer than the fields hold
+        mpi, sections = self.extras(events)
+        part, base = rank_part(events, self.rank, executions, self.inconsistent,
+                               {} if full else self.base, mpi)
+        return full, part, base, sections
+
+    def _full(self, k: int) -> bool:
+        """Whether snapshot ``k`` must be full: nothing to build on (or only a
+        later number: ``take`` may go back), or the chain is long enough."""
+        return self.over is None or self.over >= k or self.deltas >= self.settings.chain
+
+    def _commit(self, k: int, base: Base, full: bool) -> None:
+        """Snapshot ``k`` is complete: the next delta builds on it."""
+        self.base, self.over = base, k
+        self.deltas = 0 if full else self.deltas + 1
+        self.taken += 1
+
+    def warn(self, key: str, message: str) -> None:
+        if key not in self.warned:          # once per directory: not every period
+            self.warned.add(key)
+            warnings.warn(f"tinyprof: {message}", RuntimeWarning, stacklevel=3)
+
+    # -- per rank --------------------------------------------------------------------
+
     def take(self, k: int) -> bool:
         """Write this rank's file of snapshot ``k``; False (and a warning) if it cannot."""
         with self.lock:
             cpu = time.thread_time()
+            with self.done:
+                self.cuts += 1
             try:
                 return self._write(k)
             finally:
                 self.cpu += time.thread_time() - cpu
+                self._ended()
 
     def _write(self, k: int) -> bool:
         """``take`` under the lock."""
-        impl = _annotate.impl
-        if impl.root() is not self.root:        # a reset: a new event map
-            self.root, self.encoded = impl.root(), {}
-        events = collect(self.root)
-        executions = impl.executions()     # after collect: never fewer than the fields hold
+        full, part, base, sections = self._part(k)
         header = self.headers("snapshot", k)(self.size, self.rank, 1, self.rank, self.size)
-        data = _assemble.build_file(header, [events], [executions], self._encode,
-                                    self.sections(events))
-        del events
+        header.set_base = None if full else self.over
+        data = assemble(header, [part], header.set_base is not None, sections)
+        del part
         outdir = self.settings.outdir
         directory = _layout.snapshot_dir(outdir, k)
         path = _layout.set_file(directory, self.stem, self.rank, self.size)
@@ -95,14 +149,14 @@ class Snapshotter:
             self.warn(outdir, f"cannot write snapshot file {path}: {failure}; "
                       "the data stays in memory for the next attempt")
             return False
-        self._complete_skipped(k, data)
+        self._complete_skipped(k, data, header.set_base)
         self.last = max(self.last, k)
-        self.taken += 1
-        if self.settings.keep == "last":
-            _layout.prune_snapshots(outdir, k)
+        self._commit(k, base, header.set_base is None)
+        if self.settings.keep == "last" and self.rank == 0:
+            _layout.prune_snapshots(outdir)
         return True
 
-    def _complete_skipped(self, k: int, data: bytes) -> None:
+    def _complete_skipped(self, k: int, data: bytes, base: Optional[int]) -> None:
         """Snapshots between this rank's previous one and ``k`` that other ranks
         started get this rank's data of ``k`` too, labelled as theirs: they
         complete, a little newer for this rank, instead of never (under load
@@ -111,30 +165,16 @@ class Snapshotter:
             return
         outdir = self.settings.outdir
         for j in _layout.snapshot_numbers(outdir):
-            if self.last < j < k:
+            if self.last < j < k and (base is None or base < j):
                 directory = _layout.snapshot_dir(outdir, j)
                 _layout.write_file(directory, _layout.set_file(directory, self.stem, self.rank,
-                                                               self.size), relabel(data, "snapshot", j))
-
-    def _encode(self, e: LocalEvent, inconsistent: Sequence[str]) -> bytes:
-        """``e``'s rank field, encoding only the occurrences not encoded before."""
-        done, text = self.encoded.get(e.node, (0, b""))
-        stable = max(len(e.times) - 1, done)
-        columns = e.metric_columns(inconsistent)
-        text += encode_rank_field(e.times[:stable], e.execs,
-                                  [None if c is None else c[:stable] for c in columns], done)
-        self.encoded[e.node] = (stable, text)
-        return text + encode_rank_field(e.times, e.execs, columns, stable)
+                                                               self.size),
+                                   relabel(data, "snapshot", j, base))
 
     def forced(self) -> int:
-        """Number of an unscheduled snapshot (SIGTERM, aborting exit): the next
-        periodic one, which every rank signalled at about the same time names alike."""
+        """Number of an unscheduled per-rank snapshot (SIGTERM, aborting exit):
+        the next periodic one, which every rank signalled at about the same time names alike."""
         return max(self.due() + (1 if self.settings.frequency else 0), self.last + 1)
-
-    def warn(self, key: str, message: str) -> None:
-        if key not in self.warned:          # once per directory: not every period
-            self.warned.add(key)
-            warnings.warn(f"tinyprof: {message}", RuntimeWarning, stacklevel=3)
 
     def safe_take(self, k: int) -> None:
         try:
@@ -142,11 +182,9 @@ class Snapshotter:
         except Exception as e:      # the profiler never takes the application down
             self.warn("error", f"snapshot failed: {type(e).__name__}: {e}")
 
-    # -- periodic snapshots ----------------------------------------------------------
-
     def run_periodic(self, timer: bool) -> None:
-        """Start periodic snapshots: a daemon thread, or with ``timer`` (MPI
-        thread level SINGLE: no second thread may call into anything) a SIGALRM timer."""
+        """Start periodic per-rank snapshots: a daemon thread, or with ``timer``
+        (MPI thread level SINGLE: no second thread may call into anything) a SIGALRM timer."""
         if not timer:
             self.thread = threading.Thread(target=self._loop, name="tinyprof-snapshots",
                                            daemon=True)
@@ -162,7 +200,8 @@ class Snapshotter:
             return
         self.warn("timer", "MPI thread level is MPI_THREAD_SINGLE: snapshots are taken at "
                   "safe points (a SIGALRM timer, run between bytecodes of the main thread), "
-                  "delayed while the main thread is inside a long MPI or C call")
+                  "one file per rank, delayed while the main thread is inside a long MPI or "
+                  "C call")
         signal.signal(signal.SIGALRM, lambda signum, frame: self.safe_take(self.due()))
         first = self.start + self.settings.frequency - self.clock()
         signal.setitimer(signal.ITIMER_REAL, max(first, 1e-3), self.settings.frequency)
@@ -170,16 +209,147 @@ class Snapshotter:
 
     def _loop(self) -> None:
         f = self.settings.frequency
-        while not self.stop.wait(max(self.start + (self.due() + 1) * f - self.clock(), 0)):
-            self.safe_take(self.due())
+        while True:
+            self.wake.wait(max(self.start + (self.due() + 1) * f - self.clock(), 0))
+            if self.stop.is_set():
+                return
+            self.wake.clear()
+            self.safe_take(max(self.due(), self.last + 1))
+
+    # -- aggregated ------------------------------------------------------------------
+
+    def run_aggregated(self, comm: Any) -> None:
+        """Start periodic aggregated snapshots over a duplicate of ``comm``
+        (collective: every rank calls it; the duplicate completes in the helper)."""
+        with self.paused():
+            self.comm, self.ready = comm.Idup()
+        self.thread = threading.Thread(target=self._helper, name="tinyprof-snapshots",
+                                       daemon=True)
+        self.thread.start()
+
+    def _helper(self) -> None:
+        f = self.settings.frequency
+        k = 1
+        with self.paused():         # its MPI traffic is tinyprof's, never the application's
+            try:
+                self._wait([self.ready])
+                while True:
+                    self.wake.wait(max(self.start + k * f - self.clock(), 0))
+                    if self.stop.is_set():
+                        return
+                    self.wake.clear()
+                    k = self._aggregated(k)
+            except _Stopped:
+                return
+            except Exception as e:  # the profiler never takes the application down
+                self.warn("error", f"snapshots stopped: {type(e).__name__}: {e}")
+
+    def _aggregated(self, k: int) -> int:
+        """Take part in snapshot ``k``; the number of the next one, agreed by all ranks."""
+        import numpy as np
+        from mpi4py import MPI
+        from ._mpi import group_of
+        comm, settings = self.comm, self.settings
+        cpu = time.thread_time()
+        with self.lock:
+            with self.done:
+                self.cuts += 1
+            full, part, base, _ = self._part(k)
+        blob = pickle.dumps(part, pickle.HIGHEST_PROTOCOL)
+        del part
+        naggs = settings.aggregator_count(self.size)
+        index, first, count = group_of(self.rank, self.size, naggs)
+        ok = np.ones(1, np.int64)
+        try:
+            if self.rank != first:
+                size = np.array([len(blob)], np.int64)
+                self._wait([comm.Isend(size, first, _SIZE), comm.Isend(blob, first, _DATA)])
+            else:
+                parts = self._receive(blob, first, count)
+                header = self.headers("snapshot", k)(self.size, first, count, index, naggs)
+                header.set_base = None if full else self.over
+                data = assemble(header, parts, not full)
+                del parts
+                directory = _layout.snapshot_dir(settings.outdir, k)
+                path = _layout.set_file(directory, self.stem, index, naggs)
+                failure = _layout.write_file(directory, path, data)
+                if failure:
+                    ok[0] = 0
+                    self.warn(settings.outdir, f"cannot write snapshot file {path}: "
+                              f"{failure}; the next snapshot holds its data")
+            del blob
+            f = settings.frequency
+            wanted = max(k + 1, int((self.clock() - self.start) // f) + 1)
+            agreed = np.array([ok[0], -wanted], np.int64)     # MIN: all wrote, the latest next
+            self._wait([comm.Iallreduce(MPI.IN_PLACE, agreed, MPI.MIN)])
+        finally:
+            self.cpu += time.thread_time() - cpu
+        self.last = k
+        if agreed[0]:
+            self._commit(k, base, full)
+            if settings.keep == "last" and self.rank == 0:
+                _layout.prune_snapshots(settings.outdir)
+        self._ended()
+        return int(-agreed[1])
+
+    def _receive(self, blob: bytes, first: int, count: int) -> List[RankPart]:
+        """On an aggregator: the parts of its group's ranks, its own first."""
+        import numpy as np
+        comm = self.comm
+        sizes = np.zeros(count, np.int64)
+        self._wait([comm.Irecv(sizes[i:i + 1], first + i, _SIZE) for i in range(1, count)])
+        buffers = [bytearray(int(n)) for n in sizes[1:]]
+        self._wait([comm.Irecv(b, first + i, _DATA) for i, b in enumerate(buffers, 1)])
+        return [pickle.loads(blob), *(pickle.loads(b) for b in buffers)]
+
+    def _wait(self, requests: list) -> None:
+        """Sleep-poll ``requests`` until done (no busy wait while other ranks
+        are late); ``_Stopped`` when the session closes meanwhile."""
+        from mpi4py import MPI
+        nap = _NAP[0]
+        while not MPI.Request.Testall(requests):
+            if self.stop.is_set():
+                for r in requests:
+                    with contextlib.suppress(Exception):
+                        r.Cancel()
+                raise _Stopped()
+            time.sleep(nap)
+            nap = min(2 * nap, _NAP[1])
+
+    # -- both ------------------------------------------------------------------------
+
+    def _ended(self) -> None:
+        with self.done:
+            self.ended += 1
+            self.done.notify_all()
+
+    def snapshot(self, timeout: float) -> bool:
+        """A snapshot now: per rank, this rank's file of the next number; aggregated,
+        a request to the helper, which takes the next snapshot at once (the others
+        join it when they request one too or when it falls due). Waits at most
+        ``timeout`` seconds for one that cut its data after this call to end;
+        whether one did."""
+        if self.comm is None:
+            return not self.stop.is_set() and self.take(self.forced())
+        with self.done:
+            target = self.cuts      # the helper counts a cut before it copies the data
+        self.wake.set()
+        end = time.monotonic() + timeout
+        with self.done:
+            while self.ended <= target:
+                left = end - time.monotonic()
+                if left <= 0 or self.stop.is_set() or not self.thread.is_alive():
+                    return False
+                self.done.wait(min(left, 0.05))
+        return True
 
     def close(self) -> None:
         """Stop periodic snapshots (waits for one in progress, boundedly)."""
         self.stop.set()
+        self.wake.set()
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join(STOP_TIMEOUT)
         if self.timer:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
             self.timer = False
-

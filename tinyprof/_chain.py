@@ -1,0 +1,109 @@
+"""Reading delta snapshots: a file of snapshot K ``over`` J is rebuilt from
+the same file of J (itself rebuilt if a delta, down to a full snapshot)
+and K's ``delta`` section, into the bytes a full snapshot K would have had,
+which are then parsed as any file. docs/format.md, "Snapshots".
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Dict, List, Tuple
+
+from . import _deltasection
+from ._format import FormatError, encode_file
+from ._reader import ParsedFile, parse_data, parse_file
+
+Callpath = Tuple[str, ...]
+
+
+def parse(path: str) -> ParsedFile:
+    """Parse one file of a profile; a delta snapshot's through its chain."""
+    parsed = parse_file(path)
+    if parsed.header.set_base is None:
+        return parsed
+    data, numbers = _rebuild(parsed)
+    try:
+        return parse_data(path, data)
+    except FormatError as e:
+        raise FormatError(path, None, f"snapshot rebuilt from its chain ({numbers}) is "
+                                      f"not well formed: {e.problem}") from None
+
+
+def rebuild(path: str) -> bytes:
+    """The bytes of the full file holding what file ``path`` holds."""
+    parsed = parse_file(path)
+    return _read(path) if parsed.header.set_base is None else _rebuild(parsed)[0]
+
+
+def _rebuild(parsed: ParsedFile) -> Tuple[bytes, str]:
+    """A delta file's full bytes, and its chain's numbers (for messages)."""
+    chain = [parsed]
+    while chain[-1].header.set_base is not None:
+        chain.append(_base_file(chain[-1]))
+    chain.reverse()
+    fields = _raw_fields(chain[0])
+    for delta in chain[1:]:
+        fields = _apply(delta, fields)
+    h = parsed.header
+    data = encode_file(replace(h, set_base=None), parsed.names, parsed.parents, parsed.ids,
+                       parsed.values.loops, [fields[p][0] for p in parsed.paths],
+                       [[fields[p][1 + r] for p in parsed.paths] for r in range(h.rank_count)],
+                       [(n, s) for n, s in parsed.sections.items() if n != "delta"])
+    return data, " <- ".join(str(f.header.set_number) for f in chain)
+
+
+def _base_file(delta: ParsedFile) -> ParsedFile:
+    """The file that ``delta`` builds on: the same file of its base snapshot."""
+    h = delta.header
+    snapshots = os.path.dirname(os.path.dirname(os.path.abspath(delta.path)))
+    path = os.path.join(snapshots, f"{h.set_base:06d}", os.path.basename(delta.path))
+    if not os.path.exists(path):
+        raise FormatError(delta.path, None, f"delta over snapshot {h.set_base}, whose file "
+                                            f"{path} is missing")
+    base = parse_file(path)
+    b = base.header
+    if (b.name, b.run, b.nranks, b.metrics, b.first_rank, b.rank_count, b.file_index,
+            b.file_count, b.set_kind, b.set_number) != (
+            h.name, h.run, h.nranks, h.metrics, h.first_rank, h.rank_count, h.file_index,
+            h.file_count, "snapshot", h.set_base):
+        raise FormatError(path, None, f"is not the file {delta.path} is a delta over "
+                                      f"(snapshot {h.set_base} of run {h.run}, same ranks)")
+    return base
+
+
+def _raw_fields(parsed: ParsedFile) -> Dict[Callpath, List[bytes]]:
+    """A full file's event lines as raw bytes: per callpath, its consistent
+    field and then one field per rank."""
+    data = _read(parsed.path)
+    lines = data.split(b"\n", 14 + len(parsed.names) + len(parsed.paths))
+    events = lines[14 + len(parsed.names):14 + len(parsed.names) + len(parsed.paths)]
+    return {path: line.split(b"|")[2:] for path, line in zip(parsed.paths, events)}
+
+
+def _apply(delta: ParsedFile, before: Dict[Callpath, List[bytes]]) -> Dict[Callpath, List[bytes]]:
+    """The fields of ``delta``'s snapshot from those of its base."""
+    h = delta.header
+    if "delta" not in delta.sections:
+        raise FormatError(delta.path, None, "a delta snapshot without a delta section")
+    splices = _deltasection.parse(delta.sections["delta"], delta.path,
+                                  delta.section_lines["delta"], len(delta.paths),
+                                  h.first_rank, h.rank_count)
+    consistent = _raw_fields(delta)
+    after = {}
+    for path in delta.paths:
+        old = before.get(path)
+        after[path] = [consistent[path][0], *(old[1:] if old else [b""] * h.rank_count)]
+    for line, rank, keep, text in splices:
+        row = after[delta.paths[line]]
+        old = row[1 + rank - h.first_rank]
+        if keep > len(old):
+            raise FormatError(delta.path, None, f"delta section keeps {keep} bytes of rank "
+                                                f"{rank}'s field on line {line}, which has {len(old)}")
+        row[1 + rank - h.first_rank] = old[:keep] + text
+    return after
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
