@@ -195,15 +195,20 @@ def test_unwritable_output_directory_warns_and_exits_0(tmp_path):
 
 
 @needs_mpi
-def test_thread_level_single_falls_back_to_safe_points(tmp_path):
+@pytest.mark.parametrize("level, warning", [
+    ("single", "MPI_THREAD_SINGLE: snapshots are taken at safe points"),
+    ("funneled", "below MPI_THREAD_MULTIPLE: each rank writes its own snapshot file")])
+def test_lower_thread_levels_fall_back_to_per_rank_snapshots(tmp_path, level, warning):
     out = tmp_path / "out"
     cmd = _command(2, out, 0.1, steps=150)
-    cmd[4:4] = ["-c", "import mpi4py, runpy, sys; mpi4py.rc.thread_level = 'single'; "
+    cmd[4:4] = ["-c", f"import mpi4py, runpy, sys; mpi4py.rc.thread_level = '{level}'; "
                       "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "MPI_THREAD_SINGLE: snapshots are taken at safe points" in proc.stderr
-    assert tinyprof.snapshots(out)
+    assert warning in proc.stderr and proc.stderr.count("tinyprof:") == 2     # once per rank
+    done = tinyprof.snapshots(out)
+    assert done and len(os.listdir(_layout.snapshot_dir(str(out), done[-1]))) == 2   # P files
+    assert [len(tinyprof.read(out, snapshot=done[-1]).series(STEP, r)) for r in (0, 1)] == [1, 1]
 
 
 # -- in this process -----------------------------------------------------------------

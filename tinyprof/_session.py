@@ -224,6 +224,7 @@ class Session:
                 for group in self.groups.values():
                     group.Free()
                 self.private.Free()
+                self.snapshotter.free()
         if self.capture is not None:
             self.capture.trace(0)
             self.capture.stop()

@@ -308,10 +308,7 @@ class Snapshotter:
         from mpi4py import MPI
         nap = _NAP[0]
         while not MPI.Request.Testall(requests):
-            if self.stop.is_set():
-                for r in requests:
-                    with contextlib.suppress(Exception):
-                        r.Cancel()
+            if self.stop.is_set():      # left pending: cancelling a collective is erroneous
                 raise _Stopped()
             time.sleep(nap)
             nap = min(2 * nap, _NAP[1])
@@ -342,6 +339,14 @@ class Snapshotter:
                     return False
                 self.done.wait(min(left, 0.05))
         return True
+
+    def free(self) -> None:
+        """After ``close``: free the snapshot communicator, unless the helper
+        is still alive or its duplication never completed (MPI frees it at
+        MPI_Finalize then)."""
+        comm, self.comm = self.comm, None
+        if comm is not None and not self.thread.is_alive() and self.ready.Test():
+            comm.Free()
 
     def close(self) -> None:
         """Stop periodic snapshots (waits for one in progress, boundedly)."""
