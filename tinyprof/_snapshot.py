@@ -84,6 +84,7 @@ class Snapshotter:
         self.over: Optional[int] = None
         self.deltas = 0                     # deltas since the last full snapshot
         self.root: object = None
+        self.fresh = False                  # the event map was reset since the last full one
 
     def due(self) -> int:
         """Number of the newest periodic snapshot due by now."""
@@ -94,8 +95,8 @@ class Snapshotter:
         """This rank's part of snapshot ``k``: whether it is full, the part
         (whole, or since ``over``), the base it leaves, and its whole sections."""
         impl = _annotate.impl
-        if impl.root() is not self.root:        # a reset: a new event map
-            self.root, self.base, self.over = impl.root(), {}, None
+        if impl.root() is not self.root:        # a reset: a new event map, nothing to build on
+            self.root, self.base, self.fresh = impl.root(), {}, self.root is not None
         full = self._full(k)
         events = collect(self.root)
         executions = impl.executions()     # after collect: never fewer than the fields hold
@@ -106,13 +107,19 @@ class Snapshotter:
 
     def _full(self, k: int) -> bool:
         """Whether snapshot ``k`` must be full: nothing to build on (or only a
-        later number: ``take`` may go back), or the chain is long enough."""
-        return self.over is None or self.over >= k or self.deltas >= self.settings.chain
+        later number: ``take`` may go back), or the chain is long enough.
+        Aggregated, this depends only on what all ranks agreed, so that all
+        decide alike; a reset rank then sends its fields whole (from an empty
+        base: callpaths it lost still show in that delta) and asks everyone
+        for a full snapshot next. Per rank, a reset means a full one at once."""
+        return self.over is None or self.over >= k or self.deltas >= self.settings.chain \
+            or (self.fresh and self.comm is None)
 
     def _commit(self, k: int, base: Base, full: bool) -> None:
         """Snapshot ``k`` is complete: the next delta builds on it."""
         self.base, self.over = base, k
         self.deltas = 0 if full else self.deltas + 1
+        self.fresh = self.fresh and not full
         self.taken += 1
 
     def warn(self, key: str, message: str) -> None:
@@ -280,13 +287,16 @@ class Snapshotter:
             del blob
             f = settings.frequency
             wanted = max(k + 1, int((self.clock() - self.start) // f) + 1)
-            agreed = np.array([ok[0], -wanted], np.int64)     # MIN: all wrote, the latest next
+            # MIN: every file written, the latest next number, a full one next if any reset
+            agreed = np.array([ok[0], -wanted, -int(self.fresh)], np.int64)
             self._wait([comm.Iallreduce(MPI.IN_PLACE, agreed, MPI.MIN)])
         finally:
             self.cpu += time.thread_time() - cpu
         self.last = k
         if agreed[0]:
             self._commit(k, base, full)
+        if agreed[2]:
+            self.deltas = settings.chain
             if settings.keep == "last" and self.rank == 0:
                 _layout.prune_snapshots(settings.outdir)
         self._ended()
