@@ -136,3 +136,21 @@ def test_a_splice_longer_than_its_base_field_is_refused(tmp_path):
 def test_bad_delta_sections(payload, problem):
     with pytest.raises(FormatError, match=problem):
         _deltasection.parse(payload, "f.tp", 20, 2, 0, 2)
+
+
+def test_reading_snapshots_in_turn_reuses_the_previous_rebuild(tmp_path):
+    """read(snapshot=2), then 3: the second applies only 3's delta to the
+    remembered fields of 2, and gives what a cold read gives."""
+    full, path = _chain_of_three(tmp_path)
+    _chain._recent.clear()
+    tinyprof.read(tmp_path, snapshot=2)
+    assert list(_chain._recent) == ["c.0-of-1.tp"]
+    warm = _chain.rebuild(path)
+    _chain._recent.clear()
+    assert _body(warm) == _body(_chain.rebuild(path)) == _body(full)
+    # A file replaced since (another run in the same directory) is not taken from memory.
+    base = _layout.set_file(_layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1)
+    tinyprof.read(tmp_path, snapshot=2)
+    os.remove(base)
+    with pytest.raises(FormatError, match="missing"):
+        tinyprof.read(tmp_path, snapshot=3)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import _deltasection
 from ._format import FormatError, encode_file
@@ -38,25 +38,63 @@ def rebuild(path: str) -> bytes:
 def _rebuild(parsed: ParsedFile) -> Tuple[bytes, str]:
     """A delta file's full bytes, and its chain's numbers (for messages)."""
     chain = [parsed]
-    while chain[-1].header.set_base is not None:
-        chain.append(_base_file(chain[-1]))
+    fields = None
+    while fields is None and chain[-1].header.set_base is not None:
+        base = _base_path(chain[-1])
+        fields = _recent_fields(base)
+        if fields is None:
+            chain.append(_base_file(chain[-1], base))
     chain.reverse()
-    fields = _raw_fields(chain[0])
-    for delta in chain[1:]:
+    if fields is None:
+        fields = _raw_fields(chain[0])
+        chain = chain[1:]
+    for delta in chain:
         fields = _apply(delta, fields)
+    _remember(parsed.path, fields)
     h = parsed.header
     data = encode_file(replace(h, set_base=None), parsed.names, parsed.parents, parsed.ids,
                        parsed.values.loops, [fields[p][0] for p in parsed.paths],
                        [[fields[p][1 + r] for p in parsed.paths] for r in range(h.rank_count)],
                        [(n, s) for n, s in parsed.sections.items() if n != "delta"])
-    return data, " <- ".join(str(f.header.set_number) for f in chain)
+    return data, f"{h.set_number} over {h.set_base}"
 
 
-def _base_file(delta: ParsedFile) -> ParsedFile:
-    """The file that ``delta`` builds on: the same file of its base snapshot."""
-    h = delta.header
+# The fields of the newest rebuilt file of each name, so that reading the
+# snapshots of a run one after the other (the report's time series) applies
+# each delta once instead of rebuilding every chain from its full snapshot.
+# One entry per file name: about one profile's bytes at most.
+_recent: Dict[str, Tuple[tuple, Dict[Callpath, List[bytes]]]] = {}
+
+
+def _stat_key(path: str) -> tuple:
+    st = os.stat(path)
+    return os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _recent_fields(path: str) -> Optional[Dict[Callpath, List[bytes]]]:
+    got = _recent.get(os.path.basename(path))
+    try:
+        return got[1] if got is not None and got[0] == _stat_key(path) else None
+    except OSError:
+        return None
+
+
+def _remember(path: str, fields: Dict[Callpath, List[bytes]]) -> None:
+    try:
+        _recent[os.path.basename(path)] = (_stat_key(path), fields)
+    except OSError:
+        pass
+
+
+def _base_path(delta: ParsedFile) -> str:
+    """The path of the file that ``delta`` builds on: the same file of its base snapshot."""
     snapshots = os.path.dirname(os.path.dirname(os.path.abspath(delta.path)))
-    path = os.path.join(snapshots, f"{h.set_base:06d}", os.path.basename(delta.path))
+    return os.path.join(snapshots, f"{delta.header.set_base:06d}", os.path.basename(delta.path))
+
+
+def _base_file(delta: ParsedFile, path: str) -> ParsedFile:
+    """The file at ``path`` that ``delta`` builds on, checked to be that one."""
+    h = delta.header
     if not os.path.exists(path):
         raise FormatError(delta.path, None, f"delta over snapshot {h.set_base}, whose file "
                                             f"{path} is missing")
