@@ -198,16 +198,29 @@ def test_capture_off_records_nothing(world, mpi_tmp_path):
     assert not all_errors(world, errors)
 
 
-def test_snapshots_carry_the_mpi_section(world, mpi_tmp_path):
+@pytest.mark.parametrize("aggregated", [False, True])
+def test_snapshots_carry_the_mpi_section(world, mpi_tmp_path, aggregated):
+    """Per rank (an explicit take) and aggregated (a helper thread, 2 files):
+    the snapshot's mpi rows are the application's, none of tinyprof's own."""
     _start("snap", mpi_tmp_path)
     prof = tinyprof._session.current()
+    if aggregated:
+        tinyprof.Profiler("snap", outdir=mpi_tmp_path, mpi=True, frequency=3600, aggregators=2)
+        prof = tinyprof._session.current()
+        prof.capture.reset()
     with Event("main"):
         for _ in range(4):
             world.Allreduce(MPI.IN_PLACE, np.ones(8))
-        prof.snapshotter.take(1)            # an explicit trigger: no timing involved
+        if aggregated:                      # explicit triggers: no timing involved
+            ended = prof.snapshotter.snapshot(timeout=60)
+        else:
+            ended = prof.snapshotter.take(1)
     world.Barrier()
-    rows = _rows(tinyprof.read(mpi_tmp_path, snapshot=1))
-    errors = []
+    snap = tinyprof.read(mpi_tmp_path, snapshot=1)
+    rows = _rows(snap)
+    errors = [] if ended else ["the snapshot did not end"]
+    if {key[3] for key in rows} != {"Allreduce"}:
+        errors.append(f"operations {sorted({key[3] for key in rows})}, expected only Allreduce")
     for r in range(world.Get_size()):
         _check(errors, rows, (("main",), r, "COMM_WORLD", "Allreduce"), 4, 256)
     assert not all_errors(world, errors)
