@@ -183,6 +183,20 @@ def test_a_rank_raising_under_mpi4py_aborts_without_hanging(tmp_path):
 
 
 @needs_mpi
+def test_an_application_that_finalizes_mpi_itself(tmp_path):
+    """MPI_Finalize stops the snapshot helpers first (a COMM_SELF attribute's
+    delete callback), so none calls MPI after it; the exit then writes each
+    rank's own snapshot file, as MPI is gone."""
+    out = tmp_path / "out"
+    cmd = [MPIEXEC, "-n", "3", sys.executable, os.path.join(HERE, "_finalize_app.py"), str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.count("finalized") == 3, proc.stderr
+    assert "after finalizing" not in proc.stderr
+    p = tinyprof.read(out)
+    assert p.snapshot is not None and [len(p.series(STEP, r)[0]) for r in range(3)] == [300] * 3
+
+
+@needs_mpi
 def test_unwritable_output_directory_warns_and_exits_0(tmp_path):
     (tmp_path / "file").write_text("a regular file: no directory can be made below it")
     out = tmp_path / "file" / "out"

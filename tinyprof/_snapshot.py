@@ -76,6 +76,9 @@ class Snapshotter:
         self.timer = False
         self.comm: Any = None               # aggregated: tinyprof's snapshot communicator
         self.ready: Any = None              # ... and the request that makes it
+        self.keyval: Any = None             # ... and the MPI_Finalize hook that stops it
+        self.mpi_lock = threading.Lock()    # held by the helper around each MPI call
+        self.closed = False
         self.warned: set = set()
         self.taken, self.cpu = 0, 0.0       # snapshots written, CPU seconds spent in them
         # What this rank's fields held at snapshot `over`, which the next delta
@@ -228,8 +231,14 @@ class Snapshotter:
     def run_aggregated(self, comm: Any) -> None:
         """Start periodic aggregated snapshots over a duplicate of ``comm``
         (collective: every rank calls it; the duplicate completes in the helper)."""
+        from mpi4py import MPI
         with self.paused():
             self.comm, self.ready = comm.Idup()
+        # MPI_Finalize deletes COMM_SELF's attributes first, while MPI still
+        # works: the helper stops there, never to call MPI after it (an
+        # application may finalize MPI itself, long before exit).
+        self.keyval = MPI.Comm.Create_keyval(delete_fn=lambda *args: self._halt())
+        MPI.COMM_SELF.Set_attr(self.keyval, True)
         self.thread = threading.Thread(target=self._helper, name="tinyprof-snapshots",
                                        daemon=True)
         self.thread.start()
@@ -239,7 +248,7 @@ class Snapshotter:
         k = 1
         with self.paused():         # its MPI traffic is tinyprof's, never the application's
             try:
-                self._wait([self.ready])
+                self._exchange(lambda: [self.ready])
                 while True:
                     self.wake.wait(max(self.start + k * f - self.clock(), 0))
                     if self.stop.is_set():
@@ -266,11 +275,12 @@ class Snapshotter:
         del part
         naggs = settings.aggregator_count(self.size)
         index, first, count = group_of(self.rank, self.size, naggs)
-        ok = np.ones(1, np.int64)
+        ok = 1
         try:
             if self.rank != first:
                 size = np.array([len(blob)], np.int64)
-                self._wait([comm.Isend(size, first, _SIZE), comm.Isend(blob, first, _DATA)])
+                self._exchange(lambda: [comm.Isend(size, first, _SIZE),
+                                        comm.Isend(blob, first, _DATA)])
             else:
                 parts = self._receive(blob, first, count)
                 header = self.headers("snapshot", k)(self.size, first, count, index, naggs)
@@ -281,15 +291,14 @@ class Snapshotter:
                 path = _layout.set_file(directory, self.stem, index, naggs)
                 failure = _layout.write_file(directory, path, data)
                 if failure:
-                    ok[0] = 0
+                    ok = 0
                     self.warn(settings.outdir, f"cannot write snapshot file {path}: "
                               f"{failure}; the next snapshot holds its data")
-            del blob
             f = settings.frequency
             wanted = max(k + 1, int((self.clock() - self.start) // f) + 1)
             # MIN: every file written, the latest next number, a full one next if any reset
-            agreed = np.array([ok[0], -wanted, -int(self.fresh)], np.int64)
-            self._wait([comm.Iallreduce(MPI.IN_PLACE, agreed, MPI.MIN)])
+            agreed = np.array([ok, -wanted, -int(self.fresh)], np.int64)
+            self._exchange(lambda: [comm.Iallreduce(MPI.IN_PLACE, agreed, MPI.MIN)])
         finally:
             self.cpu += time.thread_time() - cpu
         self.last = k
@@ -307,21 +316,40 @@ class Snapshotter:
         import numpy as np
         comm = self.comm
         sizes = np.zeros(count, np.int64)
-        self._wait([comm.Irecv(sizes[i:i + 1], first + i, _SIZE) for i in range(1, count)])
+        self._exchange(lambda: [comm.Irecv(sizes[i:i + 1], first + i, _SIZE)
+                                for i in range(1, count)])
         buffers = [bytearray(int(n)) for n in sizes[1:]]
-        self._wait([comm.Irecv(b, first + i, _DATA) for i, b in enumerate(buffers, 1)])
+        self._exchange(lambda: [comm.Irecv(b, first + i, _DATA)
+                                for i, b in enumerate(buffers, 1)])
         return [pickle.loads(blob), *(pickle.loads(b) for b in buffers)]
 
-    def _wait(self, requests: list) -> None:
-        """Sleep-poll ``requests`` until done (no busy wait while other ranks
-        are late); ``_Stopped`` when the session closes meanwhile."""
+    def _exchange(self, post: Callable[[], list]) -> None:
+        """Post requests (``post()``) and sleep-poll them until done (no busy
+        wait while other ranks are late). Each MPI call happens under
+        ``mpi_lock`` and only while not stopped, so none follows ``_halt``;
+        ``_Stopped`` then (the requests stay pending: cancelling a collective
+        is erroneous)."""
         from mpi4py import MPI
-        nap = _NAP[0]
-        while not MPI.Request.Testall(requests):
-            if self.stop.is_set():      # left pending: cancelling a collective is erroneous
-                raise _Stopped()
+        nap, requests = _NAP[0], None
+        while True:
+            with self.mpi_lock:
+                if self.stop.is_set():
+                    raise _Stopped()
+                if requests is None:
+                    requests = post()
+                elif MPI.Request.Testall(requests):
+                    return
             time.sleep(nap)
             nap = min(2 * nap, _NAP[1])
+
+    def _halt(self) -> None:
+        """Stop the helper and wait (boundedly) until it makes no MPI call any more."""
+        self.stop.set()
+        self.wake.set()
+        if self.mpi_lock.acquire(timeout=STOP_TIMEOUT):     # none in flight, none after
+            self.mpi_lock.release()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(STOP_TIMEOUT)
 
     # -- both ------------------------------------------------------------------------
 
@@ -336,8 +364,8 @@ class Snapshotter:
         join it when they request one too or when it falls due). Waits at most
         ``timeout`` seconds for one that cut its data after this call to end;
         whether one did."""
-        if self.comm is None:
-            return not self.stop.is_set() and self.take(self.forced())
+        if self.comm is None or not self.thread.is_alive():    # per rank, or MPI finalized
+            return not self.closed and self.take(self.forced())
         with self.done:
             target = self.cuts      # the helper counts a cut before it copies the data
         self.wake.set()
@@ -351,19 +379,22 @@ class Snapshotter:
         return True
 
     def free(self) -> None:
-        """After ``close``: free the snapshot communicator, unless the helper
-        is still alive or its duplication never completed (MPI frees it at
-        MPI_Finalize then)."""
+        """After ``close``, while MPI is live: remove the Finalize hook and free
+        the snapshot communicator, unless the helper is still alive or its
+        duplication never completed (MPI frees it at MPI_Finalize then)."""
         comm, self.comm = self.comm, None
-        if comm is not None and not self.thread.is_alive() and self.ready.Test():
+        if comm is None:
+            return
+        from mpi4py import MPI
+        MPI.COMM_SELF.Delete_attr(self.keyval)
+        MPI.Comm.Free_keyval(self.keyval)
+        if not self.thread.is_alive() and self.ready.Test():
             comm.Free()
 
     def close(self) -> None:
-        """Stop periodic snapshots (waits for one in progress, boundedly)."""
-        self.stop.set()
-        self.wake.set()
-        if self.thread is not None and self.thread is not threading.current_thread():
-            self.thread.join(STOP_TIMEOUT)
+        """Stop snapshots (waits for one in progress, boundedly)."""
+        self.closed = True
+        self._halt()
         if self.timer:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
