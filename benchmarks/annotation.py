@@ -37,6 +37,7 @@ except ImportError:
 
 GOAL_NS = 250
 GOAL_IMPORT_MS = 20
+GOAL_METRICS = 2.0
 
 
 class Trivial:
@@ -249,8 +250,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     if "core_with" not in skipped:
         ratio = net("core_with") / net("trivial_with")
         print(f"| ratio C core `with` / empty context manager | {ratio:.2f} | |")
+        metrics = net("core_with_metrics") / net("core_with")
+        print(f"| ratio C core `with` with metric values / without | {metrics:.2f} | |")
         verdict = "met" if net("core_with") <= GOAL_NS else "missed"
         print(f"\nGoal: C core `with` <= {GOAL_NS} ns: {verdict}")
+        verdict = "met" if metrics <= GOAL_METRICS else "missed"
+        print(f"Goal: an event with metric values <= {GOAL_METRICS:g}x one without: {verdict}")
 
     imports = import_times(args.repeats)
     verdict = "met" if imports["tinyprof"] <= GOAL_IMPORT_MS else "missed"

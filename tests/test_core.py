@@ -42,10 +42,10 @@ def fresh_maps():
     """Empty event maps and the real clock around every test."""
     for mod in BOTH:
         mod.reset()
+        mod.set_metric_keys(_eventmap.keys, _eventmap.warn_undeclared)
     yield
     for mod in BOTH:
         mod.set_clock(None)
-        mod.set_metric_hook(_eventmap.record_metrics)
         mod.reset()
     _eventmap.configure([])
 
@@ -64,7 +64,7 @@ def dump(mod):
         for name, child in node.children.items():
             assert child.name == name and child.parent is node
             times, execs = (array("q", raw).tolist() for raw in child.data())
-            metrics = {k: [None if math.isnan(v) else v for v in col]
+            metrics = {k: [None if math.isnan(v) else v for v in array("d", bytes(col))]
                        for k, col in (child.metrics or {}).items()}
             out.append((path + (name,), child.loop, child.common, child.last_exec,
                         child.count, times, execs, child.consistent, metrics))
@@ -309,16 +309,15 @@ def test_metric_values_and_hook():
     assert io[7] == {"tag": 7.0} and io[8] == {"mem": [0.0, 1.0, 2.0]}
 
 
-def test_hook_sees_the_new_count():
-    seen = []
-    core.set_metric_hook(lambda node, values: seen.append((node.name, node.count, values)))
+def test_keys_declared_later_are_read_as_they_change():
+    """The hot path holds tinyprof._eventmap's dict itself: configure() reaches it."""
     with core.Event("x", a=1):
         pass
+    _eventmap.configure([("a", False)])
     with core.Event("x", a=2):
         pass
-    with core.Event("y"):
-        pass
-    assert seen == [("x", 1, {"a": 1.0}), ("x", 2, {"a": 2.0})]
+    assert array("d", bytes(core.root().children["x"].metrics["a"])).tolist()[1] == 2.0
+    assert math.isnan(array("d", bytes(core.root().children["x"].metrics["a"]))[0])
 
 
 # ---- contexts: threads, asyncio, copies ---------------------------------------
@@ -420,9 +419,13 @@ def test_construction_errors_match(make):
 
 def test_construction_arguments_match():
     for args, kwargs in [(("x",), {}), (("x", False, 2), {}), ((), {"name": "x", "loop": 1}),
-                         (("x",), {"is_common": 0, "mem": 3}), (("x",), {"loop": True})]:
+                         (("x",), {"is_common": 0, "mem": 3}), (("x",), {"loop": True}),
+                         (("x",), {"loop": 1, "mem": 3, "tag": 0.5}), (("x", True, 2), {"a": 1}),
+                         (("x",), {"a": True, "b": "2.5", "c": 2**70}),
+                         (("x",), {"lo" + "op": 1, "a": 1})]:      # a keyword not interned
         c, p = core.Event(*args, **kwargs), pure.Event(*args, **kwargs)
         assert (c.name, c.is_common, c.loop, c.values) == (p.name, p.is_common, p.loop, p.values)
+        assert all(type(v) is float for v in (c.values or {}).values())
     with pytest.raises(TypeError):
         core.Event()
     with pytest.raises(TypeError):
@@ -524,7 +527,7 @@ def test_clock_values_must_be_integers():
     with pytest.raises(TypeError):
         core.set_clock(42)
     with pytest.raises(TypeError):
-        core.set_metric_hook(None)
+        core.set_metric_keys(None, None)
     with pytest.raises(TypeError):
         core.Event("x")(42)
 

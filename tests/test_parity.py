@@ -1,9 +1,9 @@
 """One set of programs run through both hot paths: the C core ``tinyprof._core``
 and the pure-Python ``tinyprof._pyevent`` (what ``TINYPROF_PURE=1`` selects).
 
-Each program gets an injected clock and a recording metric hook; the recorded
-trees (names, loops, times, execution boundaries), the hook calls, the
-warnings (text and line) and the errors must be identical. docs/events.md
+Each program gets an injected clock and declared metric keys; the recorded
+trees (names, loops, times, execution boundaries, metric values as stored),
+the warnings (text and line) and the errors must be identical. docs/events.md
 states the rules these programs exercise.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ def tree(mod) -> list:
         for name, child in node.children.items():
             assert child.name == name and child.parent is node
             times, execs = (array("q", raw).tolist() for raw in child.data())
-            metrics = {k: [None if math.isnan(v) else v for v in col]
+            metrics = {k: [None if math.isnan(v) else v for v in array("d", bytes(col))]
                        for k, col in (child.metrics or {}).items()}
             out.append((path(child), child.loop, child.common, child.depth, times, execs,
                         child.last_exec, child.consistent, metrics))
@@ -56,14 +56,17 @@ def tree(mod) -> list:
     return out
 
 
+# The keys the programs declare; they also use undeclared ones (warned once each).
+DECLARED = [("tag", True), ("bytes", False), ("mem", False), ("late", False)]
+
+
 def run(mod, program):
     """Everything observable of program(mod) on a fresh map."""
     mod.reset()
     _args.warned.clear()
-    hook_calls = []
+    _eventmap.configure(DECLARED)
+    mod.set_metric_keys(_eventmap.keys, _eventmap.warn_undeclared)
     mod.set_clock(fake_clock())
-    mod.set_metric_hook(lambda node, values: hook_calls.append((path(node), node.count,
-                                                                dict(values))))
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -72,14 +75,14 @@ def run(mod, program):
                 error = None
             except Exception as exc:
                 error = (type(exc), str(exc))
-        return {"tree": tree(mod), "executions": mod.executions(), "hook": hook_calls,
+        return {"tree": tree(mod), "executions": mod.executions(),
                 "warnings": [(w.category, str(w.message), w.lineno) for w in caught],
                 "error": error, "current": path(mod.current())}
     finally:
         mod.set_clock(None)
-        mod.set_metric_hook(_eventmap.record_metrics)
         mod.reset()
         _args.warned.clear()
+        _eventmap.configure([])
 
 
 # ---- the programs ---------------------------------------------------------------
@@ -106,6 +109,19 @@ def metrics(m):
                 pass
         with m.Event("recv", mem=1.5):
             pass
+    for e in range(3):              # loop 2: summed per execution; NaN given never wipes a sum
+        with m.Event("main"):
+            for i in range(3):
+                with m.Event("sum", loop=2, bytes=float("nan") if i == 1 else i + e):
+                    pass
+            with m.Event("gap", loop=1, mem=e):      # ints, floats, bools, numeric strings
+                pass
+            with m.Event("gap", loop=1, late=True, mem="2.5"):
+                pass
+            with m.Event("gap", loop=1, tag=2**70, other=1):    # an undeclared key
+                pass
+    with m.Event("big", mem=2**2000):       # OverflowError, as float() raises it
+        pass
 
 
 def decorators(m):
@@ -300,8 +316,18 @@ def test_the_programs_record_what_they_should():
     r = run(core, exceptions)
     assert r["error"] == (LookupError, "from the body")
     r = run(core, metrics)
-    assert r["hook"][0] == (("main", "send"), 1, {"tag": 0.0, "bytes": 0.0})
-    assert len(r["hook"]) == 4
+    send, recv, total, gap = (r["tree"][i] for i in (1, 2, 3, 4))
+    assert send[0] == ("main", "send") and send[7] == {"tag": 0.0}
+    assert send[8] == {"bytes": [24.0]}         # loop 2: one sum per execution
+    assert recv[8] == {"mem": [1.5]}
+    assert total[0] == ("main", "sum") and total[8] == {"bytes": [2.0, 4.0, 6.0]}
+    assert gap[7] == {"tag": float(2**70)} and gap[8] == {      # a column ends at its last value
+        "mem": [0.0, 2.5, None, 1.0, 2.5, None, 2.0, 2.5],
+        "late": [None, 1.0, None, None, 1.0, None, None, 1.0]}
+    assert [w[1] for w in r["warnings"]] == [
+        "tinyprof: metric 'other' (event 'gap') is not declared in Profiler(selfkeys=...); "
+        "its values are not recorded"]
+    assert r["error"][0] is OverflowError
 
 
 # ---- constructor arguments: one validator -------------------------------------------

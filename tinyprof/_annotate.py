@@ -36,7 +36,7 @@ def _load_impl():
 
 
 impl = _load_impl()
-impl.set_metric_hook(_eventmap.record_metrics)
+impl.set_metric_keys(_eventmap.keys, _eventmap.warn_undeclared)
 
 
 class _NullEvent:

@@ -49,7 +49,7 @@ def collect(root) -> List[LocalEvent]:
         metrics = {}
         for key, column in list((node.metrics or {}).items()):
             col = np.full(len(times), _NAN)
-            vals = np.frombuffer(column.tobytes(), dtype=np.float64)[:len(times)]
+            vals = np.frombuffer(bytes(column), dtype=np.float64)[:len(times)]   # a copy
             col[:len(vals)] = vals
             metrics[key] = col
         here = len(out)

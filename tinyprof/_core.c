@@ -2,7 +2,7 @@
  *
  * Same interface and semantics as tinyprof/_pyevent.py (the reference): Event,
  * Node, root(), current(), executions(), reset(), set_clock(),
- * set_metric_hook(). The call tree is the event map: one Node per callpath,
+ * set_metric_keys(). The call tree is the event map: one Node per callpath,
  * children in a dict (first-entry order), times in a growable int64 buffer.
  * The open-event stack is a contextvars.ContextVar holding the current Node
  * (unset means the root), so threads and asyncio tasks each have their own.
@@ -12,7 +12,8 @@
  *
  * Thread safety rests on the GIL: no Python code runs while the tree or the
  * execution counter is being updated. The clock callback (tests only) and the
- * metric hook may run Python code, so they run before or after the updates.
+ * warning about an undeclared metric key may run Python code, so they run
+ * before or after the updates.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -72,7 +73,8 @@ static Node *root_node;
 static PyObject *first_root;    /* name of the first root event entered, or NULL */
 static int64_t exec_no = -1;    /* current execution */
 static PyObject *clock_fn;      /* NULL: CLOCK_MONOTONIC */
-static PyObject *metric_hook;   /* hook(node, values), or NULL */
+static PyObject *metric_keys;   /* declared key -> consistent? (bool); NULL: none */
+static PyObject *metric_warn;   /* warn(node, key) about an undeclared key, or NULL */
 static int32_t next_id = 1;     /* of the next non-root node */
 
 /* The id of this thread's current node, mirrored from the ContextVar at each
@@ -217,8 +219,8 @@ struct Node {
     PyObject *name;         /* str */
     PyObject *parent;       /* Node, NULL for the root */
     PyObject *children;     /* dict name -> Node */
-    PyObject *consistent;   /* written by _eventmap.record_metrics */
-    PyObject *metrics;
+    PyObject *consistent;   /* dict key -> float: consistent metrics, or NULL */
+    PyObject *metrics;      /* dict key -> bytearray of doubles aligned with times, or NULL */
     int64_t last_exec;
     int32_t id;             /* for the MPI interposer: the root's is 0, others from 1 */
     Py_ssize_t depth;       /* the root's is 0: the out-of-order exit walks no further */
@@ -713,7 +715,16 @@ undo_open(Node *node, PyObject *token)
     err_restore(exc);
 }
 
-/* Store one occurrence, then hand its metric values (if any) to the hook. */
+/* A metric value as a double: a float, or an int an exact int a double holds (checked when the Event is made). */
+static inline double
+value_double(PyObject *value)
+{
+    return PyFloat_CheckExact(value) ? PyFloat_AS_DOUBLE(value) : PyLong_AsDouble(value);
+}
+
+static int record_metrics(Node *node, PyObject *values);
+
+/* Store one occurrence, then its metric values (if any). */
 static int
 record(Node *node, int64_t start, int64_t end, PyObject *values)
 {
@@ -735,16 +746,78 @@ record(Node *node, int64_t start, int64_t end, PyObject *values)
         times->data[times->len - 1] += elapsed;
     else if (buf_push(times, elapsed) < 0)
         return -1;
-    if (values == NULL || metric_hook == NULL)
-        return 0;
-    PyObject *hook = metric_hook;
-    Py_INCREF(hook);
-    PyObject *args[2] = {(PyObject *)node, values};
-    PyObject *r = PyObject_Vectorcall(hook, args, 2, NULL);
-    Py_DECREF(hook);
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
+    return values != NULL ? record_metrics(node, values) : 0;
+}
+
+/* Store the metric values (floats) of the occurrence just recorded on `node`,
+ * as tinyprof/_pyevent.py's _record_metrics does: a consistent value once per
+ * callpath; an inconsistent one at the occurrence's index of its column (NaN
+ * where an occurrence gave none; NaN given is "none", so it never wipes a
+ * loop-2 sum, which adds up per execution). Columns are bytearrays: they
+ * grow in place, without a method call. */
+static int
+record_metrics(Node *node, PyObject *values)
+{
+    Py_ssize_t index = node->times.len - 1;
+    PyObject *keys = PyTuple_GET_ITEM(values, 0);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, i), *value = PyTuple_GET_ITEM(values, i + 1);
+        PyObject *consistent = metric_keys != NULL ? PyDict_GetItemWithError(metric_keys, key) : NULL;
+        if (consistent == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            if (metric_warn != NULL) {
+                PyObject *args[2] = {(PyObject *)node, key};
+                PyObject *r = PyObject_Vectorcall(metric_warn, args, 2, NULL);
+                if (r == NULL)
+                    return -1;
+                Py_DECREF(r);
+            }
+            continue;
+        }
+        double v = value_double(value);
+        if (consistent == Py_True) {
+            if (node->consistent == NULL && (node->consistent = PyDict_New()) == NULL)
+                return -1;
+            int has = PyDict_Contains(node->consistent, key);
+            PyObject *f = has == 0 ? PyFloat_FromDouble(v) : NULL;
+            int failed = has < 0 || (has == 0 && (f == NULL ||
+                                                  PyDict_SetItem(node->consistent, key, f) < 0));
+            Py_XDECREF(f);
+            if (failed)
+                return -1;
+            continue;
+        }
+        if (v != v)
+            continue;
+        if (node->metrics == NULL && (node->metrics = PyDict_New()) == NULL)
+            return -1;
+        PyObject *column = PyDict_GetItemWithError(node->metrics, key);
+        if (column == NULL) {
+            if (PyErr_Occurred() || (column = PyByteArray_FromStringAndSize(NULL, 0)) == NULL)
+                return -1;
+            int failed = PyDict_SetItem(node->metrics, key, column);
+            Py_DECREF(column);      /* the dict holds it */
+            if (failed < 0)
+                return -1;
+        }
+        Py_ssize_t n = PyByteArray_GET_SIZE(column) / (Py_ssize_t)sizeof(double);
+        if (n <= index) {
+            if (PyByteArray_Resize(column, (index + 1) * (Py_ssize_t)sizeof(double)) < 0)
+                return -1;
+            double *d = (double *)PyByteArray_AS_STRING(column);
+            for (Py_ssize_t i = n; i < index; i++)
+                d[i] = Py_NAN;
+            d[index] = v;
+        }
+        else {
+            double *d = (double *)PyByteArray_AS_STRING(column);
+            if (node->loop == 2 && d[index] == d[index])
+                d[index] += v;
+            else
+                d[index] = v;
+        }
+    }
     return 0;
 }
 
@@ -753,7 +826,7 @@ record(Node *node, int64_t start, int64_t end, PyObject *values)
 typedef struct {
     PyObject_HEAD
     PyObject *name;     /* str */
-    PyObject *values;   /* dict of floats, or NULL */
+    PyObject *values;   /* metric_values(): (keys, value, ...), or NULL */
     Node *node;         /* while open */
     PyObject *token;    /* while open */
     int64_t start;
@@ -776,14 +849,90 @@ args_fn(const char *attr)
     return fn;
 }
 
-/* The arguments the fast path takes as they are: loop absent or an exact
- * int 0, 1 or 2, is_common absent or a bool, no metric values. */
+/* The slot of a keyword among name, is_common and loop, or -1 (a metric). */
 static int
-event_args_trivial(PyObject *name, PyObject *is_common, PyObject *loop, PyObject *kwargs,
+keyword_slot(PyObject *key)
+{
+    static const char *const names[3] = {"name", "is_common", "loop"};
+    static PyObject *interned[3];
+    if (interned[0] == NULL)
+        for (int i = 0; i < 3; i++)
+            if ((interned[i] = PyUnicode_InternFromString(names[i])) == NULL) {
+                PyErr_Clear();
+                interned[0] = NULL;
+                break;
+            }
+    for (int i = 0; i < 3; i++)
+        if (key == interned[i])
+            return i;
+    /* Keywords at a call site are interned: another interned string is not
+     * one of these (metric keys take this exit); others are compared. */
+    for (int i = 0; i < 3 && !PyUnicode_CHECK_INTERNED(key); i++)
+        if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* An Event's metric values: the tuple (keys, value, ...), keys a tuple of str
+ * (a call site's own keyword tuple when it holds only metrics), each value an
+ * exact float or an exact int a double holds (made a double when stored).
+ * NULL without an error when a value is anything else: tinyprof._args then
+ * decides, as it does for the pure-Python twin. No dict per Event. */
+static PyObject *
+metric_values(PyObject *kwnames, PyObject *const *values, Py_ssize_t nmetric)
+{
+    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    PyObject *out = PyTuple_New(nmetric + 1);
+    PyObject *keys = out == NULL ? NULL : nmetric == nkw ? Py_NewRef(kwnames) : PyTuple_New(nmetric);
+    if (keys == NULL) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, keys);
+    Py_ssize_t j = 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k), *value = values[k];
+        if (nmetric != nkw && keyword_slot(key) >= 0)
+            continue;
+        if (!PyFloat_CheckExact(value) &&
+            (!PyLong_CheckExact(value) || (PyLong_AsDouble(value) == -1.0 && PyErr_Occurred()))) {
+            PyErr_Clear();
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (nmetric != nkw)
+            PyTuple_SET_ITEM(keys, j, Py_NewRef(key));
+        PyTuple_SET_ITEM(out, ++j, Py_NewRef(value));
+    }
+    return out;
+}
+
+/* The same tuple from tinyprof._args's dict of floats. */
+static PyObject *
+metric_values_of(PyObject *dict)
+{
+    Py_ssize_t n = PyDict_GET_SIZE(dict), pos = 0, j = 0;
+    PyObject *out = PyTuple_New(n + 1), *keys = PyTuple_New(n), *key, *value;
+    if (out == NULL || keys == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(keys);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, keys);
+    while (PyDict_Next(dict, &pos, &key, &value) && j < n) {
+        PyTuple_SET_ITEM(keys, j, Py_NewRef(key));
+        PyTuple_SET_ITEM(out, ++j, Py_NewRef(value));
+    }
+    return out;
+}
+
+/* The arguments the fast path takes as they are: loop absent or an exact
+ * int 0, 1 or 2, is_common absent or a bool. */
+static int
+event_args_trivial(PyObject *name, PyObject *is_common, PyObject *loop,
                    int *common_out, int *loop_out)
 {
-    if (!PyUnicode_CheckExact(name) || kwargs != NULL ||
-        (is_common != NULL && !PyBool_Check(is_common)))
+    if (!PyUnicode_CheckExact(name) || (is_common != NULL && !PyBool_Check(is_common)))
         return 0;
     *loop_out = 0;
     if (loop != NULL) {
@@ -831,9 +980,12 @@ event_args(PyObject **name, PyObject *is_common, PyObject *loop, PyObject *kwarg
         return -1;
     }
     Py_INCREF(*name);   /* the caller owns name and values */
-    *values_out = *values_out == Py_None ? NULL : Py_NewRef(*values_out);
+    *values_out = *values_out == Py_None ? NULL : metric_values_of(*values_out);
+    int failed = *values_out == NULL && PyErr_Occurred();
+    if (failed)
+        Py_DECREF(*name);
     Py_DECREF(r);
-    return 0;
+    return failed ? -1 : 0;
 }
 
 /* Warn once per kind (tinyprof._args.warn_misuse) that `name` was misused. */
@@ -888,43 +1040,49 @@ event_vectorcall_new(PyObject *type, PyObject *const *args, size_t nargsf, PyObj
     static const char *const names[3] = {"name", "is_common", "loop"};
     for (Py_ssize_t i = 0; i < nargs; i++)
         pos[i] = args[i];
-    PyObject *kwargs = NULL;
-    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0, nmetric = 0;
     for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, k), *value = args[nargs + k];
-        int slot = -1;
-        for (int i = 0; i < 3 && slot < 0; i++)
-            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
-                slot = i;
-        if (slot >= 0) {
-            if (pos[slot] != NULL) {
-                PyErr_Format(PyExc_TypeError,
-                             "tinyprof.Event got multiple values for argument '%s'", names[slot]);
-                goto fail;
-            }
-            pos[slot] = value;
+        int slot = keyword_slot(PyTuple_GET_ITEM(kwnames, k));
+        if (slot < 0)
+            nmetric++;
+        else if (pos[slot] != NULL) {
+            PyErr_Format(PyExc_TypeError,
+                         "tinyprof.Event got multiple values for argument '%s'", names[slot]);
+            return NULL;
         }
-        else if ((kwargs == NULL && (kwargs = PyDict_New()) == NULL) ||
-                 PyDict_SetItem(kwargs, key, value) < 0)
-            goto fail;
+        else
+            pos[slot] = args[nargs + k];
     }
     if (pos[0] == NULL) {
         PyErr_SetString(PyExc_TypeError, "tinyprof.Event missing required argument 'name'");
-        goto fail;
+        return NULL;
     }
     int common, loop;
-    if (event_args_trivial(pos[0], pos[1], pos[2], kwargs, &common, &loop))
-        return (PyObject *)event_alloc(pos[0], loop, common, NULL);
+    if (event_args_trivial(pos[0], pos[1], pos[2], &common, &loop)) {
+        PyObject *values = nmetric ? metric_values(kwnames, args + nargs, nmetric) : NULL;
+        if (values != NULL || nmetric == 0)
+            return (PyObject *)event_alloc(pos[0], loop, common, values);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    PyObject *kwargs = NULL;            /* the rest: tinyprof._args, with the metrics as a dict */
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        if (keyword_slot(key) < 0 &&
+            ((kwargs == NULL && (kwargs = PyDict_New()) == NULL) ||
+             PyDict_SetItem(kwargs, key, args[nargs + k]) < 0)) {
+            Py_XDECREF(kwargs);
+            return NULL;
+        }
+    }
     PyObject *name = pos[0], *values;
-    if (event_args(&name, pos[1], pos[2], kwargs, &common, &loop, &values) < 0)
-        goto fail;
+    int failed = event_args(&name, pos[1], pos[2], kwargs, &common, &loop, &values);
     Py_XDECREF(kwargs);
+    if (failed < 0)
+        return NULL;
     PyObject *e = (PyObject *)event_alloc(name, loop, common, values);
     Py_DECREF(name);
     return e;
-fail:
-    Py_XDECREF(kwargs);
-    return NULL;
 }
 
 /* tp_new, for the callers that bypass vectorcall, such as Event.__new__(Event, ...). */
@@ -1042,7 +1200,14 @@ event_get_values(Event *e, void *closure)
     (void)closure;
     if (e->values == NULL)
         Py_RETURN_NONE;
-    return PyDict_Copy(e->values);   /* a copy: the Event's values stay floats */
+    PyObject *out = PyDict_New(), *keys = PyTuple_GET_ITEM(e->values, 0);
+    for (Py_ssize_t i = 0; out != NULL && i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *f = PyFloat_FromDouble(value_double(PyTuple_GET_ITEM(e->values, i + 1)));
+        if (f == NULL || PyDict_SetItem(out, PyTuple_GET_ITEM(keys, i), f) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(f);
+    }
+    return out;        /* a dict of floats, made on demand */
 }
 
 static PyObject *
@@ -1423,16 +1588,16 @@ mod_set_clock(PyObject *m, PyObject *clock)
 }
 
 static PyObject *
-mod_set_metric_hook(PyObject *m, PyObject *hook)
+mod_set_metric_keys(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)m;
-    if (!PyCallable_Check(hook)) {
-        PyErr_Format(PyExc_TypeError, "tinyprof: the metric hook must be callable, not %s",
-                     Py_TYPE(hook)->tp_name);
+    if (nargs != 2 || !PyDict_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "tinyprof: set_metric_keys(keys: dict, warn: callable) expected");
         return NULL;
     }
-    Py_INCREF(hook);
-    Py_XSETREF(metric_hook, hook);
+    Py_XSETREF(metric_keys, Py_NewRef(args[0]));
+    Py_XSETREF(metric_warn, Py_NewRef(args[1]));
     Py_RETURN_NONE;
 }
 
@@ -1523,8 +1688,9 @@ static PyMethodDef module_methods[] = {
      "(bytes of int64 (node id, OS tid, start, duration) per traced occurrence, dropped)."},
     {"set_clock", mod_set_clock, METH_O,
      "Replace the nanosecond clock (tests inject deterministic timings); None restores it."},
-    {"set_metric_hook", mod_set_metric_hook, METH_O,
-     "Set hook(node, values), called after an occurrence with metric values is recorded."},
+    {"set_metric_keys", (PyCFunction)(void (*)(void))mod_set_metric_keys, METH_FASTCALL,
+     "set_metric_keys(keys, warn): the declared metric keys (a dict, read as it changes:\n"
+     "key -> consistent?) and warn(node, key), called for a value of an undeclared key."},
     {"_source_address", mod_source_address, METH_NOARGS,
      "Address of `int32_t source(void)`: the id of the calling thread's current node."},
     {NULL}

@@ -82,8 +82,9 @@ def set_clock(clock: Optional[Callable[[], int]]) -> None:
     """Replace the nanosecond clock (tests inject deterministic timings); None restores it."""
 def _source_address() -> int:
     """Address of ``int32_t source(void)``: the id of the calling thread's current node."""
-def set_metric_hook(hook: Callable[[Node, Dict[str, float]], None]) -> None:
-    """Set hook(node, values), called after an occurrence with metric values is recorded."""
+def set_metric_keys(keys: Dict[str, bool], warn: Callable[[Node, str], None]) -> None:
+    """The declared metric keys (a dict, read as it changes: key -> consistent?)
+    and ``warn(node, key)``, called for a value of an undeclared key."""
 def trace(limit: int) -> None:
     """Keep the start of up to ``limit`` occurrences (trace mode); 0 turns it off."""
 def trace_records() -> Tuple[bytes, int]:

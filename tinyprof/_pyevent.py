@@ -3,7 +3,7 @@ used when the C core (``_core.c``) is not built or ``TINYPROF_PURE=1``.
 
 Both implementations expose the same names: ``Event``, ``Node``, ``root()``,
 ``current()``, ``executions()``, ``reset()``, ``set_clock()`` and
-``set_metric_hook()``. The call tree *is* the event map: one ``Node`` per
+``set_metric_keys()``. The call tree *is* the event map: one ``Node`` per
 callpath, children in first-entry order, values appended in typed arrays.
 Exits out of order and misuse follow docs/events.md; ``tinyprof._args`` checks
 the arguments of both implementations.
@@ -44,7 +44,7 @@ class Node:
         self.execs = array("q")        # (execution, first index) pairs, on change only
         self.last_exec = -1
         self.consistent: Optional[Dict[str, float]] = None
-        self.metrics: Optional[Dict[str, array]] = None
+        self.metrics: Optional[Dict[str, array]] = None   # key -> doubles aligned with times
 
     @property
     def count(self) -> int:
@@ -60,7 +60,9 @@ _root = Node("", None)
 _current: contextvars.ContextVar[Node] = contextvars.ContextVar("tinyprof_node", default=_root)
 _first_root: Optional[str] = None
 _exec = -1
-_metric_hook: Optional[Callable[[Node, dict], None]] = None
+_metric_keys: Dict[str, bool] = {}      # declared key -> consistent? (tinyprof._eventmap's)
+_metric_warn: Callable[[Node, str], None] = lambda node, key: None
+_NAN = float("nan")
 # Trace mode: (node id, OS thread id, start, duration) per occurrence, as the C core.
 _trace = array("q")
 _trace_limit = 0
@@ -110,9 +112,11 @@ def set_clock(clock: Optional[Callable[[], int]]) -> None:
     _clock = clock or time.perf_counter_ns
 
 
-def set_metric_hook(hook: Callable[[Node, dict], None]) -> None:
-    global _metric_hook
-    _metric_hook = hook
+def set_metric_keys(keys: Dict[str, bool], warn: Callable[[Node, str], None]) -> None:
+    """The declared metric keys (a dict, read as it changes: key -> consistent?)
+    and ``warn(node, key)``, called for a value of an undeclared key."""
+    global _metric_keys, _metric_warn
+    _metric_keys, _metric_warn = keys, warn
 
 
 def _enter_root(name: str) -> None:
@@ -216,4 +220,30 @@ def _record(node: Node, start: int, end: int, values: Optional[dict]) -> None:
     else:
         times.append(elapsed)
     if values:
-        _metric_hook(node, values)
+        _record_metrics(node, values)
+
+
+def _record_metrics(node: Node, values: Dict[str, float]) -> None:
+    """Store the metric values of the occurrence just recorded on ``node``."""
+    index = len(node.times) - 1
+    for key, value in values.items():
+        consistent = _metric_keys.get(key)
+        if consistent is None:
+            _metric_warn(node, key)
+        elif consistent:
+            if node.consistent is None:
+                node.consistent = {}
+            node.consistent.setdefault(key, value)
+        elif value == value:        # NaN means "not given": it must not wipe a loop-2 sum
+            if node.metrics is None:
+                node.metrics = {}
+            column = node.metrics.get(key)
+            if column is None:
+                column = node.metrics[key] = array("d")
+            if len(column) <= index:
+                column.extend([_NAN] * (index + 1 - len(column)))
+                column[index] = value
+            elif node.loop == 2 and column[index] == column[index]:
+                column[index] += value      # loop 2 sums per execution
+            else:
+                column[index] = value
