@@ -1,29 +1,37 @@
-"""Continuous profiling: the overhead of profiling and of periodic snapshots.
+"""Continuous profiling: what profiling and aggregated snapshots cost, and what they write.
 
-    .venv/bin/python benchmarks/continuous.py [--ranks 4] [--steps 2000] [--frequency 1] [--repeats 5]
+    .venv/bin/python benchmarks/continuous.py [--ranks 2 4] [--seconds 20] [--repeats 7]
+    .venv/bin/python benchmarks/continuous.py --quick     # smoke run: 2 s runs, 3 repeats
 
-Overhead: the demo (tinyprof/demo.py) run 10x longer than its default (2000
-steps instead of 200) on 4 ranks, in three modes launched interleaved, one
-mpiexec each: profiling off (``TINYPROF=0``), profiling on without
-snapshots, and snapshots every ``--frequency`` s. A run's time is the demo's
-own figure: from ``Profiler()`` to the end of the flush, slowest rank (so
-MPI start-up is left out). Overhead is the median of ``--repeats`` runs of a
-mode over the median with profiling off; also the fastest run of each mode,
-the one least disturbed on a shared machine. The demo also reports the CPU time
-its snapshots took (thread CPU time, largest over ranks): their direct cost,
-free of the noise of the other ranks and processes sharing the cores.
+1. **App overhead.** The demo (tinyprof/demo.py), its steps calibrated so
+   that a run lasts ``--seconds`` with profiling off, on each rank count in
+   three modes launched interleaved, one mpiexec each: profiling off
+   (``TINYPROF=0``), on, and on with snapshots every ``--frequency`` s
+   (``keep="all"``, the flush's aggregators: A = 1 here). A run's time is the
+   demo's own figure (from ``Profiler()`` to the end of the flush, slowest
+   rank). Medians of ``--repeats``; also the snapshot thread's CPU time over
+   the run time (largest over ranks).
+2. **What the snapshots wrote** in those runs: files per snapshot (against
+   A), bytes per snapshot against the occurrences recorded in its interval,
+   and all the snapshots' bytes over the final profile's.
+3. **Fixed cost.** ``Profiler()`` plus the final flush at P = 4, timed in the
+   ranks (slowest rank) after numpy, mpi4py and ``tinyprof`` are imported
+   (an MPI application has them; what ``Profiler()`` imports counts), median
+   of ``--repeats`` fresh runs.
+4. **One rank's snapshot** (this process) after recording the demo's events
+   for N steps: the first one (full), then the next ones, each after 1 % more
+   steps (deltas).
 
-Snapshot cost: one rank's snapshot (copy, encode, atomic write with fsync)
-timed in this process, wall and CPU time, after recording the demo's events
-per step (4 events, 2 metrics) for a growing number of steps: the first
-snapshot encodes everything, the next ones (each after 1% more steps) only
-the new values, but still copy and write the whole file.
-
-Prints Markdown tables (the ones in docs/performance.md, "Continuous profiling").
+Every run has bytecode caching on: the machines here set
+``PYTHONDONTWRITEBYTECODE=1``, and recompiling tinyprof's modules in every
+process would count as start-up. Prints Markdown tables (docs/performance.md,
+"Continuous profiling").
 """
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
 import re
 import shutil
@@ -35,20 +43,21 @@ import time
 from typing import Dict, List, Tuple
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # numpy's idle BLAS threads off our cores
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-import tinyprof                                     # noqa: E402
-from tinyprof import _annotate, _layout, _session   # noqa: E402
+import tinyprof     # noqa: E402  (light: the rest loads with Profiler(), in the fixed cost)
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-MODES = {"off": ({"TINYPROF": "0"}, 0.0), "on": ({}, 0.0), "snapshots": ({}, None)}
+MODES = {"off": {"TINYPROF": "0"}, "on": {}, "snapshots": {}}
+GOALS = {"overhead": 1.0, "fixed_ms": 20.0, "growth": 1.2}
 
 
 def run_demo(ranks: int, steps: int, frequency: float, env: Dict[str, str],
              outdir: str) -> Tuple[float, int, float]:
-    """(run time, snapshots, CPU s in snapshots) of one demo run, as it prints them."""
+    """(run time s, snapshots, CPU s in snapshots) of one demo run, as it prints them."""
     cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "tinyprof.demo", outdir,
-           "--steps", str(steps), "--frequency", str(frequency)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+           "--steps", str(steps), "--frequency", str(frequency), "--keep", "all"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
                           env=dict(os.environ, **env))
     if proc.returncode:
         sys.exit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
@@ -56,40 +65,132 @@ def run_demo(ranks: int, steps: int, frequency: float, env: Dict[str, str],
     return float(m.group(1)), int(m.group(2)), float(m.group(3)) / 1e3
 
 
-def overhead(args: argparse.Namespace) -> None:
+def written(outdir: str) -> Dict[str, List[float]]:
+    """Per complete snapshot: files, bytes, occurrences held; and the final profile's bytes."""
+    from tinyprof import _chain, _layout
+    out: Dict[str, List[float]] = {"files": [], "bytes": [], "values": [], "full": []}
+    for k in tinyprof.snapshots(outdir):
+        paths = _layout.profile_files(_layout.snapshot_dir(outdir, k))
+        out["files"].append(len(paths))
+        out["bytes"].append(sum(os.path.getsize(p) for p in paths))
+        out["values"].append(sum(len(_chain.parse(p).values.times) for p in paths))
+        out["full"].append(b" over " not in open(paths[0], "rb").read(300).split(b"\n")[3])
+    out["final"] = [sum(os.path.getsize(p) for p in _layout.profile_files(outdir))]
+    return out
+
+
+def calibrate(ranks: int, seconds: float, work: str) -> int:
+    """Demo steps for a run of about ``seconds`` with profiling off."""
+    steps = 500
+    elapsed, _, _ = run_demo(ranks, steps, 0, MODES["off"], os.path.join(work, "calibrate"))
+    return max(steps, int(steps * seconds / elapsed))
+
+
+def overhead(args: argparse.Namespace, ranks: int, work: str) -> None:
+    steps = calibrate(ranks, args.seconds, work)
     times: Dict[str, List[float]] = {mode: [] for mode in MODES}
-    snapshots: List[int] = []
-    shares: List[float] = []             # CPU in snapshots / run time, slowest rank
-    work = tempfile.mkdtemp(prefix="tinyprof-continuous-")
-    try:
-        for _ in range(args.repeats):
-            for mode, (env, frequency) in MODES.items():
-                outdir = os.path.join(work, mode)
-                shutil.rmtree(outdir, ignore_errors=True)
-                elapsed, taken, cpu = run_demo(args.ranks, args.steps, args.frequency
-                                               if frequency is None else frequency, env, outdir)
-                times[mode].append(elapsed)
-                if mode == "snapshots":
-                    snapshots.append(taken)
-                    shares.append(cpu / elapsed)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    shares: List[float] = []
+    taken: List[int] = []
+    snaps: Dict[str, List[float]] = {}
+    for _ in range(args.repeats):
+        for mode, env in MODES.items():
+            outdir = os.path.join(work, mode)
+            shutil.rmtree(outdir, ignore_errors=True)
+            frequency = args.frequency if mode == "snapshots" else 0
+            elapsed, count, cpu = run_demo(ranks, steps, frequency, env, outdir)
+            times[mode].append(elapsed)
+            if mode == "snapshots":
+                taken.append(count)
+                shares.append(cpu / elapsed)
+                for key, values in written(outdir).items():
+                    snaps.setdefault(key, []).extend(values)
+                snaps.setdefault("runs", []).append(1)
     base = statistics.median(times["off"])
-    print(f"Demo, {args.ranks} ranks, {args.steps} steps, median of {args.repeats} "
-          f"(interleaved runs):\n")
-    fastest = min(times["off"])
-    print("| mode | median (s) | overhead | fastest (s) | overhead | runs (s) |")
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    print(f"### {ranks} ranks, {steps} demo steps, median of {args.repeats} interleaved runs\n")
+    print("| mode | median (s) | overhead | runs (s) |")
+    print("| --- | ---: | ---: | --- |")
     for mode in MODES:
-        med, low = statistics.median(times[mode]), min(times[mode])
+        med = statistics.median(times[mode])
         label = f"snapshots every {args.frequency:g} s" if mode == "snapshots" else f"profiling {mode}"
-        runs = ", ".join(f"{t:.3f}" for t in times[mode])
-        costs = ["-", "-"] if mode == "off" else [
-            f"{100 * (med - base) / base:+.1f} %", f"{100 * (low - fastest) / fastest:+.1f} %"]
-        print(f"| {label} | {med:.3f} | {costs[0]} | {low:.3f} | {costs[1]} | {runs} |")
-    print(f"\nWith snapshots on: {statistics.median(snapshots):g} snapshots per run, their CPU "
-          f"time {100 * statistics.median(shares):.2f} % of the run time (medians; largest "
-          "over ranks).\n")
+        cost = "-" if mode == "off" else f"{100 * (med - base) / base:+.2f} %"
+        print(f"| {label} | {med:.3f} | {cost} | {', '.join(f'{t:.2f}' for t in times[mode])} |")
+    over = 100 * (statistics.median(times["snapshots"]) - base) / base
+    print(f"\nGoal: at most {GOALS['overhead']:g} % with snapshots: "
+          f"{'met' if over <= GOALS['overhead'] else 'missed'} ({over:+.2f} %). "
+          f"{statistics.median(taken):g} snapshots per run; the snapshot thread's CPU time is "
+          f"{100 * statistics.median(shares):.3f} % of the run time (medians, largest over ranks).\n")
+    report_written(snaps, args.repeats)
+
+
+def report_written(s: Dict[str, List[float]], runs: int) -> None:
+    """What the snapshot runs wrote (the lists of all runs, snapshot after snapshot)."""
+    per_run = len(s["bytes"]) // runs
+    ratios, deltas, fulls = [], [], []
+    for r in range(runs):
+        sl = slice(r * per_run, (r + 1) * per_run)
+        ratios.append(sum(s["bytes"][sl]) / s["final"][r])
+        previous = 0
+        for nbytes, values, full in zip(s["bytes"][sl], s["values"][sl], s["full"][sl]):
+            new = values - previous
+            previous = values
+            (fulls if full else deltas).append((nbytes, new))
+    print("| snapshots | files per snapshot | bytes per snapshot (median) | "
+          "new occurrences per snapshot (median) | bytes per new occurrence |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for label, rows in (("full", fulls), ("delta", deltas)):
+        if rows:
+            b, v = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+            print(f"| {label} ({len(rows)}) | {max(s['files']):g} | {b:,.0f} | {v:,.0f} | "
+                  f"{sum(r[0] for r in rows) / max(1, sum(r[1] for r in rows)):.2f} |")
+    ratio = statistics.median(ratios)
+    print(f"\nAll the snapshots of a run hold {ratio:.3f}x the final profile's bytes (median over "
+          f"runs); goal at most {GOALS['growth']:g}x: {'met' if ratio <= GOALS['growth'] else 'missed'}. "
+          f"Files per snapshot at most {max(s['files']):g}, A = 1: "
+          f"{'met' if max(s['files']) <= 1 else 'missed'}.\n")
+
+
+def fixed_child(outdir: str) -> None:
+    """Under mpiexec: time Profiler() and the final flush in each rank."""
+    importlib.import_module("numpy")        # an MPI application has it loaded
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    comm.Barrier()
+    t0 = time.perf_counter()
+    tinyprof.Profiler("fixed", outdir=outdir, selfkeys="kind:0,bytes:1")
+    t1 = time.perf_counter()
+    with tinyprof.Event("main"):
+        for _ in range(1000):
+            with tinyprof.Event("step", loop=1, kind=1, bytes=8):
+                pass
+    comm.Barrier()
+    t2 = time.perf_counter()
+    tinyprof.flush()
+    t3 = time.perf_counter()
+    got = comm.gather((t1 - t0, t3 - t2), root=0)
+    if comm.Get_rank() == 0:
+        print(json.dumps([max(g[0] for g in got), max(g[1] for g in got)]))
+
+
+def fixed_cost(args: argparse.Namespace, work: str) -> None:
+    starts, flushes = [], []
+    cmd = [MPIEXEC, "-n", "4", sys.executable, os.path.abspath(__file__), "--fixed-child"]
+    for i in range(args.repeats + 1):               # the first one writes the bytecode caches
+        outdir = os.path.join(work, f"fixed{i}")
+        proc = subprocess.run(cmd + [outdir], capture_output=True, text=True, timeout=600)
+        if proc.returncode:
+            sys.exit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+        if i:
+            start, flush = json.loads(proc.stdout.strip().splitlines()[-1])
+            starts.append(start)
+            flushes.append(flush)
+    start, flush = statistics.median(starts) * 1e3, statistics.median(flushes) * 1e3
+    total = statistics.median(s + f for s, f in zip(starts, flushes)) * 1e3
+    print(f"### Fixed cost at P = 4 (slowest rank, median of {args.repeats} fresh runs)\n")
+    print("| `Profiler()` (ms) | final flush (ms) | sum (ms) |")
+    print("| ---: | ---: | ---: |")
+    print(f"| {start:.1f} | {flush:.1f} | {total:.1f} |")
+    print(f"\nGoal: at most {GOALS['fixed_ms']:g} ms: "
+          f"{'met' if total <= GOALS['fixed_ms'] else 'missed'}.\n")
 
 
 def _record_demo_steps(steps: int) -> None:
@@ -104,27 +205,25 @@ def _record_demo_steps(steps: int) -> None:
                     pass
 
 
-def snapshot_cost(args: argparse.Namespace) -> None:
+def snapshot_cost(args: argparse.Namespace, work: str) -> None:
+    from tinyprof import _annotate, _layout, _session
     impl = _annotate.impl
-    work = tempfile.mkdtemp(prefix="tinyprof-snapshot-")
-    print("One rank's snapshot after recording the demo's events for N steps: the first "
-          "(everything to encode), then the next ones, each after 1% more steps "
-          f"(median of {args.repeats}):\n")
-    print("| steps | values | file (KiB) | first: wall (ms) | CPU (ms) "
-          "| next: wall (ms) | CPU (ms) |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("### One rank's snapshot after the demo's events for N steps: the first (full), "
+          f"then the next ones (deltas), each after 1 % more steps (median of {args.repeats})\n")
+    print("| steps | values | full file (KiB) | full: wall (ms) | CPU (ms) | delta file (KiB) "
+          "| delta: wall (ms) | CPU (ms) |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     try:
         for steps in (200, 2000, 20000, 200000):
             impl.reset()
-            tinyprof.Profiler("bench", frequency=3600, selfkeys="kind:0,bytes:1",
-                              outdir=os.path.join(work, str(steps)))
+            outdir = os.path.join(work, f"one{steps}")
+            tinyprof.Profiler("bench", frequency=3600, selfkeys="kind:0,bytes:1", outdir=outdir,
+                              keep="all", chain=10**6)
             _record_demo_steps(steps)
             snap = _session.current().snapshotter
             t0, c0 = time.perf_counter(), snap.cpu
             snap.take(1)
             first, first_cpu = time.perf_counter() - t0, snap.cpu - c0
-            size = os.path.getsize(os.path.join(_layout.snapshot_dir(snap.settings.outdir, 1),
-                                                "bench.0-of-1.tp"))
             spent, cpu = [], []
             for k in range(2, args.repeats + 2):
                 _record_demo_steps(steps // 100)
@@ -132,25 +231,38 @@ def snapshot_cost(args: argparse.Namespace) -> None:
                 snap.take(k)
                 spent.append(time.perf_counter() - t0)
                 cpu.append(snap.cpu - c0)
-            values = 3 * steps + steps // 10
-            print(f"| {steps} | {values} | {size / 1024:.0f} | "
-                  f"{1e3 * first:.2f} | {1e3 * first_cpu:.2f} | "
+
+            def size(k):
+                return os.path.getsize(os.path.join(_layout.snapshot_dir(outdir, k), "bench.0-of-1.tp"))
+            print(f"| {steps} | {3 * steps + steps // 10} | {size(1) / 1024:.0f} | "
+                  f"{1e3 * first:.2f} | {1e3 * first_cpu:.2f} | {size(2) / 1024:.1f} | "
                   f"{1e3 * statistics.median(spent):.2f} | {1e3 * statistics.median(cpu):.2f} |")
     finally:
         tinyprof.Profiler("bench")          # stops the snapshotter
         impl.reset()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--fixed-child"]:
+        fixed_child(sys.argv[2])
+        return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ranks", type=int, default=4)
-    p.add_argument("--steps", type=int, default=2000, help="demo steps (default 2000: 10x the demo)")
+    p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--seconds", type=float, default=20.0, help="length of a demo run (default 20)")
     p.add_argument("--frequency", type=float, default=1.0, help="snapshot interval, s")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--quick", action="store_true", help="2 s runs, 3 repeats: a smoke run")
     args = p.parse_args()
-    overhead(args)
-    snapshot_cost(args)
+    if args.quick:
+        args.seconds, args.repeats = 2.0, 3
+    work = tempfile.mkdtemp(prefix="tinyprof-continuous-")
+    try:
+        for ranks in args.ranks:
+            overhead(args, ranks, work)
+        fixed_cost(args, work)
+        snapshot_cost(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,14 @@ so that ``import tinyprof`` never imports mpi4py. Design notes: docs/flush.md.
 """
 from __future__ import annotations
 
-import hashlib
 import time
 import warnings
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+try:                    # CPython's own module: hashlib would load OpenSSL first (2.5 ms)
+    from _blake2 import blake2b
+except ImportError:     # another Python
+    from hashlib import blake2b
 
 import numpy as np
 from mpi4py import MPI
@@ -170,7 +174,7 @@ def _digest(paths: Sequence[Tuple[Callpath, int]]) -> int:
     """63-bit hash of the ordered (callpath, loop) list, a prefix-closed list in
     pre-order: ranks compare lists cheaply. Each callpath is hashed as (loop,
     parent's position, name), so the cost does not grow with the depth."""
-    h = hashlib.blake2b(digest_size=8)
+    h = blake2b(digest_size=8)
     index: Dict[Callpath, int] = {}
     for path, loop in paths:
         parent = index[path[:-1]] if len(path) > 1 else -1
