@@ -53,10 +53,11 @@ GOALS = {"overhead": 1.0, "fixed_ms": 20.0, "growth": 1.2}
 
 
 def run_demo(ranks: int, steps: int, frequency: float, env: Dict[str, str],
-             outdir: str) -> Tuple[float, int, float]:
+             outdir: str, cols: int) -> Tuple[float, int, float]:
     """(run time s, snapshots, CPU s in snapshots) of one demo run, as it prints them."""
     cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "tinyprof.demo", outdir,
-           "--steps", str(steps), "--frequency", str(frequency), "--keep", "all"]
+           "--steps", str(steps), "--frequency", str(frequency), "--keep", "all",
+           "--cols", str(cols)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
                           env=dict(os.environ, **env))
     if proc.returncode:
@@ -79,34 +80,33 @@ def written(outdir: str) -> Dict[str, List[float]]:
     return out
 
 
-def calibrate(ranks: int, seconds: float, work: str) -> int:
+def calibrate(ranks: int, seconds: float, work: str, cols: int) -> int:
     """Demo steps for a run of about ``seconds`` with profiling off."""
     steps = 500
-    elapsed, _, _ = run_demo(ranks, steps, 0, MODES["off"], os.path.join(work, "calibrate"))
+    elapsed, _, _ = run_demo(ranks, steps, 0, MODES["off"], os.path.join(work, "calibrate"), cols)
     return max(steps, int(steps * seconds / elapsed))
 
 
 def overhead(args: argparse.Namespace, ranks: int, work: str) -> None:
-    steps = calibrate(ranks, args.seconds, work)
+    steps = calibrate(ranks, args.seconds, work, args.cols)
     times: Dict[str, List[float]] = {mode: [] for mode in MODES}
     shares: List[float] = []
     taken: List[int] = []
-    snaps: Dict[str, List[float]] = {}
+    snaps: List[Dict[str, List[float]]] = []
     for _ in range(args.repeats):
         for mode, env in MODES.items():
             outdir = os.path.join(work, mode)
             shutil.rmtree(outdir, ignore_errors=True)
             frequency = args.frequency if mode == "snapshots" else 0
-            elapsed, count, cpu = run_demo(ranks, steps, frequency, env, outdir)
+            elapsed, count, cpu = run_demo(ranks, steps, frequency, env, outdir, args.cols)
             times[mode].append(elapsed)
             if mode == "snapshots":
                 taken.append(count)
                 shares.append(cpu / elapsed)
-                for key, values in written(outdir).items():
-                    snaps.setdefault(key, []).extend(values)
-                snaps.setdefault("runs", []).append(1)
+                snaps.append(written(outdir))
     base = statistics.median(times["off"])
-    print(f"### {ranks} ranks, {steps} demo steps, median of {args.repeats} interleaved runs\n")
+    print(f"### {ranks} ranks, {steps} demo steps of {args.cols} columns, median of "
+          f"{args.repeats} interleaved runs\n")
     print("| mode | median (s) | overhead | runs (s) |")
     print("| --- | ---: | ---: | --- |")
     for mode in MODES:
@@ -119,34 +119,32 @@ def overhead(args: argparse.Namespace, ranks: int, work: str) -> None:
           f"{'met' if over <= GOALS['overhead'] else 'missed'} ({over:+.2f} %). "
           f"{statistics.median(taken):g} snapshots per run; the snapshot thread's CPU time is "
           f"{100 * statistics.median(shares):.3f} % of the run time (medians, largest over ranks).\n")
-    report_written(snaps, args.repeats)
+    report_written(snaps)
 
 
-def report_written(s: Dict[str, List[float]], runs: int) -> None:
-    """What the snapshot runs wrote (the lists of all runs, snapshot after snapshot)."""
-    per_run = len(s["bytes"]) // runs
-    ratios, deltas, fulls = [], [], []
-    for r in range(runs):
-        sl = slice(r * per_run, (r + 1) * per_run)
-        ratios.append(sum(s["bytes"][sl]) / s["final"][r])
+def report_written(runs: List[Dict[str, List[float]]]) -> None:
+    """What the snapshot runs wrote (per run, snapshot after snapshot)."""
+    ratios, deltas, fulls, files = [], [], [], []
+    for s in runs:
+        ratios.append(sum(s["bytes"]) / s["final"][0])
+        files += s["files"]
         previous = 0
-        for nbytes, values, full in zip(s["bytes"][sl], s["values"][sl], s["full"][sl]):
-            new = values - previous
+        for nbytes, values, full in zip(s["bytes"], s["values"], s["full"]):
+            (fulls if full else deltas).append((nbytes, values - previous))
             previous = values
-            (fulls if full else deltas).append((nbytes, new))
     print("| snapshots | files per snapshot | bytes per snapshot (median) | "
           "new occurrences per snapshot (median) | bytes per new occurrence |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for label, rows in (("full", fulls), ("delta", deltas)):
         if rows:
             b, v = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
-            print(f"| {label} ({len(rows)}) | {max(s['files']):g} | {b:,.0f} | {v:,.0f} | "
+            print(f"| {label} ({len(rows)}) | {max(files):g} | {b:,.0f} | {v:,.0f} | "
                   f"{sum(r[0] for r in rows) / max(1, sum(r[1] for r in rows)):.2f} |")
     ratio = statistics.median(ratios)
     print(f"\nAll the snapshots of a run hold {ratio:.3f}x the final profile's bytes (median over "
           f"runs); goal at most {GOALS['growth']:g}x: {'met' if ratio <= GOALS['growth'] else 'missed'}. "
-          f"Files per snapshot at most {max(s['files']):g}, A = 1: "
-          f"{'met' if max(s['files']) <= 1 else 'missed'}.\n")
+          f"Files per snapshot at most {max(files):g}, A = 1: "
+          f"{'met' if max(files) <= 1 else 'missed'}.\n")
 
 
 def fixed_child(outdir: str) -> None:
@@ -250,6 +248,8 @@ def main() -> None:
     p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     p.add_argument("--seconds", type=float, default=20.0, help="length of a demo run (default 20)")
     p.add_argument("--frequency", type=float, default=1.0, help="snapshot interval, s")
+    p.add_argument("--cols", type=int, default=2048,
+                   help="demo columns (default 2048: steps that compute, not only exchange)")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="2 s runs, 3 repeats: a smoke run")
     args = p.parse_args()
