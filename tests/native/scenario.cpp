@@ -7,7 +7,7 @@
 // Rank r reads PREFIX.r.txt (rank 0 without MPI). One command per line,
 // fields separated by tabs, names %-escaped as in docs/format.md:
 //     profiler NAME FREQUENCY SELFKEYS | aggregators A | enter NAME COMMON LOOP SELFVALUES
-//     exit | tick NS | flush | drop (destroys the Profiler; C++ only)
+//     exit | tick NS | flush | snapshot | drop (destroys the Profiler; C++ only)
 #include <tinyprof/tinyprof.hpp>
 
 #include <fstream>
@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
     const bool mpi = !(argc > 3 && std::string(argv[3]) == "--no-mpi");
     int rank = 0;
     if (mpi) {
-        MPI_Init(&argc, &argv);
+        int provided = 0;       // as mpi4py: aggregated snapshots need a second thread in MPI
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     }
     TinyProf::set_clock(fake_clock);
@@ -76,6 +77,8 @@ int main(int argc, char** argv) {
             now_ns += std::stoll(f[1]);
         } else if (f[0] == "flush") {
             TinyProf::flush();
+        } else if (f[0] == "snapshot") {
+            if (!TinyProf::snapshot(60)) return 3;
         } else if (f[0] == "drop") {
             prof.reset();
         }

@@ -21,6 +21,7 @@ def main(prefix: str, outdir: str, mpi: bool) -> None:
     now = [0]
     _annotate.impl.set_clock(lambda: now[0])
     profiler_args: dict = {}
+    prof = None
     stack = []
     with open(f"{prefix}.{rank}.txt", encoding="utf-8") as script:
         for line in script.read().split("\n"):
@@ -28,9 +29,9 @@ def main(prefix: str, outdir: str, mpi: bool) -> None:
             if f[0] == "profiler":
                 profiler_args = dict(name=unescape(f[1]), frequency=float(f[2]), selfkeys=f[3],
                                      outdir=outdir)
-                tinyprof.Profiler(**profiler_args)
+                prof = tinyprof.Profiler(**profiler_args)
             elif f[0] == "aggregators":
-                tinyprof.Profiler(**profiler_args, aggregators=int(f[1]))
+                prof = tinyprof.Profiler(**profiler_args, aggregators=int(f[1]))
             elif f[0] == "enter":
                 values = {}
                 for item in filter(None, (s.strip() for s in f[4].split(","))):
@@ -45,6 +46,9 @@ def main(prefix: str, outdir: str, mpi: bool) -> None:
                 now[0] += int(f[1])
             elif f[0] == "flush":
                 tinyprof.flush()
+            elif f[0] == "snapshot":
+                if not prof.snapshot(timeout=60):
+                    sys.exit(3)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,44 @@
-// Test program: periodic snapshots at the end of each execution, then a job
-// killed (SIGKILL, as by a scheduler) in the middle of the 4th execution.
-// argv[1]: output directory, argv[2]: snapshot interval in seconds.
+// Test program: snapshots by explicit triggers (the period is an hour), then
+// a job killed by SIGKILL, as by a scheduler, in the middle of an execution.
+//     snapshot OUTDIR LEVEL KEEP
+// LEVEL: multiple | funneled (MPI_Init_thread's request) | none (no MPI);
+// KEEP: last | all. Rank r records (k * (r + 1)) % 4 steps of `main<step`
+// (loop 1, metric `it`: the step's number) in one execution, and odd ranks
+// one more, empty, execution, before its k-th trigger, k = 1..4.
 #include <tinyprof/tinyprof.hpp>
 
 #include <csignal>
-#include <cstdlib>
+#include <cstdio>
+#include <string>
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    TinyProf::Profiler prof("snap", std::atof(argv[2]));
-    prof.set_outdir(argv[1]);
-    for (int x = 0; x < 3; ++x) {
-        TinyProf::Event main_event("main");
-        TinyProf::Event work("work");
+    if (argc != 4) return 2;
+    const std::string level = argv[2];
+    int rank = 0, provided = 0;
+    if (level != "none") {
+        MPI_Init_thread(&argc, &argv, level == "multiple" ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED,
+                        &provided);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     }
-    TinyProf::Event main_event("main");
-    TinyProf::Event work("work");
-    MPI_Barrier(MPI_COMM_WORLD);
+    TinyProf::Profiler prof("snap", 3600, "it:1");
+    prof.set_outdir(argv[1]).set_aggregators(2).set_keep(argv[3]);
+    int counted = 0;
+    for (int k = 1; k <= 4; ++k) {
+        const int n = (k * (rank + 1)) % 4;
+        {
+            TinyProf::Event main_event("main");
+            for (int i = counted; i < counted + n; ++i)
+                TinyProf::Event step("step", 1, "it:" + std::to_string(i));
+        }
+        counted += n;
+        if (rank % 2) TinyProf::Event extra("main");     // odd ranks run one more execution
+        if (!TinyProf::snapshot(60)) {
+            std::fprintf(stderr, "snapshot %d did not end\n", k);
+            return 3;
+        }
+    }
+    if (level != "none") MPI_Barrier(MPI_COMM_WORLD);
+    TinyProf::Event open_event("main");      // killed inside an execution
     std::raise(SIGKILL);
     return 0;
 }

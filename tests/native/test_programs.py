@@ -4,6 +4,7 @@ behaviour, tinyprof-convert, and the CMake routes."""
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 import tinyprof
+from tinyprof import _layout
 from tinyprof._format import escape
 
 from conftest import BIN, MPICXX, ROOT, run
@@ -145,22 +147,62 @@ def test_non_utf8_names_read_back(build, tmp_path):
                                             for raw in RAW_NAMES]
 
 
-@pytest.mark.parametrize("nranks", [1, 3])
-def test_snapshot_survives_a_killed_job(build, tmp_path, nranks):
-    out = tmp_path / "out"
-    result = run([build("tests/native/snapshot.cpp"), out, "1e-9"], nranks, check=False)
-    assert result.returncode != 0           # killed in the 4th execution
-    prof = tinyprof.read(str(out))
-    for rank in range(nranks):
-        assert prof.executions(rank) == 3
-        assert [len(ex) for ex in prof.series(("main", "work"), rank)] == [1, 1, 1]
-    assert not [p for p in out.iterdir() if ".tmp" in p.name]
+STEP = ("main", "step")
 
 
-def test_no_snapshot_before_the_interval(build, tmp_path):
+def expected_steps(rank: int, k: int) -> list:
+    """tests/native/snapshot.cpp: rank's series of `main<step` (metric `it`) in snapshot k."""
+    out, counted = [], 0
+    for j in range(1, k + 1):
+        n = (j * (rank + 1)) % 4
+        out.append([float(i) for i in range(counted, counted + n)])
+        out += [[]] if rank % 2 else []
+        counted += n
+    return out
+
+
+@pytest.mark.parametrize("nranks,level", [(0, "none"), (1, "multiple"), (3, "multiple"), (5, "multiple"),
+                                          (3, "funneled")])
+def test_snapshots_hold_what_each_rank_had_recorded(build, tmp_path, nranks, level):
+    """Snapshot k holds every rank's data as of its k-th trigger, in A = 2
+    files (aggregated, MPI_THREAD_MULTIPLE) or one file per rank (no MPI, a
+    lower thread level, with one warning); ranks run different numbers of
+    executions; the job killed in an execution leaves snapshot 4 to read."""
     out = tmp_path / "out"
-    run([build("tests/native/snapshot.cpp"), out, "3600"], 2, check=False)
-    assert not out.exists()
+    result = run([build("tests/native/snapshot.cpp"), out, level, "all"], nranks, check=False)
+    assert result.returncode != 0 and "did not end" not in result.stderr, result.stderr
+    nprocs = max(nranks, 1)
+    files = min(2, nprocs) if level == "multiple" else nprocs
+    assert result.stderr.count("below MPI_THREAD_MULTIPLE") == (level == "funneled")
+    assert tinyprof.snapshots(str(out)) == [1, 2, 3, 4]
+    for k in range(1, 5):
+        directory = _layout.snapshot_dir(str(out), k)
+        assert sorted(os.listdir(directory)) == [_layout.file_name("snap", i, files) for i in range(files)]
+        prof = tinyprof.read(str(out), snapshot=k)
+        for rank in range(nprocs):
+            assert prof.series(STEP, rank, "it") == expected_steps(rank, k), (k, rank)
+    newest = tinyprof.read(str(out))            # what a killed job leaves: snapshot 4
+    assert [newest.series(STEP, r, "it") for r in range(nprocs)] == \
+        [expected_steps(r, 4) for r in range(nprocs)]
+    assert not [p for p in out.rglob("*.tmp*")]
+
+
+def test_keep_last_leaves_the_newest_snapshot(build, tmp_path):
+    out = tmp_path / "out"
+    run([build("tests/native/snapshot.cpp"), out, "multiple", "last"], 3, check=False)
+    assert os.listdir(out / "snapshots") == ["000004"]
+    assert tinyprof.read(str(out)).series(STEP, 2, "it") == expected_steps(2, 4)
+
+
+@pytest.mark.parametrize("stuck", ["recv", "compute"])     # not "mpi": pytest-mpi's keyword
+def test_a_stuck_rank_delays_nobody(build, tmp_path, stuck):
+    """Rank 0's application thread is stuck until the other ranks see
+    snapshot 1 complete: its snapshot thread took part meanwhile."""
+    out = tmp_path / "out"
+    run([build("tests/native/stuck.cpp"), out, stuck], 3)
+    prof = tinyprof.read(str(out), snapshot=1)
+    assert prof.series(STEP, 0, "it") == [[0.0, 1.0]]
+    assert prof.series(STEP, 1, "it")[0] == [0.0, 1.0]
 
 
 def test_serial_program_flushes_when_the_profiler_goes(build, tmp_path):

@@ -28,6 +28,7 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -44,6 +45,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -269,6 +271,7 @@ struct Settings {
     std::vector<std::pair<std::string, bool>> metrics;    // (key, consistent), in order
     std::string outdir = "profile.tinyprof";
     int aggregators = 0;              // 0: the default, max(1, P / 16)
+    bool keep_last = true;            // snapshots: keep "last" (else "all")
     MPI_Comm comm = MPI_COMM_WORLD;
 };
 
@@ -279,8 +282,6 @@ struct Registry {
     std::string first_root;                     // name of the first root event
     Settings settings;
     const void* profiler = nullptr;             // the active Profiler, if any
-    Tree* profiler_tree = nullptr;              // its thread: auto snapshots happen there
-    std::int64_t last_flush_ns = 0;
     std::uint64_t flushed_records = ~std::uint64_t{0};
     std::uint64_t run_id = 0;                   // the file's `run`, once per process
     bool run_drawn = false;
@@ -460,8 +461,6 @@ inline std::vector<Metric> parse_values(std::string_view event, std::string_view
 
 }  // namespace detail
 
-inline bool snapshot();
-
 // A profiled region, from construction to destruction (RAII). Not copyable
 // or movable: each Event is one frame of its thread's stack of open events.
 class Event {
@@ -504,22 +503,12 @@ class Event {
         tree_->records.store(tree_->records.load(std::memory_order_relaxed) + 1,
                              std::memory_order_relaxed);
         if (!values_.empty()) detail::record_metrics(*tree_, *node_, values_);
-        if (node_->parent == &tree_->root) at_root_exit();
     }
 
     Event(const Event&) = delete;
     Event& operator=(const Event&) = delete;
 
   private:
-    // The end of an execution on the profiler's thread is the safe point of
-    // periodic snapshots (docs/native.md, "Snapshots").
-    void at_root_exit() {
-        detail::Registry& reg = detail::registry();
-        if (reg.settings.frequency > 0 && tree_ == reg.profiler_tree &&
-            node_->name == reg.first_root)
-            snapshot();
-    }
-
     detail::Tree* tree_;
     detail::Node* node_;
     std::int64_t start_;
@@ -1123,10 +1112,12 @@ struct FileHeader {
     std::vector<std::int64_t> executions;
 };
 
-// Which set a file belongs to: the `run` and `set flush N` lines.
+// Which set a file belongs to: the `run` and `set <kind> N` lines
+// (`set flush N`, `set snapshot K`).
 struct SetId {
     std::uint64_t run;
-    std::int64_t flush;
+    std::int64_t number;
+    const char* kind = "flush";
 };
 
 // A section of a file: its name and payload.
@@ -1141,7 +1132,7 @@ inline std::string encode_file(const Settings& s, const SetId& set, const FileHe
     std::vector<std::size_t> ids;
     const auto names = name_table(paths, &ids);
     std::string out = "tinyprof 2\nname " + format::escape(s.name) + "\nrun " + format::hex16(set.run) +
-                      "\nset flush " + std::to_string(set.flush) + "\nnranks " +
+                      "\nset " + set.kind + " " + std::to_string(set.number) + "\nnranks " +
                       std::to_string(h.nranks) + "\nranks " + std::to_string(h.first) + " " +
                       std::to_string(h.count) + "\nfile " + std::to_string(h.index) + " " +
                       std::to_string(h.nfiles) + "\nunit ns\nmetrics ";
@@ -1787,11 +1778,11 @@ inline Row split_row(const char* data) {
     return row;
 }
 
-// Callpath i's consistent field: per metric, the lowest rank's value.
-inline std::string merge_consistent(const std::vector<Row>& rows, std::size_t i) {
+// A callpath's consistent field from its ranks' (lowest rank first): per
+// metric, the lowest rank's value.
+inline std::string merge_consistent(const std::vector<std::string_view>& ranks) {
     std::vector<std::string_view> merged;
-    for (const auto& row : rows) {
-        std::string_view given = row.fields[i];
+    for (std::string_view given : ranks) {
         for (std::size_t k = 0; !given.empty(); ++k) {
             const auto comma = given.find(',');
             const auto token = given.substr(0, comma);
@@ -1917,9 +1908,12 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const
         std::vector<Row> split;
         for (int r = 0; r < g.size; ++r) split.push_back(split_row(rows.data() + width * r));
         const std::size_t offset = with_consistent ? paths.size() : 0;
-        std::vector<std::string> consistent;
-        for (std::size_t i = 0; i < paths.size(); ++i)
-            consistent.push_back(with_consistent ? merge_consistent(split, i) : std::string());
+        std::vector<std::string> consistent(paths.size());
+        std::vector<std::string_view> given(split.size());
+        for (std::size_t i = 0; with_consistent && i < paths.size(); ++i) {
+            for (std::size_t r = 0; r < split.size(); ++r) given[r] = split[r].fields[i];
+            consistent[i] = merge_consistent(given);
+        }
         FileHeader h{nranks, g.first, g.size, g.index, naggs, {}};
         for (const auto& r : split) h.executions.push_back(r.executions);
         const std::string data = encode_file(s, set, h, paths, consistent,
@@ -1993,7 +1987,6 @@ inline std::string write_profile() {
     const Local local = collect_local(reg);
     if (mpi_live()) flush_mpi(reg, set, local, lib, tables, traced);
     else flush_single(reg, set, local, traced);
-    reg.last_flush_ns = steady_ns();
     reg.flushed_records = records;
     return reg.settings.outdir;
 }
@@ -2004,6 +1997,399 @@ inline void hook_finalize(Registry& reg) {
     if (reg.finalize_keyval != MPI_KEYVAL_INVALID || !mpi_live()) return;
     MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &reg.finalize_keyval, nullptr);
     MPI_Comm_set_attr(MPI_COMM_SELF, reg.finalize_keyval, nullptr);
+}
+
+// -- snapshots (docs/native.md, "Snapshots") -------------------------------------
+
+// One rank's share of a snapshot file, as it sends it to its aggregator:
+// executions, then per callpath (pre-order) its parent position (-1: a
+// root), loop mode, name, consistent metrics and rank field.
+inline void put(std::string& out, std::int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+inline void put(std::string& out, std::string_view v) {
+    put(out, static_cast<std::int64_t>(v.size()));
+    out.append(v);
+}
+
+inline std::string encode_part(const Local& local, std::int64_t executions) {
+    std::string out;
+    put(out, executions);
+    put(out, static_cast<std::int64_t>(local.paths.size()));
+    for (std::size_t i = 0; i < local.paths.size(); ++i) {
+        put(out, local.paths.parent[i]);
+        put(out, local.paths.loop[i]);
+        put(out, local.paths.name[i]);
+        put(out, local.consistent[i]);
+        put(out, local.field[i]);
+    }
+    return out;
+}
+
+// A part read back: views into the received bytes.
+struct Part {
+    std::int64_t executions = 0;
+    std::vector<int> parent, loop;
+    std::vector<std::string_view> name, consistent, field;
+};
+
+inline Part decode_part(std::string_view in) {
+    auto number = [&in]() {
+        std::int64_t v;
+        std::memcpy(&v, in.data(), sizeof v);
+        in.remove_prefix(sizeof v);
+        return v;
+    };
+    auto text = [&]() {
+        const auto n = static_cast<std::size_t>(number());
+        const std::string_view v = in.substr(0, n);
+        in.remove_prefix(n);
+        return v;
+    };
+    Part p;
+    p.executions = number();
+    for (std::int64_t i = number(); i > 0; --i) {
+        p.parent.push_back(static_cast<int>(number()));
+        p.loop.push_back(static_cast<int>(number()));
+        p.name.push_back(text());
+        p.consistent.push_back(text());
+        p.field.push_back(text());
+    }
+    return p;
+}
+
+// The file of `parts` (consecutive ranks, lowest first), as the Python side's
+// _assemble.assemble: the union of their callpaths in order of first
+// appearance, the lowest rank's loop mode (mode 2 gives way) and consistent values.
+inline std::string assemble(const Settings& s, const SetId& set, FileHeader h, const std::vector<Part>& parts) {
+    Callpaths paths;
+    std::vector<std::vector<int>> line_of(parts.size());
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+        const Part& p = parts[r];
+        for (std::size_t i = 0; i < p.name.size(); ++i)
+            line_of[r].push_back(paths.add(p.parent[i] < 0 ? -1 : line_of[r][static_cast<std::size_t>(p.parent[i])],
+                                           p.name[i], p.loop[i]));
+    }
+    std::vector<std::vector<std::string_view>> field(parts.size(), std::vector<std::string_view>(paths.size()));
+    std::vector<std::vector<std::string_view>> given(paths.size(), std::vector<std::string_view>(parts.size()));
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+        h.executions.push_back(parts[r].executions);
+        for (std::size_t i = 0; i < line_of[r].size(); ++i) {
+            const auto line = static_cast<std::size_t>(line_of[r][i]);
+            field[r][line] = parts[r].field[i];
+            given[line][r] = parts[r].consistent[i];
+        }
+    }
+    std::vector<std::string> consistent;
+    for (const auto& g : given) consistent.push_back(merge_consistent(g));
+    return encode_file(s, set, h, paths, consistent,
+                       [&](int r, std::size_t i) { return field[static_cast<std::size_t>(r)][i]; });
+}
+
+inline std::filesystem::path snapshot_dir(const Settings& s, std::int64_t k) {
+    char number[24];
+    std::snprintf(number, sizeof number, "%06lld", static_cast<long long>(k));
+    return std::filesystem::path(s.outdir) / "snapshots" / number;
+}
+
+// Numbers of the snapshot directories, complete or not, oldest first.
+inline std::vector<std::int64_t> snapshot_numbers(const Settings& s) {
+    std::vector<std::int64_t> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(s.outdir) / "snapshots", ec)) {
+        const std::string n = e.path().filename().string();
+        if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos) out.push_back(std::stoll(n));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+class Stopped : public std::exception {};
+
+// This process's snapshots (docs/native.md, "Snapshots"): a helper thread
+// that, at time start + k * frequency (or at once when asked), cuts this
+// rank's data and either sends it to its group's aggregator with
+// nonblocking point-to-point messages on a duplicate of the profiler's
+// communicator, the aggregator writing one file of A, then agrees with one
+// nonblocking allreduce that snapshot k is complete and which number comes
+// next (MPI_THREAD_MULTIPLE); or writes this rank's own file of the set
+// with no MPI call (no MPI, or a lower thread level). The application's
+// threads never wait for another rank.
+class Snapshotter {
+  public:
+    // Collective over `comm` while MPI is live: agrees on the start time and
+    // duplicates `comm` for aggregated snapshots.
+    void start(Registry& reg, MPI_Comm comm) {
+        halt();
+        free_comm();
+        std::lock_guard<std::mutex> lock(mutex_);
+        reg_ = &reg;
+        frequency_ = reg.settings.frequency;
+        stop_ = exited_ = false;
+        stopped_.store(false);
+        wanted_ = false;
+        last_ = 0;
+        start_ = wall();
+        rank_ = 0;
+        size_ = 1;
+        if (mpi_live()) {
+            MPI_Comm_rank(comm, &rank_);
+            MPI_Comm_size(comm, &size_);
+            MPI_Bcast(&start_, 1, MPI_DOUBLE, 0, comm);
+            int level = MPI_THREAD_SINGLE;
+            MPI_Query_thread(&level);
+            if (level == MPI_THREAD_MULTIPLE) {
+                MPI_Comm_dup(comm, &comm_);
+            } else if (rank_ == 0) {
+                warn("MPI thread level is below MPI_THREAD_MULTIPLE: each rank writes its own snapshot "
+                     "file (P files per snapshot, no MPI call)");
+            }
+        }
+        thread_ = std::thread([this] { loop(); });
+    }
+
+    // A snapshot now, besides the periodic ones: whether one that cut this
+    // rank's data after the call ended within `timeout` seconds.
+    bool request(double timeout) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (!thread_.joinable() || stop_ || exited_) return false;
+        const std::int64_t target = cuts_;
+        wanted_ = true;
+        changed_.notify_all();
+        changed_.wait_for(lock, std::chrono::duration<double>(timeout),
+                          [&] { return ended_ > target || stop_ || exited_; });
+        return ended_ > target;
+    }
+
+    // Stops the helper: it makes no MPI call after this returns, and is
+    // joined unless a snapshot in progress takes longer than kStopTimeout.
+    void halt() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+            changed_.notify_all();
+        }
+        stopped_.store(true);
+        if (!thread_.joinable()) return;
+        if (mpi_mutex_.try_lock_for(kStopTimeout)) mpi_mutex_.unlock();   // none in flight, none after
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (changed_.wait_for(lock, kStopTimeout, [&] { return exited_; })) {
+            lock.unlock();
+            thread_.join();
+        } else {
+            thread_.detach();
+        }
+    }
+
+    // After halt(), while MPI is live: frees the duplicate unless requests on
+    // it were left pending (MPI_Finalize frees it then).
+    void free_comm() {
+        if (comm_ != MPI_COMM_NULL && !pending_ && !thread_.joinable() && mpi_live()) MPI_Comm_free(&comm_);
+        comm_ = MPI_COMM_NULL;
+        pending_ = false;
+    }
+
+  private:
+    static constexpr std::chrono::seconds kStopTimeout{5};
+    static constexpr int kSize = 11, kData = 12;   // message tags: a part's size, its bytes
+
+    static double wall() {
+        return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    }
+
+    Settings settings() {
+        std::lock_guard<std::mutex> lock(reg_->mutex);
+        return reg_->settings;
+    }
+
+    void loop() {
+        const MpiPause pause;     // its MPI traffic is tinyprof's, never the application's
+        std::int64_t k = 1;
+        try {
+            while (true) {
+                {
+                    std::unique_lock<std::mutex> lock(mutex_);
+                    const double f = frequency_;
+                    const auto due = std::chrono::system_clock::time_point(
+                        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                            std::chrono::duration<double>(start_ + static_cast<double>(k) * f)));
+                    changed_.wait_until(lock, due, [&] { return stop_ || wanted_; });
+                    if (stop_) break;
+                    wanted_ = false;
+                    ++cuts_;
+                }
+                k = comm_ != MPI_COMM_NULL ? aggregated(k) : per_rank(k);
+                std::lock_guard<std::mutex> lock(mutex_);
+                ++ended_;
+                changed_.notify_all();
+            }
+        } catch (const Stopped&) {
+        } catch (const std::exception& e) {       // the profiler never takes the application down
+            warn(std::string("snapshots stopped: ") + e.what());
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        exited_ = true;
+        changed_.notify_all();
+    }
+
+    // The number of the newest periodic snapshot due by now.
+    std::int64_t due(double f) const { return static_cast<std::int64_t>(std::floor((wall() - start_) / f)); }
+
+    // Per rank: this rank's file of snapshot k (or of the next one due, if
+    // later); snapshots in between that other ranks started get it too,
+    // labelled as theirs, so that they complete (ranks skip numbers apart).
+    std::int64_t per_rank(std::int64_t k) {
+        const Settings s = settings();
+        k = std::max(k, due(frequency_));
+        const Local local = collect_local(*reg_);
+        const FileHeader h{size_, rank_, 1, rank_, size_, {executions_now()}};
+        const auto fields = [&](int, std::size_t i) -> const std::string& { return local.field[i]; };
+        for (const std::int64_t j : snapshot_numbers(s))
+            if (last_ < j && j < k) write(s, j, encode_file(s, {reg_->run_id, j, "snapshot"}, h, local.paths,
+                                                             local.consistent, fields), h.index, h.nfiles);
+        if (write(s, k, encode_file(s, {reg_->run_id, k, "snapshot"}, h, local.paths, local.consistent, fields),
+                  h.index, h.nfiles)) {
+            last_ = k;
+            if (s.keep_last && rank_ == 0) prune(s, size_);
+        }
+        return k + 1;
+    }
+
+    // Snapshot k, aggregated; the number of the next one, agreed by all ranks.
+    std::int64_t aggregated(std::int64_t k) {
+        const Settings s = settings();
+        const std::string part = encode_part(collect_local(*reg_), executions_now());
+        const int naggs = aggregator_count(s, size_);
+        const Group g = group_of(rank_, size_, naggs);
+        std::int64_t agreed[2] = {1, 0};     // MIN: every file written, the latest next number
+        if (rank_ != g.first) {
+            const std::int64_t n = static_cast<std::int64_t>(part.size());
+            exchange([&] {
+                std::vector<MPI_Request> r(2);
+                MPI_Isend(&n, 1, MPI_INT64_T, g.first, kSize, comm_, &r[0]);
+                MPI_Isend(part.data(), static_cast<int>(n), MPI_BYTE, g.first, kData, comm_, &r[1]);
+                return r;
+            });
+        } else {
+            std::vector<std::int64_t> sizes(static_cast<std::size_t>(g.size));
+            exchange([&] {
+                std::vector<MPI_Request> r(sizes.size() - 1);
+                for (int i = 1; i < g.size; ++i)
+                    MPI_Irecv(&sizes[static_cast<std::size_t>(i)], 1, MPI_INT64_T, g.first + i, kSize, comm_,
+                              &r[static_cast<std::size_t>(i - 1)]);
+                return r;
+            });
+            std::vector<std::string> received(sizes.size());
+            exchange([&] {
+                std::vector<MPI_Request> r(sizes.size() - 1);
+                for (int i = 1; i < g.size; ++i) {
+                    auto& b = received[static_cast<std::size_t>(i)];
+                    b.resize(static_cast<std::size_t>(sizes[static_cast<std::size_t>(i)]));
+                    MPI_Irecv(b.data(), static_cast<int>(b.size()), MPI_BYTE, g.first + i, kData, comm_,
+                              &r[static_cast<std::size_t>(i - 1)]);
+                }
+                return r;
+            });
+            std::vector<Part> parts{decode_part(part)};
+            for (int i = 1; i < g.size; ++i) parts.push_back(decode_part(received[static_cast<std::size_t>(i)]));
+            const FileHeader h{size_, g.first, g.size, g.index, naggs, {}};
+            agreed[0] = write(s, k, assemble(s, {reg_->run_id, k, "snapshot"}, h, parts), g.index, naggs);
+        }
+        agreed[1] = -std::max(k + 1, due(frequency_) + 1);
+        exchange([&] {
+            std::vector<MPI_Request> r(1);
+            MPI_Iallreduce(MPI_IN_PLACE, agreed, 2, MPI_INT64_T, MPI_MIN, comm_, &r[0]);
+            return r;
+        });
+        last_ = k;
+        if (agreed[0] && s.keep_last && rank_ == 0) prune(s, naggs);
+        return -agreed[1];
+    }
+
+    bool write(const Settings& s, std::int64_t k, const std::string& data, int index, int nfiles) {
+        const auto dir = snapshot_dir(s, k);
+        const std::string path = (dir / format::file_name(s.name, index, nfiles)).string();
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec);
+        if (format::write_atomic(path, data)) return true;
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!write_warned_)
+            warn("cannot write snapshot file " + path + ": " + std::strerror(errno) +
+                 "; the next snapshot holds its data");
+        write_warned_ = true;
+        return false;
+    }
+
+    // keep "last": removes every snapshot older than the newest complete one
+    // (each one here is whole: none builds on another).
+    static void prune(const Settings& s, int nfiles) {
+        const auto numbers = snapshot_numbers(s);
+        for (auto k = numbers.rbegin(); k != numbers.rend(); ++k) {
+            bool complete = true;
+            for (int i = 0; i < nfiles && complete; ++i)
+                complete = std::filesystem::exists(snapshot_dir(s, *k) / format::file_name(s.name, i, nfiles));
+            if (!complete) continue;
+            for (const std::int64_t j : numbers) {
+                std::error_code ec;
+                if (j < *k) std::filesystem::remove_all(snapshot_dir(s, j), ec);
+            }
+            return;
+        }
+    }
+
+    // Posts requests (post()) and sleep-polls them until done: no busy wait
+    // while other ranks are late. Each MPI call happens under mpi_mutex_ and
+    // only while not stopped, so none follows halt(); then Stopped (the
+    // requests stay pending: cancelling a collective is erroneous).
+    template <class Post>
+    void exchange(Post&& post) {
+        std::vector<MPI_Request> requests;
+        bool posted = false;
+        auto nap = std::chrono::microseconds(500);
+        while (true) {
+            {
+                std::lock_guard<std::timed_mutex> lock(mpi_mutex_);
+                if (stopped_.load()) {
+                    pending_ = posted;
+                    throw Stopped();
+                }
+                if (!posted) {
+                    requests = post();
+                    posted = true;
+                } else {
+                    int done = 0;
+                    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+                    if (done) return;
+                }
+            }
+            std::this_thread::sleep_for(nap);
+            nap = std::min(2 * nap, std::chrono::microseconds(20000));
+        }
+    }
+
+    Registry* reg_ = nullptr;
+    std::thread thread_;
+    std::mutex mutex_;                     // guards what follows, up to mpi_mutex_
+    std::condition_variable changed_;      // wanted_, stop_, ended_ or exited_ changed
+    bool stop_ = false, exited_ = false, wanted_ = false, write_warned_ = false;
+    std::int64_t cuts_ = 0, ended_ = 0;    // snapshots begun (data cut) and ended
+    std::timed_mutex mpi_mutex_;           // held by the helper around each MPI call
+    std::atomic<bool> stopped_{false};
+    bool pending_ = false;                 // requests on comm_ left pending by halt()
+    MPI_Comm comm_ = MPI_COMM_NULL;        // aggregated: tinyprof's duplicate
+    double start_ = 0;                     // rank 0's wall clock at start (s)
+    double frequency_ = 0;                 // the period (s)
+    int rank_ = 0, size_ = 1;
+    std::int64_t last_ = 0;                // per rank: the newest number written
+};
+
+inline Snapshotter& snapshotter() {
+    static Snapshotter* s = new Snapshotter();   // never destroyed, as the registry
+    return *s;
+}
+
+inline void stop_snapshots() {
+    const MpiPause pause;
+    snapshotter().halt();
+    snapshotter().free_comm();
 }
 
 }  // namespace detail
@@ -2036,21 +2422,13 @@ inline void flush_if_new() {
 
 }  // namespace detail
 
-// A periodic snapshot: flushes if `frequency` seconds passed since the last
-// flush, as rank 0's clock says (one broadcast agrees). Collective like
-// flush(); called by itself at the end of every execution on the profiler's
-// thread when frequency > 0. Returns whether it flushed.
-inline bool snapshot() {
-    detail::Registry& reg = detail::registry();
-    int due = reg.settings.frequency > 0 &&
-              static_cast<double>(detail::steady_ns() - reg.last_flush_ns) >= reg.settings.frequency * 1e9;
-    if (detail::mpi_live()) {
-        const detail::MpiPause pause;
-        MPI_Bcast(&due, 1, MPI_INT, 0, reg.settings.comm);
-    }
-    if (due) flush();
-    return due != 0;
-}
+// A snapshot now, besides the periodic ones (a Profiler with frequency > 0):
+// asks this rank's snapshot thread to take the next one at once and waits at
+// most `timeout` seconds for it. Never collective for the calling thread:
+// aggregated (MPI_THREAD_MULTIPLE), the snapshot ends when every rank took
+// part (when they call this too, or when it falls due on them). Returns
+// whether one that holds everything this rank recorded before the call ended.
+inline bool snapshot(double timeout = 10.0) { return detail::snapshotter().request(timeout); }
 
 // Replaces the nanosecond clock of the hot path (tests inject exact timings);
 // nullptr restores std::chrono::steady_clock.
@@ -2071,19 +2449,21 @@ class Profiler {
         s.name = std::move(name);
         s.frequency = frequency;
         s.aggregators = env_aggregators();
-        detail::Tree* mine = &detail::tree();
+        detail::tree();       // registers this thread (outside the lock, which that takes)
+        detail::stop_snapshots();                     // an earlier Profiler's
         detail::Registry& reg = detail::registry();
-        std::lock_guard<std::mutex> lock(reg.mutex);
-        reg.settings = std::move(s);
-        reg.warned.clear();
-        reg.profiler = this;
-        reg.profiler_tree = mine;
-        reg.last_flush_ns = detail::steady_ns();
-        reg.mpi_capture = detail::start_capture();
         const detail::MpiPause pause;
-        detail::hook_finalize(reg);
-        detail::settle_run(reg, reg.settings.comm);   // rank 0's run id, while MPI is live
-        if (env_trace()) start_trace(reg, env_trace_limit());
+        {
+            std::lock_guard<std::mutex> lock(reg.mutex);
+            reg.settings = std::move(s);
+            reg.warned.clear();
+            reg.profiler = this;
+            reg.mpi_capture = detail::start_capture();
+            detail::hook_finalize(reg);
+            detail::settle_run(reg, reg.settings.comm);   // rank 0's run id, while MPI is live
+            if (env_trace()) start_trace(reg, env_trace_limit());
+        }
+        if (frequency > 0) detail::snapshotter().start(reg, reg.settings.comm);
     }
 
     // Trace mode (docs/trace.md), as TINYPROF_TRACE=1 and TINYPROF_TRACE_LIMIT:
@@ -2099,24 +2479,48 @@ class Profiler {
 
     // Output directory, default `<name>.tinyprof`.
     Profiler& set_outdir(std::string outdir) {
-        detail::registry().settings.outdir = std::move(outdir);
+        detail::Registry& reg = detail::registry();
+        std::lock_guard<std::mutex> lock(reg.mutex);     // the snapshot thread reads settings
+        reg.settings.outdir = std::move(outdir);
         return *this;
     }
-    // Number of files (aggregators) of an MPI flush, clamped to [1, P].
+    // Number of files (aggregators) of an MPI flush or snapshot, clamped to [1, P].
     Profiler& set_aggregators(int aggregators) {
         if (aggregators < 1) throw std::invalid_argument("tinyprof: aggregators must be >= 1");
-        detail::registry().settings.aggregators = aggregators;
+        detail::Registry& reg = detail::registry();
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        reg.settings.aggregators = aggregators;
         return *this;
     }
-    // The communicator to flush over (default MPI_COMM_WORLD).
+    // The communicator to flush over (default MPI_COMM_WORLD). With
+    // frequency > 0, collective over it: snapshots restart on it.
     Profiler& set_comm(MPI_Comm comm) {
-        detail::registry().settings.comm = comm;
+        detail::Registry& reg = detail::registry();
+        {
+            std::lock_guard<std::mutex> lock(reg.mutex);
+            reg.settings.comm = comm;
+        }
+        if (reg.settings.frequency > 0) {
+            const detail::MpiPause pause;
+            detail::snapshotter().start(reg, comm);
+        }
+        return *this;
+    }
+    // Which snapshots stay on disk: "last" (default), the newest complete
+    // one; "all", every one (for a history of the run).
+    Profiler& set_keep(std::string_view keep) {
+        if (keep != "last" && keep != "all")
+            throw std::invalid_argument("tinyprof: keep must be \"last\" or \"all\", not \"" + std::string(keep) + "\"");
+        detail::Registry& reg = detail::registry();
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        reg.settings.keep_last = keep == "last";
         return *this;
     }
 
     ~Profiler() {
         detail::Registry& reg = detail::registry();
         if (reg.profiler != this) return;
+        detail::stop_snapshots();
         int initialized = 0;
         MPI_Initialized(&initialized);
         if (detail::mpi_live() || !initialized) {
@@ -2185,6 +2589,7 @@ inline int on_finalize(MPI_Comm, int, void*, void*) {
     Registry& reg = registry();
     reg.finalize_keyval = MPI_KEYVAL_INVALID;
     if (reg.profiler == nullptr) return MPI_SUCCESS;
+    stop_snapshots();           // first: its thread makes no MPI call after this
     try {
         flush_if_new();
     } catch (const std::exception& e) {
