@@ -2176,6 +2176,7 @@ class Snapshotter {
             thread_.join();
         } else {
             thread_.detach();
+            pending_ = true;        // it may still hold requests: never free its communicator
         }
     }
 
@@ -2348,7 +2349,7 @@ class Snapshotter {
             {
                 std::lock_guard<std::timed_mutex> lock(mpi_mutex_);
                 if (stopped_.load()) {
-                    pending_ = posted;
+                    pending_ = pending_ || posted;
                     throw Stopped();
                 }
                 if (!posted) {
