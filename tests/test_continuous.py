@@ -121,15 +121,17 @@ def test_keep_last_leaves_the_newest_snapshots_chain(tmp_path, monkeypatch):
     monkeypatch.setenv("TINYPROF_CHAIN", "2")    # full, delta, delta, full, ...
     out = tmp_path / "out"
 
-    def second_chain():
+    def second_chain():         # a second chain with a delta: the first one is gone
         done = tinyprof.snapshots(out)
-        return bool(done) and _layout.chain(out, done[-1])[0] > 1
+        return bool(done) and _layout.chain(out, done[-1])[0] > 1 and \
+            len(_layout.chain(out, done[-1])) > 1
     _signal_when_running(_command(2, out, 0.1), signal.SIGKILL, until=second_chain)
     done = tinyprof.snapshots(out)
     newest = _layout.chain(out, done[-1])
     # The newest's chain, and the one before only if the kill fell between
-    # completing a full snapshot and removing the older chain.
+    # completing a full snapshot and removing the older chain; never the first.
     assert newest[0] > 1 and set(newest) <= set(done) and len(done) <= 2 * 3, done
+    assert min(done) > 1, done
     assert len(os.listdir(out / "snapshots")) <= len(done) + 1       # + one in progress
     assert _steps(tinyprof.read(out), 1) > 0
 

@@ -304,10 +304,10 @@ class Snapshotter:
         self.last = k
         if agreed[0]:
             self._commit(k, base, full)
-        if agreed[2]:
-            self.deltas = settings.chain
             if settings.keep == "last" and self.rank == 0:
                 _layout.prune_snapshots(settings.outdir)
+        if agreed[2]:
+            self.deltas = settings.chain
         self._ended()
         return int(-agreed[1])
 
