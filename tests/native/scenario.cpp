@@ -6,7 +6,7 @@
 //
 // Rank r reads PREFIX.r.txt (rank 0 without MPI). One command per line,
 // fields separated by tabs, names %-escaped as in docs/format.md:
-//     profiler NAME FREQUENCY SELFKEYS | aggregators A | enter NAME COMMON LOOP SELFVALUES
+//     profiler NAME FREQUENCY SELFKEYS | aggregators A | keep last|all | enter NAME COMMON LOOP SELFVALUES
 //     exit | tick NS | flush | snapshot | drop (destroys the Profiler; C++ only)
 #include <tinyprof/tinyprof.hpp>
 
@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
             prof->set_outdir(argv[2]);
         } else if (f[0] == "aggregators") {
             prof->set_aggregators(std::stoi(f[1]));
+        } else if (f[0] == "keep") {
+            prof->set_keep(f[1]);
         } else if (f[0] == "enter") {
             open.push_back(std::make_unique<TinyProf::Event>(unescape(f[1]), f[2] == "1",
                                                              std::stoi(f[3]), f[4]));

@@ -30,8 +30,9 @@ def main(prefix: str, outdir: str, mpi: bool) -> None:
                 profiler_args = dict(name=unescape(f[1]), frequency=float(f[2]), selfkeys=f[3],
                                      outdir=outdir)
                 prof = tinyprof.Profiler(**profiler_args)
-            elif f[0] == "aggregators":
-                prof = tinyprof.Profiler(**profiler_args, aggregators=int(f[1]))
+            elif f[0] in ("aggregators", "keep"):      # a new Profiler with one more setting
+                profiler_args[f[0]] = int(f[1]) if f[0] == "aggregators" else f[1]
+                prof = tinyprof.Profiler(**profiler_args)
             elif f[0] == "enter":
                 values = {}
                 for item in filter(None, (s.strip() for s in f[4].split(","))):

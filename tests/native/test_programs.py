@@ -166,8 +166,9 @@ def expected_steps(rank: int, k: int) -> list:
 def test_snapshots_hold_what_each_rank_had_recorded(build, tmp_path, nranks, level):
     """Snapshot k holds every rank's data as of its k-th trigger, in A = 2
     files (aggregated, MPI_THREAD_MULTIPLE) or one file per rank (no MPI, a
-    lower thread level, with one warning); ranks run different numbers of
-    executions; the job killed in an execution leaves snapshot 4 to read."""
+    lower thread level, with one warning), a full one then deltas; ranks run
+    different numbers of executions; the job killed in an execution leaves
+    snapshot 4 to read."""
     out = tmp_path / "out"
     result = run([build("tests/native/snapshot.cpp"), out, level, "all"], nranks, check=False)
     assert result.returncode != 0 and "did not end" not in result.stderr, result.stderr
@@ -175,6 +176,9 @@ def test_snapshots_hold_what_each_rank_had_recorded(build, tmp_path, nranks, lev
     files = min(2, nprocs) if level == "multiple" else nprocs
     assert result.stderr.count("below MPI_THREAD_MULTIPLE") == (level == "funneled")
     assert tinyprof.snapshots(str(out)) == [1, 2, 3, 4]
+    heads = {(out / "snapshots" / f"{k:06d}" / _layout.file_name("snap", 0, files)).read_bytes().split(b"\n")[3]
+             for k in range(1, 5)}
+    assert heads == {b"set snapshot 1", b"set snapshot 2 over 1", b"set snapshot 3 over 2", b"set snapshot 4 over 3"}
     for k in range(1, 5):
         directory = _layout.snapshot_dir(str(out), k)
         assert sorted(os.listdir(directory)) == [_layout.file_name("snap", i, files) for i in range(files)]
@@ -187,9 +191,11 @@ def test_snapshots_hold_what_each_rank_had_recorded(build, tmp_path, nranks, lev
     assert not [p for p in out.rglob("*.tmp*")]
 
 
-def test_keep_last_leaves_the_newest_snapshot(build, tmp_path):
+@pytest.mark.parametrize("level", ["multiple", "funneled"])
+def test_keep_last_leaves_the_newest_snapshot(build, tmp_path, level):
+    """Chains of 2 deltas: snapshot 4 is full, so 1 to 3 go."""
     out = tmp_path / "out"
-    run([build("tests/native/snapshot.cpp"), out, "multiple", "last"], 3, check=False)
+    run([build("tests/native/snapshot.cpp"), out, level, "last"], 3, check=False, TINYPROF_CHAIN="2")
     assert os.listdir(out / "snapshots") == ["000004"]
     assert tinyprof.read(str(out)).series(STEP, 2, "it") == expected_steps(2, 4)
 

@@ -66,15 +66,16 @@ def write_scripts(prefix: Path, nranks: int, body: Body) -> None:
         Path(f"{prefix}.{rank}.txt").write_text("\n".join(script.lines) + "\n", encoding="utf-8")
 
 
-def both(build, tmp_path: Path, body: Body, nranks: int = 0):
-    """Run ``body`` with the C++ and the Python driver; return both output dirs
-    (``nranks`` 0: single process, no MPI)."""
+def both(build, tmp_path: Path, body: Body, nranks: int = 0, **extra: str):
+    """Run ``body`` with the C++ and the Python driver, both with the
+    environment ``extra`` too; return both output dirs (``nranks`` 0: single
+    process, no MPI)."""
     prefix = tmp_path / "script"
     write_scripts(prefix, max(nranks, 1), body)
     tail = [] if nranks else ["--no-mpi"]
     cxx, py = tmp_path / "cxx", tmp_path / "py"
-    run([build(SCENARIO_CPP), prefix, cxx, *tail], nranks, **SAME)
-    run([sys.executable, SCENARIO_PY, prefix, py, *tail], nranks, **SAME)
+    run([build(SCENARIO_CPP), prefix, cxx, *tail], nranks, **SAME, **extra)
+    run([sys.executable, SCENARIO_PY, prefix, py, *tail], nranks, **SAME, **extra)
     return cxx, py
 
 
@@ -197,6 +198,28 @@ def common_only(s: RankScript) -> None:
 SCENARIOS = {"fig2": fig2, "awkward": awkward, "uneven": uneven, "common_only": common_only}
 
 
+def chained(s: RankScript) -> None:
+    """Snapshots after every execution and one inside an open execution
+    (a loop-2 sum and a metric then change): with TINYPROF_CHAIN=2, full,
+    delta, delta, full, ...; callpaths new in a delta, a rank with less."""
+    r = s.rank
+    s.profiler("chained", 3600, "tag:0,it:1")
+    for x in range(5):
+        s.enter("main")
+        s.tick(1 + r)
+        for i in range(x + r % 2):
+            s.event("step", 10 * i + x, loop=1, values=f"it:{i}")
+        s.event("sum", 3 + x, loop=2, values="it:0.5")
+        if x == 2:
+            s.add("snapshot")
+        s.event("sum", 4, loop=2, values="it:0.25")
+        if x >= 3 and r != 1:
+            s.event(f"late{r}", 2, common=False, values=f"tag:{x}")
+        s.exit()
+        s.add("snapshot")
+    s.add("flush")
+
+
 def with_snapshot(body: Body, aggregators: int = 0) -> Body:
     """``body`` with an explicit snapshot before its last flush (snapshots on,
     an hour apart: no periodic one comes), on every rank, optionally over
@@ -269,6 +292,39 @@ def test_snapshot_vectors_are_byte_identical(build, tmp_path, nranks, name, aggr
     files = max(1, min(aggregators, nranks))
     assert len(list((py / "snapshots" / "000001").iterdir())) == files
     assert_identical(cxx, py)
+
+
+@pytest.mark.parametrize("nranks,aggregators", [(0, 0), (1, 0), (3, 2), (4, 3)])
+@pytest.mark.parametrize("keep", ["last", "all"])
+def test_snapshot_chains_are_byte_identical(build, tmp_path, nranks, aggregators, keep):
+    """Chains of delta snapshots, per rank and aggregated: the same files
+    (the same ones pruned with keep "last"), byte for byte; each reads back
+    as what its rank had recorded, as the flush does."""
+    def body(s: RankScript) -> None:
+        chained(s)
+        s.lines.insert(1, f"keep\t{keep}")
+        if aggregators:
+            s.lines.insert(1, f"aggregators\t{aggregators}")
+    cxx, py = both(build, tmp_path, body, nranks, TINYPROF_CHAIN="2")
+    assert_identical(cxx, py)
+    done = tinyprof.snapshots(str(cxx))
+    assert done == ([4, 5, 6] if keep == "last" else list(range(1, 7)))     # last: 6 and its chain
+    heads = {k: (cxx / "snapshots" / f"{k:06d}" / _first(cxx, k)).read_bytes().split(b"\n")[3] for k in done}
+    sets = {1: b"set snapshot 1", 2: b"set snapshot 2 over 1", 3: b"set snapshot 3 over 2",
+            4: b"set snapshot 4", 5: b"set snapshot 5 over 4", 6: b"set snapshot 6 over 5"}
+    assert heads == {k: sets[k] for k in done}
+    last, flushed = tinyprof.read(str(cxx), snapshot=6), tinyprof.read(str(cxx / _flushed(cxx)))
+    for r in range(max(nranks, 1)):
+        for path in flushed.callpaths:
+            assert last.series(path, r) == flushed.series(path, r), (r, path)
+
+
+def _first(out: Path, k: int) -> str:
+    return sorted(p.name for p in (out / "snapshots" / f"{k:06d}").iterdir())[0]
+
+
+def _flushed(out: Path) -> str:
+    return sorted(p.name for p in out.iterdir() if p.is_file())[0]
 
 
 def test_cxx_writes_the_golden_file(build, tmp_path):

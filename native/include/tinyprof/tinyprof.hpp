@@ -36,6 +36,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -272,6 +273,7 @@ struct Settings {
     std::string outdir = "profile.tinyprof";
     int aggregators = 0;              // 0: the default, max(1, P / 16)
     bool keep_last = true;            // snapshots: keep "last" (else "all")
+    int chain = 32;                   // snapshots: deltas at most between two full ones
     MPI_Comm comm = MPI_COMM_WORLD;
 };
 
@@ -956,11 +958,25 @@ class Callpaths {
     std::unordered_map<std::string, int> index_;
 };
 
+// What a rank field held at a snapshot that a delta builds on (the Python
+// side's _assemble.Base): the occurrences written for good (all but the
+// newest, which may still change), the bytes they take, the bytes of the rest.
+struct FieldBase {
+    std::size_t count = 0, length = 0;
+    std::string tail;
+};
+using Bases = std::unordered_map<std::string, FieldBase>;   // by callpath (length-prefixed names)
+
 // This process's callpaths, all threads merged, and its values of each.
 struct Local {
     Callpaths paths;
     std::vector<bool> common;              // the first tree's is_common hint
     std::vector<std::string> field;        // this rank's values: exec;exec of occ+occ
+    // With a base (snapshots): `field` holds the bytes that follow the first
+    // keep[i] bytes of the base's field, and listed[i] says they differ from
+    // what the base holds there. Without one, keep is 0 and listed non-empty.
+    std::vector<std::size_t> keep;
+    std::vector<bool> listed;
     std::vector<std::string> consistent;   // consistent metrics in header order
     std::vector<int> entry_of_node;        // node id -> entry, -1 for the roots (and unseen ids)
 };
@@ -973,17 +989,17 @@ struct Occurrence {
 
 inline double nan_sum(double a, double b) { return a != a ? b : b != b ? a : a + b; }
 
-// The rank field of one callpath (the Python side's encode_rank_field).
-inline std::string encode_field(const std::vector<Occurrence>& occ) {
+// The rank field of one callpath (the Python side's encode_rank_field), or
+// with `from` > 0 its occurrences from `from` to `to` with the separator
+// before the first: appended to the field of occ[0, from), it gives the
+// field of occ[0, to) (incremental snapshots encode only new values).
+inline std::string encode_field(const std::vector<Occurrence>& occ, std::size_t from, std::size_t to) {
     std::string out;
-    std::int64_t groups = 0;
-    for (std::size_t i = 0; i < occ.size(); ++i) {
-        if (i > 0 && occ[i].exec == occ[i - 1].exec) {
+    for (std::size_t i = from; i < to; ++i) {
+        if (i > 0 && occ[i].exec == occ[i - 1].exec)
             out += '+';
-        } else {
-            for (; groups <= occ[i].exec; ++groups)
-                if (groups > 0) out += ';';
-        }
+        else            // one ';' per execution it moves on, past those without values
+            out.append(static_cast<std::size_t>(occ[i].exec - (i > 0 ? occ[i - 1].exec : 0)), ';');
         out += std::to_string(occ[i].time);
         std::size_t used = occ[i].metrics.size();
         while (used > 0 && occ[i].metrics[used - 1] != occ[i].metrics[used - 1]) --used;
@@ -1029,7 +1045,8 @@ inline void read_node(const Node& node, std::size_t ninc, std::vector<Occurrence
 // pre-order, the first registered first), each encoded at once. Occurrences
 // of one execution keep thread order; loop-2 callpaths sum them into one.
 // Each tree is read under its mutex, so its thread may go on recording.
-inline Local collect_local(Registry& reg) {
+// With `base`, the fields are relative to it and `now` gets the new base.
+inline Local collect_local(Registry& reg, const Bases* base = nullptr, Bases* now = nullptr) {
     std::size_t ninc = 0, ncons = 0;
     for (const auto& m : reg.settings.metrics) ++(m.second ? ncons : ninc);
     std::vector<Tree*> trees;
@@ -1038,6 +1055,7 @@ inline Local collect_local(Registry& reg) {
         for (const auto& t : reg.trees) trees.push_back(t.get());
     }
     Local local;
+    std::vector<std::string> keys;         // with a base: each callpath's key in it
     std::vector<std::vector<Occurrence>> occ;
     std::vector<std::vector<std::optional<double>>> consistent;
     for (Tree* t : trees) {
@@ -1088,7 +1106,26 @@ inline Local collect_local(Registry& reg) {
             if (consistent[i][k]) cons += format::format_value(*consistent[i][k]);
         }
         while (!cons.empty() && cons.back() == ',') cons.pop_back();
-        local.field.push_back(encode_field(o));
+        if (base == nullptr) {
+            local.field.push_back(encode_field(o, 0, o.size()));
+            local.keep.push_back(0);
+            local.listed.push_back(!local.field.back().empty());
+        } else {        // the Python side's rank_part, field by field
+            const int up = local.paths.parent[i];
+            keys.push_back((up < 0 ? std::string() : keys[static_cast<std::size_t>(up)]) +
+                           std::to_string(local.paths.name[i].size()) + ":" + local.paths.name[i]);
+            const auto was = base->find(keys[i]);
+            const FieldBase old = was == base->end() ? FieldBase() : was->second;
+            const std::size_t n = o.size(), from = std::min(old.count, n);
+            const std::size_t stable = std::max(n > 0 ? n - 1 : 0, from);
+            std::string text = encode_field(o, from, stable);
+            const std::string rest = encode_field(o, stable, n);
+            const bool changed = !text.empty() || rest != old.tail;
+            (*now)[keys[i]] = {stable, old.length + text.size(), rest};
+            local.field.push_back(changed ? text + rest : std::string());
+            local.keep.push_back(old.length);
+            local.listed.push_back(changed);
+        }
         local.consistent.push_back(std::move(cons));
         o = std::vector<Occurrence>();
     }
@@ -1118,6 +1155,7 @@ struct SetId {
     std::uint64_t run;
     std::int64_t number;
     const char* kind = "flush";
+    std::int64_t over = -1;           // a delta snapshot's base (`set snapshot K over J`)
 };
 
 // A section of a file: its name and payload.
@@ -1132,7 +1170,8 @@ inline std::string encode_file(const Settings& s, const SetId& set, const FileHe
     std::vector<std::size_t> ids;
     const auto names = name_table(paths, &ids);
     std::string out = "tinyprof 2\nname " + format::escape(s.name) + "\nrun " + format::hex16(set.run) +
-                      "\nset " + set.kind + " " + std::to_string(set.number) + "\nnranks " +
+                      "\nset " + set.kind + " " + std::to_string(set.number) +
+                      (set.over < 0 ? std::string() : " over " + std::to_string(set.over)) + "\nnranks " +
                       std::to_string(h.nranks) + "\nranks " + std::to_string(h.first) + " " +
                       std::to_string(h.count) + "\nfile " + std::to_string(h.index) + " " +
                       std::to_string(h.nfiles) + "\nunit ns\nmetrics ";
@@ -2003,7 +2042,8 @@ inline void hook_finalize(Registry& reg) {
 
 // One rank's share of a snapshot file, as it sends it to its aggregator:
 // executions, then per callpath (pre-order) its parent position (-1: a
-// root), loop mode, name, consistent metrics and rank field.
+// root), loop mode, whether its field is listed, the bytes kept from the
+// base's field, name, consistent metrics and rank field (Local's).
 inline void put(std::string& out, std::int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
 inline void put(std::string& out, std::string_view v) {
     put(out, static_cast<std::int64_t>(v.size()));
@@ -2017,6 +2057,8 @@ inline std::string encode_part(const Local& local, std::int64_t executions) {
     for (std::size_t i = 0; i < local.paths.size(); ++i) {
         put(out, local.paths.parent[i]);
         put(out, local.paths.loop[i]);
+        put(out, static_cast<std::int64_t>(local.listed[i]));
+        put(out, static_cast<std::int64_t>(local.keep[i]));
         put(out, local.paths.name[i]);
         put(out, local.consistent[i]);
         put(out, local.field[i]);
@@ -2027,7 +2069,8 @@ inline std::string encode_part(const Local& local, std::int64_t executions) {
 // A part read back: views into the received bytes.
 struct Part {
     std::int64_t executions = 0;
-    std::vector<int> parent, loop;
+    std::vector<int> parent, loop, listed;
+    std::vector<std::int64_t> keep;
     std::vector<std::string_view> name, consistent, field;
 };
 
@@ -2049,6 +2092,8 @@ inline Part decode_part(std::string_view in) {
     for (std::int64_t i = number(); i > 0; --i) {
         p.parent.push_back(static_cast<int>(number()));
         p.loop.push_back(static_cast<int>(number()));
+        p.listed.push_back(static_cast<int>(number()));
+        p.keep.push_back(number());
         p.name.push_back(text());
         p.consistent.push_back(text());
         p.field.push_back(text());
@@ -2058,7 +2103,9 @@ inline Part decode_part(std::string_view in) {
 
 // The file of `parts` (consecutive ranks, lowest first), as the Python side's
 // _assemble.assemble: the union of their callpaths in order of first
-// appearance, the lowest rank's loop mode (mode 2 gives way) and consistent values.
+// appearance, the lowest rank's loop mode (mode 2 gives way) and consistent
+// values; the listed rank fields in the event lines, or for a delta
+// (set.over >= 0) in a `delta` section.
 inline std::string assemble(const Settings& s, const SetId& set, FileHeader h, const std::vector<Part>& parts) {
     Callpaths paths;
     std::vector<std::vector<int>> line_of(parts.size());
@@ -2070,18 +2117,31 @@ inline std::string assemble(const Settings& s, const SetId& set, FileHeader h, c
     }
     std::vector<std::vector<std::string_view>> field(parts.size(), std::vector<std::string_view>(paths.size()));
     std::vector<std::vector<std::string_view>> given(paths.size(), std::vector<std::string_view>(parts.size()));
+    std::vector<std::tuple<std::size_t, std::size_t, std::int64_t, std::string_view>> splices;  // line, r, keep, bytes
     for (std::size_t r = 0; r < parts.size(); ++r) {
         h.executions.push_back(parts[r].executions);
         for (std::size_t i = 0; i < line_of[r].size(); ++i) {
             const auto line = static_cast<std::size_t>(line_of[r][i]);
-            field[r][line] = parts[r].field[i];
             given[line][r] = parts[r].consistent[i];
+            if (!parts[r].listed[i]) continue;
+            if (set.over >= 0) splices.emplace_back(line, r, parts[r].keep[i], parts[r].field[i]);
+            else field[r][line] = parts[r].field[i];
         }
     }
     std::vector<std::string> consistent;
     for (const auto& g : given) consistent.push_back(merge_consistent(g));
+    Sections sections;
+    if (set.over >= 0) {        // the delta section (docs/format.md): rows, then their bytes
+        std::sort(splices.begin(), splices.end());
+        std::string payload = "fields " + std::to_string(splices.size()) + "\n";
+        for (const auto& [line, r, keep, bytes] : splices)
+            payload += std::to_string(line) + "|" + std::to_string(h.first + static_cast<int>(r)) + "|" +
+                       std::to_string(keep) + "|" + std::to_string(bytes.size()) + "\n";
+        for (const auto& splice : splices) payload += std::get<3>(splice);
+        sections.emplace_back("delta", std::move(payload));
+    }
     return encode_file(s, set, h, paths, consistent,
-                       [&](int r, std::size_t i) { return field[static_cast<std::size_t>(r)][i]; });
+                       [&](int r, std::size_t i) { return field[static_cast<std::size_t>(r)][i]; }, sections);
 }
 
 inline std::filesystem::path snapshot_dir(const Settings& s, std::int64_t k) {
@@ -2127,6 +2187,10 @@ class Snapshotter {
         stopped_.store(false);
         wanted_ = false;
         last_ = 0;
+        base_.clear();
+        over_ = -1;
+        deltas_ = 0;
+        chain_.clear();
         start_ = wall();
         rank_ = 0;
         size_ = 1;
@@ -2240,24 +2304,48 @@ class Snapshotter {
     std::int64_t per_rank(std::int64_t k) {
         const Settings s = settings();
         k = std::max(k, due(frequency_));
-        const Local local = collect_local(*reg_);
-        const FileHeader h{size_, rank_, 1, rank_, size_, {executions_now()}};
-        const auto fields = [&](int, std::size_t i) -> const std::string& { return local.field[i]; };
+        const bool full = over_ < 0 || over_ >= k || deltas_ >= s.chain;
+        Bases now;
+        const std::string part = cut(full, now);
+        const std::vector<Part> parts{decode_part(part)};
+        const FileHeader h{size_, rank_, 1, rank_, size_, {}};
+        const std::int64_t over = full ? -1 : over_;
         for (const std::int64_t j : snapshot_numbers(s))
-            if (last_ < j && j < k) write(s, j, encode_file(s, {reg_->run_id, j, "snapshot"}, h, local.paths,
-                                                             local.consistent, fields), h.index, h.nfiles);
-        if (write(s, k, encode_file(s, {reg_->run_id, k, "snapshot"}, h, local.paths, local.consistent, fields),
-                  h.index, h.nfiles)) {
+            if (last_ < j && j < k && over < j)
+                write(s, j, assemble(s, {reg_->run_id, j, "snapshot", over}, h, parts), rank_, size_);
+        if (write(s, k, assemble(s, {reg_->run_id, k, "snapshot", over}, h, parts), rank_, size_)) {
             last_ = k;
+            commit(k, now, full);
             if (s.keep_last && rank_ == 0) prune(s, size_);
         }
         return k + 1;
     }
 
+    // This rank's part of a snapshot: whole, or since the last complete one
+    // (base_); `now` gets what its fields then hold.
+    std::string cut(bool full, Bases& now) {
+        const Bases none;
+        const Local local = collect_local(*reg_, full ? &none : &base_, &now);
+        return encode_part(local, executions_now());     // after the cut: never fewer than the fields hold
+    }
+
+    // Snapshot k is complete: the next delta builds on it.
+    void commit(std::int64_t k, Bases& now, bool full) {
+        base_ = std::move(now);
+        over_ = k;
+        deltas_ = full ? 0 : deltas_ + 1;
+        if (full) chain_.clear();
+        chain_.push_back(k);
+    }
+
     // Snapshot k, aggregated; the number of the next one, agreed by all ranks.
+    // Full, or a delta over the last complete one: every rank decides alike
+    // from what all agreed.
     std::int64_t aggregated(std::int64_t k) {
         const Settings s = settings();
-        const std::string part = encode_part(collect_local(*reg_), executions_now());
+        const bool full = over_ < 0 || deltas_ >= s.chain;
+        Bases now;
+        const std::string part = cut(full, now);
         const int naggs = aggregator_count(s, size_);
         const Group g = group_of(rank_, size_, naggs);
         std::int64_t agreed[2] = {1, 0};     // MIN: every file written, the latest next number
@@ -2292,7 +2380,8 @@ class Snapshotter {
             std::vector<Part> parts{decode_part(part)};
             for (int i = 1; i < g.size; ++i) parts.push_back(decode_part(received[static_cast<std::size_t>(i)]));
             const FileHeader h{size_, g.first, g.size, g.index, naggs, {}};
-            agreed[0] = write(s, k, assemble(s, {reg_->run_id, k, "snapshot"}, h, parts), g.index, naggs);
+            agreed[0] = write(s, k, assemble(s, {reg_->run_id, k, "snapshot", full ? -1 : over_}, h, parts),
+                              g.index, naggs);
         }
         agreed[1] = -std::max(k + 1, due(frequency_) + 1);
         exchange([&] {
@@ -2301,7 +2390,10 @@ class Snapshotter {
             return r;
         });
         last_ = k;
-        if (agreed[0] && s.keep_last && rank_ == 0) prune(s, naggs);
+        if (agreed[0]) {
+            commit(k, now, full);
+            if (s.keep_last && rank_ == 0) remove_older(s, chain_);
+        }
         return -agreed[1];
     }
 
@@ -2319,21 +2411,44 @@ class Snapshotter {
         return false;
     }
 
-    // keep "last": removes every snapshot older than the newest complete one
-    // (each one here is whole: none builds on another).
+    // keep "last": removes the snapshots older than the newest of `chain`
+    // (a complete snapshot and those it builds on) that are not in it.
+    static void remove_older(const Settings& s, const std::vector<std::int64_t>& chain) {
+        for (const std::int64_t j : snapshot_numbers(s)) {
+            std::error_code ec;
+            if (j < chain.back() && std::find(chain.begin(), chain.end(), j) == chain.end())
+                std::filesystem::remove_all(snapshot_dir(s, j), ec);
+        }
+    }
+
+    // Per rank, where each rank's files follow its own chain: keep "last"
+    // below the newest complete snapshot, read from the files' `set` lines.
     static void prune(const Settings& s, int nfiles) {
         const auto numbers = snapshot_numbers(s);
         for (auto k = numbers.rbegin(); k != numbers.rend(); ++k) {
-            bool complete = true;
-            for (int i = 0; i < nfiles && complete; ++i)
-                complete = std::filesystem::exists(snapshot_dir(s, *k) / format::file_name(s.name, i, nfiles));
-            if (!complete) continue;
-            for (const std::int64_t j : numbers) {
-                std::error_code ec;
-                if (j < *k) std::filesystem::remove_all(snapshot_dir(s, j), ec);
-            }
-            return;
+            std::vector<std::int64_t> chain;
+            if (!chain_of(s, *k, nfiles, chain)) continue;
+            std::sort(chain.begin(), chain.end());
+            return remove_older(s, chain);
         }
+    }
+
+    // Whether snapshot k is complete: all its files there, and those of the
+    // snapshots their deltas build on (added to `chain`, with k).
+    static bool chain_of(const Settings& s, std::int64_t k, int nfiles, std::vector<std::int64_t>& chain) {
+        if (std::find(chain.begin(), chain.end(), k) != chain.end()) return true;
+        chain.push_back(k);
+        for (int i = 0; i < nfiles; ++i) {
+            std::ifstream in(snapshot_dir(s, k) / format::file_name(s.name, i, nfiles), std::ios::binary);
+            std::string line;
+            for (int n = 0; n < 4 && std::getline(in, line); ++n) {}   // line 4: `set snapshot K [over J]`
+            if (!in) return false;
+            const auto over = line.find(" over ");
+            if (over != std::string::npos &&
+                !chain_of(s, std::strtoll(line.c_str() + over + 6, nullptr, 10), nfiles, chain))
+                return false;
+        }
+        return true;
     }
 
     // Posts requests (post()) and sleep-polls them until done: no busy wait
@@ -2380,6 +2495,12 @@ class Snapshotter {
     double frequency_ = 0;                 // the period (s)
     int rank_ = 0, size_ = 1;
     std::int64_t last_ = 0;                // per rank: the newest number written
+    // Aggregated: what this rank's fields held at the last complete snapshot
+    // (over_, -1: none), deltas since the last full one, and its chain.
+    Bases base_;
+    std::int64_t over_ = -1;
+    int deltas_ = 0;
+    std::vector<std::int64_t> chain_;
 };
 
 inline Snapshotter& snapshotter() {
@@ -2449,7 +2570,8 @@ class Profiler {
         s.outdir = name + ".tinyprof";
         s.name = std::move(name);
         s.frequency = frequency;
-        s.aggregators = env_aggregators();
+        s.aggregators = env_count("TINYPROF_AGGREGATORS");
+        if (const int chain = env_count("TINYPROF_CHAIN")) s.chain = chain;
         detail::tree();       // registers this thread (outside the lock, which that takes)
         detail::stop_snapshots();                     // an earlier Profiler's
         detail::Registry& reg = detail::registry();
@@ -2505,6 +2627,15 @@ class Profiler {
             const detail::MpiPause pause;
             detail::snapshotter().start(reg, comm);
         }
+        return *this;
+    }
+    // Aggregated snapshots between two full ones, as deltas (default 32, or
+    // TINYPROF_CHAIN): what reading the newest one takes at most.
+    Profiler& set_chain(int chain) {
+        if (chain < 1) throw std::invalid_argument("tinyprof: chain must be >= 1");
+        detail::Registry& reg = detail::registry();
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        reg.settings.chain = chain;
         return *this;
     }
     // Which snapshots stay on disk: "last" (default), the newest complete
@@ -2571,14 +2702,15 @@ class Profiler {
         return n;
     }
 
-    static int env_aggregators() {
-        const char* text = std::getenv("TINYPROF_AGGREGATORS");
+    // Environment variable `name` as an integer >= 1, or 0 if unset.
+    static int env_count(const char* name) {
+        const char* text = std::getenv(name);
         if (text == nullptr || detail::trim(text).empty()) return 0;
         const std::string_view v = detail::trim(text);
         int n = 0;
         const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
         if (r.ec != std::errc() || r.ptr != v.data() + v.size() || n < 1)
-            throw std::invalid_argument("tinyprof: TINYPROF_AGGREGATORS must be an integer >= 1, not '" +
+            throw std::invalid_argument(std::string("tinyprof: ") + name + " must be an integer >= 1, not '" +
                                         std::string(v) + "'");
         return n;
     }
