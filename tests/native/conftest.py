@@ -22,7 +22,8 @@ EPOCH = "1700000000"
 PROGRAMS = ["tests/native/scenario.cpp", "tests/native/values.cpp", "tests/native/threads.cpp",
             "tests/native/snapshot.cpp", "tests/native/flush_threads.cpp", "tests/native/names.cpp",
             "tests/native/mpi_encode.cpp", "tests/native/mpi_capture.cpp", "native/examples/heat.cpp",
-            "tests/native/trace_encode.cpp", "tests/native/traced.cpp", "tests/native/stuck.cpp"]
+            "tests/native/trace_encode.cpp", "tests/native/traced.cpp", "tests/native/stuck.cpp",
+            "tests/native/snapshot_threads.cpp"]
 
 
 class Builder:

@@ -200,6 +200,18 @@ def test_keep_last_leaves_the_newest_snapshot(build, tmp_path, level):
     assert tinyprof.read(str(out)).series(STEP, 2, "it") == expected_steps(2, 4)
 
 
+def test_a_delta_of_occurrences_merged_from_threads(build, tmp_path):
+    """Another thread's occurrences, merged in before this thread's newer
+    one: the delta writes the field whole, so snapshot 2 reads as the flush."""
+    out = tmp_path / "out"
+    run([build("tests/native/snapshot_threads.cpp"), out])
+    snap, flushed = tinyprof.read(str(out), snapshot=2), tinyprof.read(str(out / "thr.0-of-1.tp"))
+    assert b"set snapshot 2 over 1" in (out / "snapshots" / "000002" / "thr.0-of-1.tp").read_bytes()
+    works = flushed.series(("main", "work"), 0)
+    assert [len(w) for w in works] == [1, 3]
+    assert snap.series(("main", "work"), 0) == works
+
+
 @pytest.mark.parametrize("stuck", ["recv", "compute"])     # not "mpi": pytest-mpi's keyword
 def test_a_stuck_rank_delays_nobody(build, tmp_path, stuck):
     """Rank 0's application thread is stuck until the other ranks see

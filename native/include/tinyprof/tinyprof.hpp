@@ -1056,6 +1056,8 @@ inline Local collect_local(Registry& reg, const Bases* base = nullptr, Bases* no
     }
     Local local;
     std::vector<std::string> keys;         // with a base: each callpath's key in it
+    std::vector<const Tree*> first_tree;   // the first tree with each callpath
+    std::vector<bool> merged;              // ... and whether another one has it too
     std::vector<std::vector<Occurrence>> occ;
     std::vector<std::vector<std::optional<double>>> consistent;
     for (Tree* t : trees) {
@@ -1075,7 +1077,10 @@ inline Local collect_local(Registry& reg, const Bases* base = nullptr, Bases* no
                 occ.emplace_back();
                 consistent.emplace_back(ncons);
                 local.common.push_back(node->common);
+                merged.push_back(false);
+                first_tree.push_back(t);
             }
+            merged[at] = merged[at] || first_tree[at] != t;
             read_node(*node, ninc, occ[at], consistent[at]);
             for (auto it = node->children.rbegin(); it != node->children.rend(); ++it)
                 stack.emplace_back(it->get(), i);
@@ -1114,8 +1119,11 @@ inline Local collect_local(Registry& reg, const Bases* base = nullptr, Bases* no
             const int up = local.paths.parent[i];
             keys.push_back((up < 0 ? std::string() : keys[static_cast<std::size_t>(up)]) +
                            std::to_string(local.paths.name[i].size()) + ":" + local.paths.name[i]);
+            // Occurrences merged from several threads' trees may fall before
+            // those already written (an earlier execution's): such a field
+            // is written whole (kept from nothing), never spliced wrong.
             const auto was = base->find(keys[i]);
-            const FieldBase old = was == base->end() ? FieldBase() : was->second;
+            const FieldBase old = was == base->end() || merged[i] ? FieldBase() : was->second;
             const std::size_t n = o.size(), from = std::min(old.count, n);
             const std::size_t stable = std::max(n > 0 ? n - 1 : 0, from);
             std::string text = encode_field(o, from, stable);
