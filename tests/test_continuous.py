@@ -284,6 +284,21 @@ def test_keep_last_removes_older_complete_snapshots(tmp_path, chain, kept):
     assert len(tinyprof.read(tmp_path / "s").series(STEP, 0)) == 3
 
 
+@pytest.mark.parametrize("chain, fulls", [(1, [1, 3, 6, 11, 20]), (3, [1, 5, 12])])
+def test_full_snapshots_end_chains_that_double(tmp_path, chain, fulls):
+    """``chain`` deltas after the first full snapshot, twice as many after
+    each later one; every delta is over the snapshot before it."""
+    tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s", chain=chain, keep="all")
+    for k in range(1, 25):
+        _record(1)
+        assert _session.current().snapshotter.take(k)
+    sets = [(tmp_path / "s" / "snapshots" / f"{k:06d}" / "s.0-of-1.tp").read_bytes().split(b"\n")[3]
+            for k in range(1, 25)]
+    assert sets == [b"set snapshot %d" % k if k in fulls else b"set snapshot %d over %d" % (k, k - 1)
+                    for k in range(1, 25)]
+    assert len(tinyprof.read(tmp_path / "s").series(STEP, 0)) == 24
+
+
 def test_write_failures_warn_and_keep_the_data(tmp_path):
     (tmp_path / "file").write_text("")
     bad = str(tmp_path / "file" / "out")

@@ -25,8 +25,9 @@ class Profiler:
     aligned across ranks, written as the files' ``trace`` section
     (docs/trace.md); ``trace_limit`` (default ``TINYPROF_TRACE_LIMIT``, else
     2,000,000) caps the occurrences each rank keeps. ``chain`` (default
-    ``TINYPROF_CHAIN``, else 32) bounds the delta snapshots between two full
-    ones (docs/format.md, "Snapshots").
+    ``TINYPROF_CHAIN``, else 32) is the number of delta snapshots after the
+    first full one; each later full one is followed by twice as many as the
+    one before (docs/api.md, "Continuous profiling").
 
     Creating a Profiler closes the previous one. Under MPI it is collective
     (one ``Dup`` of the communicator and one broadcast of the run id and the

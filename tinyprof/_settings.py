@@ -16,7 +16,7 @@ Metrics = Tuple[Tuple[str, bool], ...]      # (key, consistent?) in declaration 
 
 KEEP_POLICIES = ("last", "all")
 TRACE_LIMIT = 2_000_000     # occurrences (and MPI calls) kept per rank: 64 MB each
-CHAIN = 32                  # delta snapshots at most between two full ones
+CHAIN = 32                  # deltas after the first full snapshot (then twice as many each time)
 
 
 def env_flag(name: str) -> bool:

@@ -2,9 +2,10 @@
 
 Snapshot ``k`` is a set of files in ``<outdir>/snapshots/<k>/``. Each file is
 full, or a delta over the previous complete snapshot (``set snapshot k over
-j``) holding only what its ranks recorded since: the bytes written grow with
-the data, not with data x snapshots; a full one every ``chain`` snapshots
-bounds what reading takes. Two ways to write them:
+j``) holding only what its ranks recorded since. Full ones end chains of
+deltas that double in length (``chain``, then 2 x ``chain``, ...): reading
+one takes its chain, and the bytes all snapshots write grow with the data,
+not with data x snapshots (docs/api.md). Two ways to write them:
 
 * **aggregated** (MPI at ``MPI_THREAD_MULTIPLE``): a helper thread of every
   rank cuts its data at time ``start + k * frequency`` (or at once on a
@@ -86,6 +87,7 @@ class Snapshotter:
         self.base: Base = {}
         self.over: Optional[int] = None
         self.deltas = 0                     # deltas since the last full snapshot
+        self.fulls = 0                      # full snapshots so far
         self.root: object = None
         self.fresh = False                  # the event map was reset since the last full one
 
@@ -115,13 +117,22 @@ class Snapshotter:
         decide alike; a reset rank then sends its fields whole (from an empty
         base: callpaths it lost still show in that delta) and asks everyone
         for a full snapshot next. Per rank, a reset means a full one at once."""
-        return self.over is None or self.over >= k or self.deltas >= self.settings.chain \
+        return self.over is None or self.over >= k or self.deltas >= self.chain_length() \
             or (self.fresh and self.comm is None)
+
+    def chain_length(self) -> int:
+        """Deltas before the next full snapshot: ``chain`` after the first
+        full one, twice as many after each later one. Full snapshots rewrite
+        all the data, so spacing them geometrically bounds what all snapshots
+        write to a few times the data however long the run; a fixed length
+        would make it grow with data x snapshots / chain."""
+        return self.settings.chain << min(max(self.fulls - 1, 0), 40)
 
     def _commit(self, k: int, base: Base, full: bool) -> None:
         """Snapshot ``k`` is complete: the next delta builds on it."""
         self.base, self.over = base, k
         self.deltas = 0 if full else self.deltas + 1
+        self.fulls += full
         self.fresh = self.fresh and not full
         self.taken += 1
 
@@ -307,7 +318,7 @@ class Snapshotter:
             if settings.keep == "last" and self.rank == 0:
                 _layout.prune_snapshots(settings.outdir)
         if agreed[2]:
-            self.deltas = settings.chain
+            self.deltas = self.chain_length()
         self._ended()
         return int(-agreed[1])
 

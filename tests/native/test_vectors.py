@@ -200,11 +200,12 @@ SCENARIOS = {"fig2": fig2, "awkward": awkward, "uneven": uneven, "common_only": 
 
 def chained(s: RankScript) -> None:
     """Snapshots after every execution and one inside an open execution
-    (a loop-2 sum and a metric then change): with TINYPROF_CHAIN=2, full,
-    delta, delta, full, ...; callpaths new in a delta, a rank with less."""
+    (a loop-2 sum and a metric then change): with TINYPROF_CHAIN=2, full
+    ones at 1 and 4, then 4 deltas (chains double: 2, 4, ...); callpaths
+    new in a delta, a rank with less."""
     r = s.rank
     s.profiler("chained", 3600, "tag:0,it:1")
-    for x in range(5):
+    for x in range(7):
         s.enter("main")
         s.tick(1 + r)
         for i in range(x + r % 2):
@@ -308,12 +309,12 @@ def test_snapshot_chains_are_byte_identical(build, tmp_path, nranks, aggregators
     cxx, py = both(build, tmp_path, body, nranks, TINYPROF_CHAIN="2")
     assert_identical(cxx, py)
     done = tinyprof.snapshots(str(cxx))
-    assert done == ([4, 5, 6] if keep == "last" else list(range(1, 7)))     # last: 6 and its chain
+    assert done == ([4, 5, 6, 7, 8] if keep == "last" else list(range(1, 9)))   # last: 8 and its chain
     heads = {k: (cxx / "snapshots" / f"{k:06d}" / _first(cxx, k)).read_bytes().split(b"\n")[3] for k in done}
-    sets = {1: b"set snapshot 1", 2: b"set snapshot 2 over 1", 3: b"set snapshot 3 over 2",
-            4: b"set snapshot 4", 5: b"set snapshot 5 over 4", 6: b"set snapshot 6 over 5"}
+    sets = {k: b"set snapshot %d" % k if k in (1, 4) else b"set snapshot %d over %d" % (k, k - 1)
+            for k in range(1, 9)}
     assert heads == {k: sets[k] for k in done}
-    last, flushed = tinyprof.read(str(cxx), snapshot=6), tinyprof.read(str(cxx / _flushed(cxx)))
+    last, flushed = tinyprof.read(str(cxx), snapshot=8), tinyprof.read(str(cxx / _flushed(cxx)))
     for r in range(max(nranks, 1)):
         for path in flushed.callpaths:
             assert last.series(path, r) == flushed.series(path, r), (r, path)

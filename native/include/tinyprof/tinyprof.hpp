@@ -273,7 +273,7 @@ struct Settings {
     std::string outdir = "profile.tinyprof";
     int aggregators = 0;              // 0: the default, max(1, P / 16)
     bool keep_last = true;            // snapshots: keep "last" (else "all")
-    int chain = 32;                   // snapshots: deltas at most between two full ones
+    int chain = 32;                   // snapshots: deltas after the first full one (then doubling)
     MPI_Comm comm = MPI_COMM_WORLD;
 };
 
@@ -2197,7 +2197,7 @@ class Snapshotter {
         last_ = 0;
         base_.clear();
         over_ = -1;
-        deltas_ = 0;
+        deltas_ = fulls_ = 0;
         chain_.clear();
         start_ = wall();
         rank_ = 0;
@@ -2280,10 +2280,11 @@ class Snapshotter {
             while (true) {
                 {
                     std::unique_lock<std::mutex> lock(mutex_);
-                    const double f = frequency_;
+                    // At most a year ahead: a huge frequency must not overflow the clock.
+                    const double at = std::min(start_ + static_cast<double>(k) * frequency_, wall() + 3.2e7);
                     const auto due = std::chrono::system_clock::time_point(
                         std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                            std::chrono::duration<double>(start_ + static_cast<double>(k) * f)));
+                            std::chrono::duration<double>(at)));
                     changed_.wait_until(lock, due, [&] { return stop_ || wanted_; });
                     if (stop_) break;
                     wanted_ = false;
@@ -2312,7 +2313,7 @@ class Snapshotter {
     std::int64_t per_rank(std::int64_t k) {
         const Settings s = settings();
         k = std::max(k, due(frequency_));
-        const bool full = over_ < 0 || over_ >= k || deltas_ >= s.chain;
+        const bool full = over_ < 0 || over_ >= k || deltas_ >= chain_length(s);
         Bases now;
         const std::string part = cut(full, now);
         const std::vector<Part> parts{decode_part(part)};
@@ -2337,11 +2338,20 @@ class Snapshotter {
         return encode_part(local, executions_now());     // after the cut: never fewer than the fields hold
     }
 
+    // Deltas before the next full snapshot: `chain` after the first full
+    // one, twice as many after each later one (the Python side's
+    // chain_length: full ones rewrite all the data, so they come
+    // geometrically spaced, and all snapshots write a few times the data).
+    std::int64_t chain_length(const Settings& s) const {
+        return std::int64_t{s.chain} << std::min(std::max(fulls_ - 1, std::int64_t{0}), std::int64_t{40});
+    }
+
     // Snapshot k is complete: the next delta builds on it.
     void commit(std::int64_t k, Bases& now, bool full) {
         base_ = std::move(now);
         over_ = k;
         deltas_ = full ? 0 : deltas_ + 1;
+        fulls_ += full;
         if (full) chain_.clear();
         chain_.push_back(k);
     }
@@ -2351,7 +2361,7 @@ class Snapshotter {
     // from what all agreed.
     std::int64_t aggregated(std::int64_t k) {
         const Settings s = settings();
-        const bool full = over_ < 0 || deltas_ >= s.chain;
+        const bool full = over_ < 0 || deltas_ >= chain_length(s);
         Bases now;
         const std::string part = cut(full, now);
         const int naggs = aggregator_count(s, size_);
@@ -2503,11 +2513,10 @@ class Snapshotter {
     double frequency_ = 0;                 // the period (s)
     int rank_ = 0, size_ = 1;
     std::int64_t last_ = 0;                // per rank: the newest number written
-    // Aggregated: what this rank's fields held at the last complete snapshot
-    // (over_, -1: none), deltas since the last full one, and its chain.
+    // What this rank's fields held at the last complete snapshot (over_, -1:
+    // none), deltas since the last full one, full ones so far, the chain.
     Bases base_;
-    std::int64_t over_ = -1;
-    int deltas_ = 0;
+    std::int64_t over_ = -1, deltas_ = 0, fulls_ = 0;
     std::vector<std::int64_t> chain_;
 };
 
@@ -2637,8 +2646,8 @@ class Profiler {
         }
         return *this;
     }
-    // Aggregated snapshots between two full ones, as deltas (default 32, or
-    // TINYPROF_CHAIN): what reading the newest one takes at most.
+    // Delta snapshots after the first full one (default 32, or
+    // TINYPROF_CHAIN); each later full one is followed by twice as many.
     Profiler& set_chain(int chain) {
         if (chain < 1) throw std::invalid_argument("tinyprof: chain must be >= 1");
         detail::Registry& reg = detail::registry();
