@@ -2619,27 +2619,18 @@ class Profiler {
 
     // Output directory, default `<name>.tinyprof`.
     Profiler& set_outdir(std::string outdir) {
-        detail::Registry& reg = detail::registry();
-        std::lock_guard<std::mutex> lock(reg.mutex);     // the snapshot thread reads settings
-        reg.settings.outdir = std::move(outdir);
-        return *this;
+        return with_settings([&](detail::Settings& s) { s.outdir = std::move(outdir); });
     }
     // Number of files (aggregators) of an MPI flush or snapshot, clamped to [1, P].
     Profiler& set_aggregators(int aggregators) {
         if (aggregators < 1) throw std::invalid_argument("tinyprof: aggregators must be >= 1");
-        detail::Registry& reg = detail::registry();
-        std::lock_guard<std::mutex> lock(reg.mutex);
-        reg.settings.aggregators = aggregators;
-        return *this;
+        return with_settings([&](detail::Settings& s) { s.aggregators = aggregators; });
     }
     // The communicator to flush over (default MPI_COMM_WORLD). With
     // frequency > 0, collective over it: snapshots restart on it.
     Profiler& set_comm(MPI_Comm comm) {
+        with_settings([&](detail::Settings& s) { s.comm = comm; });
         detail::Registry& reg = detail::registry();
-        {
-            std::lock_guard<std::mutex> lock(reg.mutex);
-            reg.settings.comm = comm;
-        }
         if (reg.settings.frequency > 0) {
             const detail::MpiPause pause;
             detail::snapshotter().start(reg, comm);
@@ -2650,20 +2641,14 @@ class Profiler {
     // TINYPROF_CHAIN); each later full one is followed by twice as many.
     Profiler& set_chain(int chain) {
         if (chain < 1) throw std::invalid_argument("tinyprof: chain must be >= 1");
-        detail::Registry& reg = detail::registry();
-        std::lock_guard<std::mutex> lock(reg.mutex);
-        reg.settings.chain = chain;
-        return *this;
+        return with_settings([&](detail::Settings& s) { s.chain = chain; });
     }
     // Which snapshots stay on disk: "last" (default), the newest complete
     // one; "all", every one (for a history of the run).
     Profiler& set_keep(std::string_view keep) {
         if (keep != "last" && keep != "all")
             throw std::invalid_argument("tinyprof: keep must be \"last\" or \"all\", not \"" + std::string(keep) + "\"");
-        detail::Registry& reg = detail::registry();
-        std::lock_guard<std::mutex> lock(reg.mutex);
-        reg.settings.keep_last = keep == "last";
-        return *this;
+        return with_settings([&](detail::Settings& s) { s.keep_last = keep == "last"; });
     }
 
     ~Profiler() {
@@ -2691,6 +2676,15 @@ class Profiler {
     Profiler& operator=(const Profiler&) = delete;
 
   private:
+    // Changes the settings under the registry's lock: the snapshot thread reads them.
+    template <class Change>
+    Profiler& with_settings(Change&& change) {
+        detail::Registry& reg = detail::registry();
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        change(reg.settings);
+        return *this;
+    }
+
     static void start_trace(detail::Registry& reg, std::int64_t limit) {
         reg.settings.trace = true;
         reg.settings.trace_limit = limit;
