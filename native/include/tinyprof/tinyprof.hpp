@@ -2313,7 +2313,7 @@ class Snapshotter {
     std::int64_t per_rank(std::int64_t k) {
         const Settings s = settings();
         k = std::max(k, due(frequency_));
-        const bool full = over_ < 0 || over_ >= k || deltas_ >= chain_length(s);
+        const bool full = full_next(s);
         Bases now;
         const std::string part = cut(full, now);
         const std::vector<Part> parts{decode_part(part)};
@@ -2346,6 +2346,11 @@ class Snapshotter {
         return std::int64_t{s.chain} << std::min(std::max(fulls_ - 1, std::int64_t{0}), std::int64_t{40});
     }
 
+    // Whether the next snapshot is full: nothing complete to build on, or the
+    // chain is long enough. (Numbers only grow here, unlike the Python side's
+    // take(k), so no delta could be over a later snapshot.)
+    bool full_next(const Settings& s) const { return over_ < 0 || deltas_ >= chain_length(s); }
+
     // Snapshot k is complete: the next delta builds on it.
     void commit(std::int64_t k, Bases& now, bool full) {
         base_ = std::move(now);
@@ -2361,7 +2366,7 @@ class Snapshotter {
     // from what all agreed.
     std::int64_t aggregated(std::int64_t k) {
         const Settings s = settings();
-        const bool full = over_ < 0 || deltas_ >= chain_length(s);
+        const bool full = full_next(s);
         Bases now;
         const std::string part = cut(full, now);
         const int naggs = aggregator_count(s, size_);
@@ -2421,9 +2426,10 @@ class Snapshotter {
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
         if (format::write_atomic(path, data)) return true;
+        const int error = errno;
         std::lock_guard<std::mutex> lock(mutex_);
         if (!write_warned_)
-            warn("cannot write snapshot file " + path + ": " + std::strerror(errno) +
+            warn("cannot write snapshot file " + path + ": " + std::strerror(error) +
                  "; the next snapshot holds its data");
         write_warned_ = true;
         return false;
