@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 DEMO   := $(VENV)/.demo-installed
-DEPS   := setup.cfg setup.py pyproject.toml tinyprof/_core.c tinyprof/_parse.c native/src/tinyprof_mpi.c
+DEPS   := setup.cfg setup.py pyproject.toml tinyprof/_core.c tinyprof/_parse.c native/src/tinyprof_mpi.c native/src/tinyprof_ucx.c native/src/tinyprof_internal.h
 
 # Rank counts for the MPI test suite (odd ones on purpose).
 MPI_SIZES ?= 1 2 3 5 7 8

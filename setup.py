@@ -18,7 +18,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 MPI_LIB = "tinyprof.libtinyprof_mpi"
-MPI_SOURCE = os.path.join("native", "src", "tinyprof_mpi.c")
+MPI_SOURCES = [os.path.join("native", "src", f) for f in ("tinyprof_mpi.c", "tinyprof_ucx.c")]
 MPI_FLAGS = ["-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"]
 
 
@@ -76,6 +76,6 @@ setup(
             optional=True,
             extra_compile_args=["-O2"],
         ),
-        Extension(MPI_LIB, sources=[MPI_SOURCE], optional=True),
+        Extension(MPI_LIB, sources=MPI_SOURCES, optional=True),
     ],
 )

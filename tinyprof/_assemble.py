@@ -161,7 +161,7 @@ def _merged_mpi(header: Header, parts: Sequence[RankPart], where: Sequence[List[
     if not sections:
         return b""
     merged = _mpisection.merge(sections)
-    return _mpisection.encode(merged.comms, merged.ops, merged.peers)
+    return _mpisection.encode_section(merged)
 
 
 def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],

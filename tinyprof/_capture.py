@@ -6,7 +6,8 @@ caller's current callpath node, which it reads from the C core's thread-local
 (``_core._source_address``). Python never runs on that path. This module
 loads the library, redirects mpi4py's calls to it (``tinyprof_mpi_patch``:
 works whenever a profiler starts, no ``LD_PRELOAD`` needed), pauses it around
-tinyprof's own traffic and turns its tables into this rank's ``mpi`` section.
+tinyprof's own traffic and turns its tables into this rank's ``mpi`` section,
+with the transport view (UCP operations, classified by ``_ucx``) when asked.
 Design: docs/mpi.md.
 """
 from __future__ import annotations
@@ -15,16 +16,16 @@ import contextlib
 import ctypes
 import os
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from . import _mpisection
+from . import _mpisection, _ucx
 from ._mpisection import NONE, Communicator
 
 LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libtinyprof_mpi.so")
 ABI = 2                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
-_OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS, _TR_FIELDS, _EP_FIELDS = 7, 5, 4, 8, 6
+_OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS, _TR_FIELDS, _EP_FIELDS, _UCX_FIELDS = 7, 5, 4, 8, 6, 7
 _SELFLIKE, _PRIVATE = 1, 2
 _MPI4PY = "mpi4py/MPI"              # the path part of mpi4py's extension module
 
@@ -52,7 +53,10 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
              [ctypes.c_int, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t]),
             ("tinyprof_mpi_op_name", ctypes.c_char_p, [ctypes.c_int]),
             ("tinyprof_mpi_trace", None, [ctypes.c_size_t]),
-            ("tinyprof_mpi_trace_calls", i64p, [szp, ctypes.POINTER(i64p), szp, i64p])):
+            ("tinyprof_mpi_trace_calls", i64p, [szp, ctypes.POINTER(i64p), szp, i64p]),
+            ("tinyprof_ucx_enable", ctypes.c_int, [ctypes.c_int]),
+            ("tinyprof_ucx_rows", i64p, [szp]),
+            ("tinyprof_ucx_tables", ctypes.c_char_p, [ctypes.c_int])):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     return lib
@@ -109,6 +113,7 @@ class Capture:
         self.lib = lib
         self.attributes = attributes    # calls charged to callpaths (the C core), not all to none
         self._ops: Dict[int, str] = {}
+        self.ucx: Optional[str] = None  # the transport view: "unused" (hooked) or "unavailable"
 
     @classmethod
     def start(cls) -> "Capture":
@@ -120,8 +125,20 @@ class Capture:
         lib.tinyprof_mpi_enable(1)
         return cls(lib, address is not None)
 
+    def start_ucx(self) -> Optional[str]:
+        """Count UCP operations too; the reason they cannot be, or None."""
+        hooked = self.lib.tinyprof_ucx_enable(1)
+        self.ucx = "unused" if hooked > 0 else "unavailable"
+        if hooked < 0:
+            return "libucp is not in this process: this MPI does not use UCX, no transport view"
+        if hooked == 0:
+            return "no loaded library calls UCP operations: this MPI does not use UCX, no transport view"
+        return None
+
     def stop(self) -> None:
         self.lib.tinyprof_mpi_enable(0)
+        if self.ucx == "unused":
+            self.lib.tinyprof_ucx_enable(0)
 
     def reset(self) -> None:
         """Forget every count (with a reset of the event map, whose nodes they name)."""
@@ -142,10 +159,28 @@ class Capture:
         ``lines`` maps node ids to the file's event lines (others: NONE)."""
         comms, index = self._comms(lines)
         ops = [(rank, lines.get(node, NONE), index.get(comm, NONE), self._op(op), k, calls, nbytes, t)
-               for node, comm, op, k, calls, nbytes, t in self._table("ops", _OP_FIELDS)]
+               for node, comm, op, k, calls, nbytes, t in self._table("tinyprof_mpi_ops", _OP_FIELDS)]
         peers = [(rank, lines.get(node, NONE), index.get(comm, NONE), peer, messages, nbytes)
-                 for node, comm, peer, messages, nbytes in self._table("peers", _PEER_FIELDS)]
-        return _mpisection.Section(comms, _summed(ops, 5), _summed(peers, 4))
+                 for node, comm, peer, messages, nbytes in self._table("tinyprof_mpi_peers", _PEER_FIELDS)]
+        section = _mpisection.Section(comms, _summed(ops, 5), _summed(peers, 4))
+        if self.ucx is not None:
+            section.transport = self._transport(rank, lines)
+            section.ucx = [(rank, "used" if section.transport else self.ucx)]
+        return section
+
+    def _transport(self, rank: int, lines: Dict[int, int]) -> List[_mpisection.TransportRow]:
+        """The UCP operations counted so far, each with the protocol and
+        transport UCX selects for its endpoint, operation and size."""
+        tables: Dict[int, Dict[str, _ucx.Table]] = {}
+        rows = []
+        for node, op, code, ep, size, calls, nbytes in self._table("tinyprof_ucx_rows", _UCX_FIELDS):
+            if ep not in tables:
+                text = self.lib.tinyprof_ucx_tables(ep) if ep != _ucx.NOEP else None
+                tables[ep] = _ucx.parse_tables(text.decode("ascii", "replace")) if text else {}
+            protocol, transport = _ucx.classify(tables[ep], code, size)
+            rows.append((rank, lines.get(node, NONE), self._op(op) if op >= 0 else "",
+                         _ucx.ucp_name(code), protocol, transport, calls, nbytes))
+        return _summed(rows, 6)
 
     def trace(self, limit: int) -> None:
         """Trace mode: keep up to ``limit`` calls with their messages; 0: off."""
@@ -172,7 +207,7 @@ class Capture:
 
     def _table(self, which: str, width: int) -> List[List[int]]:
         n = ctypes.c_size_t()
-        records = getattr(self.lib, f"tinyprof_mpi_{which}")(ctypes.byref(n))
+        records = getattr(self.lib, which)(ctypes.byref(n))
         if not records:
             return []
         try:

@@ -337,7 +337,7 @@ def _sections(parts: Dict[str, List[bytes]], header: Header,
         first, count, where = header.first_rank, header.rank_count, "rank payload"
         merged = _mpisection.merge([_mpisection.parse(p, where, 1, nlines, first, count,
                                                       header.nranks) for p in mpi])
-        out.append(("mpi", _mpisection.encode(merged.comms, merged.ops, merged.peers)))
+        out.append(("mpi", _mpisection.encode_section(merged)))
     trace = b"".join(parts.get("trace", ()))
     if trace:
         out.append(("trace", trace))

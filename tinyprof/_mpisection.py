@@ -2,14 +2,16 @@
 
 The payload is text: the communicators the file's ranks know, then one row
 per (rank, callpath line, communicator, op, size bucket) and one per (rank,
-line, communicator, destination). :func:`encode` writes the one canonical
+line, communicator, destination); with the transport view (``ucx=True``),
+one per (rank, line, op, UCP op, protocol, transport) and each rank's UCX
+state. :func:`encode` writes the one canonical
 form, which the C++ writer matches byte for byte; :func:`parse` accepts
 only that form and raises :class:`FormatError` naming the file and line.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from ._format import MAX_NATURAL, FormatError, _natural
@@ -20,9 +22,16 @@ NONE = -1       # a row's line outside any event, a completion call's communicat
 OpRow = Tuple[int, int, int, str, int, int, int, int]
 # rank, line, comm, peer (world rank), messages, bytes
 PeerRow = Tuple[int, int, int, int, int, int]
+# rank, line, MPI op ("": none), UCP op, protocol, transport, calls, bytes
+TransportRow = Tuple[int, int, str, str, str, str, int, int]
+# rank, UCX state (UCX_STATES)
+StateRow = Tuple[int, str]
+UCX_STATES = ("used", "unused", "unavailable")
 
 _NAME_RE = re.compile("[A-Za-z0-9_.@]{1,255}")
 _OP_RE = re.compile("[A-Z][A-Za-z_]{0,63}")
+_UCP_RE = re.compile("[a-z][a-z_]{0,63}")
+_TEXT_RE = re.compile("[ -{}~]{0,255}")     # printable ASCII but '|'
 MAX_BUCKET = 64
 
 
@@ -43,6 +52,8 @@ class Section:
     comms: List[Communicator]
     ops: List[OpRow]
     peers: List[PeerRow]
+    transport: List[TransportRow] = field(default_factory=list)
+    ucx: List[StateRow] = field(default_factory=list)
 
 
 def bucket(nbytes: int) -> int:
@@ -102,9 +113,11 @@ def decode_members(text: str, size: int) -> Tuple[int, ...]:
     return members
 
 
-def encode(comms: Sequence[Communicator], ops: Sequence[OpRow], peers: Sequence[PeerRow]) -> bytes:
+def encode(comms: Sequence[Communicator], ops: Sequence[OpRow], peers: Sequence[PeerRow],
+           transport: Sequence[TransportRow] = (), ucx: Sequence[StateRow] = ()) -> bytes:
     """The payload. Rows refer to ``comms`` by index (NONE: no communicator);
-    the keys of rows must be distinct. Sorts everything into the canonical order."""
+    the keys of rows must be distinct. Sorts everything into the canonical order.
+    The transport and ucx blocks are written only when the ranks recorded them."""
     order = sorted(range(len(comms)), key=lambda i: comms[i].name.encode())
     new = {old: i for i, old in enumerate(order)}
     new[NONE] = NONE
@@ -119,7 +132,21 @@ def encode(comms: Sequence[Communicator], ops: Sequence[OpRow], peers: Sequence[
     peer_rows = sorted((r[0], r[1], new[r[2]], *r[3:]) for r in peers)
     lines.append(f"peers {len(peer_rows)}")
     lines += ["|".join(map(_field, row)) for row in peer_rows]
+    if transport or ucx:
+        lines.append(f"transport {len(transport)}")
+        lines += ["|".join(map(_field, row)) for row in sorted(transport, key=_transport_key)]
+        lines.append(f"ucx {len(ucx)}")
+        lines += [f"{rank}|{state}" for rank, state in sorted(ucx)]
     return ("\n".join(lines) + "\n").encode()
+
+
+def encode_section(s: Section) -> bytes:
+    """:func:`encode` of a whole section."""
+    return encode(s.comms, s.ops, s.peers, s.transport, s.ucx)
+
+
+def _transport_key(row: TransportRow):
+    return (row[0], row[1], *(f.encode() for f in row[2:6]))
 
 
 def _op_key(row: OpRow):
@@ -178,10 +205,33 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
                p.number(fields[5], "bytes"))
         p.ordered(peers, row, _peer_key)
         peers.append(row)
+    transport: List[TransportRow] = []
+    ucx: List[StateRow] = []
+    if p.pos != len(payload):
+        for fields in p.block("transport", 8):
+            rank = p.number(fields[0], "rank", first_rank + count, low=first_rank)
+            line_no = p.optional(fields[1], "line", nlines)
+            if fields[2] and not _OP_RE.fullmatch(fields[2]):
+                raise p.fail(f"bad operation name {fields[2][:80]!r}")
+            if not _UCP_RE.fullmatch(fields[3]):
+                raise p.fail(f"bad UCP operation {fields[3][:80]!r}")
+            if not (_TEXT_RE.fullmatch(fields[4]) and _TEXT_RE.fullmatch(fields[5])):
+                raise p.fail("bad protocol or transport text")
+            row = (rank, line_no, *fields[2:6], p.number(fields[6], "calls", MAX_NATURAL + 1, low=1),
+                   p.number(fields[7], "bytes"))
+            p.ordered(transport, row, _transport_key)
+            transport.append(row)
+        for fields in p.block("ucx", 2):
+            rank = p.number(fields[0], "rank", first_rank + count, low=first_rank)
+            if fields[1] not in UCX_STATES:
+                raise p.fail(f"bad UCX state {fields[1][:40]!r}")
+            if ucx and rank <= ucx[-1][0]:
+                raise p.fail("ucx rows not in rank order, or a rank twice")
+            ucx.append((rank, fields[1]))
     if p.pos != len(payload):
         p.no += 1
-        raise p.fail("data after the peers rows")
-    return Section(comms, ops, peers)
+        raise p.fail("data after the last rows")
+    return Section(comms, ops, peers, transport, ucx)
 
 
 class _Payload:
@@ -245,6 +295,8 @@ def merge(parts: Sequence[Section]) -> Section:
     where: Dict[str, int] = {}
     ops: List[OpRow] = []
     peers: List[PeerRow] = []
+    transport: List[TransportRow] = []
+    ucx: List[StateRow] = []
     for part in parts:
         remap = {NONE: NONE}
         for i, c in enumerate(part.comms):
@@ -254,5 +306,7 @@ def merge(parts: Sequence[Section]) -> Section:
             remap[i] = where[c.name]
         ops += [(r[0], r[1], remap[r[2]], *r[3:]) for r in part.ops]
         peers += [(r[0], r[1], remap[r[2]], *r[3:]) for r in part.peers]
-    return Section(comms, ops, peers)
+        transport += part.transport
+        ucx += part.ucx
+    return Section(comms, ops, peers, transport, ucx)
 

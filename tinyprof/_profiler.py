@@ -20,7 +20,10 @@ class Profiler:
     ``"all"`` (a time series). ``mpi=True`` (default: ``TINYPROF_MPI``) also
     records MPI communication per callpath, communicator, operation, message
     size and peer (docs/mpi.md); create the Profiler before the communicators
-    you make, so that they get their stable names. ``trace=True`` (default:
+    you make, so that they get their stable names. ``ucx=True`` (default:
+    ``TINYPROF_UCX``; implies ``mpi=True``) also records which UCX protocol
+    and transport carried each callpath's MPI traffic (docs/mpi.md,
+    "Transports"). ``trace=True`` (default:
     ``TINYPROF_TRACE``) also keeps the start of every occurrence on clocks
     aligned across ranks, written as the files' ``trace`` section
     (docs/trace.md); ``trace_limit`` (default ``TINYPROF_TRACE_LIMIT``, else
@@ -39,10 +42,10 @@ class Profiler:
                  outdir: Optional[str] = None, aggregators: Optional[int] = None,
                  comm: Any = None, keep: str = "last", mpi: Optional[bool] = None,
                  trace: Optional[bool] = None, trace_limit: Optional[int] = None,
-                 chain: Optional[int] = None) -> None:
+                 chain: Optional[int] = None, ucx: Optional[bool] = None) -> None:
         from ._settings import Settings     # loaded here: a light `import tinyprof`
         settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi,
-                                   trace, trace_limit, chain)
+                                   trace, trace_limit, chain, ucx)
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
@@ -55,6 +58,8 @@ class Profiler:
     outdir = property(lambda self: self.settings.outdir, doc="The output directory.")
     keep = property(lambda self: self.settings.keep, doc="Snapshot keep policy.")
     mpi = property(lambda self: self.settings.mpi, doc="Whether MPI communication is recorded.")
+    ucx = property(lambda self: self.settings.ucx,
+                   doc="Whether the UCX protocols and transports of MPI calls are recorded.")
     trace = property(lambda self: self.settings.trace, doc="Whether trace mode is on.")
     aggregators = property(lambda self: self.settings.aggregators,
                            doc="Wanted aggregator count, or None for the default.")
@@ -93,7 +98,7 @@ class Profiler:
     def __repr__(self) -> str:
         s = self.settings
         return (f"tinyprof.Profiler({s.name!r}, frequency={s.frequency:g}, "
-                f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r}, mpi={s.mpi}, trace={s.trace})")
+                f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r}, mpi={s.mpi}, ucx={s.ucx}, trace={s.trace})")
 
 
 def flush() -> Optional[str]:

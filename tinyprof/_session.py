@@ -190,6 +190,10 @@ class Session:
         except Exception as e:      # Unavailable, or an unexpected loader failure
             self.warn("mpi", f"MPI communication is not recorded: {e}")
             return
+        if self.settings.ucx:
+            problem = self.capture.start_ucx()
+            if problem:
+                self.warn("ucx", f"ucx=True: {problem}")
         if not self.capture.attributes:
             self.warn("mpi-pure", "the pure-Python core cannot tell the MPI library the "
                       "current callpath: all MPI calls are charged to no event")
@@ -296,9 +300,8 @@ class Session:
         capture = self.capture
         if capture is not None:
             def mpi(lines: Dict[tuple, int]) -> bytes:
-                from ._mpisection import encode
-                s = capture.section(self.rank, by_node(lines))
-                return encode(s.comms, s.ops, s.peers)
+                from ._mpisection import encode_section
+                return encode_section(capture.section(self.rank, by_node(lines)))
             parts["mpi"] = mpi
         if trace is not None:
             parts["trace"] = lambda lines: trace(by_node(lines))
@@ -314,9 +317,8 @@ class Session:
         position = {e.node.id: i for i, e in enumerate(events)}
         mpi = b""
         if self.capture is not None:
-            from ._mpisection import encode
-            s = self.capture.section(self.rank, position)
-            mpi = encode(s.comms, s.ops, s.peers)
+            from ._mpisection import encode_section
+            mpi = encode_section(self.capture.section(self.rank, position))
         if self.settings.trace and not self.settings.frequency:
             return mpi, [("trace", self._trace_part()(position))]
         return mpi, []

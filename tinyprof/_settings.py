@@ -80,6 +80,7 @@ class Settings:
     aggregators: Optional[int] = None
     keep: str = "last"
     mpi: bool = False
+    ucx: bool = False
     trace: bool = False
     trace_limit: int = TRACE_LIMIT
     chain: int = CHAIN
@@ -88,7 +89,8 @@ class Settings:
     def create(cls, name: str = "profile", frequency: float = 0, selfkeys: str = "",
                outdir: Optional[str] = None, aggregators: Optional[int] = None,
                keep: str = "last", mpi: Optional[bool] = None, trace: Optional[bool] = None,
-               trace_limit: Optional[int] = None, chain: Optional[int] = None) -> "Settings":
+               trace_limit: Optional[int] = None, chain: Optional[int] = None,
+               ucx: Optional[bool] = None) -> "Settings":
         if not isinstance(name, str):
             raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
         if isinstance(frequency, bool) or not isinstance(frequency, numbers.Real):
@@ -109,6 +111,11 @@ class Settings:
             mpi = env_flag("TINYPROF_MPI")
         elif not isinstance(mpi, bool):
             raise TypeError(f"tinyprof.Profiler: mpi must be True or False, not {mpi!r}")
+        if ucx is None:
+            ucx = env_flag("TINYPROF_UCX")
+        elif not isinstance(ucx, bool):
+            raise TypeError(f"tinyprof.Profiler: ucx must be True or False, not {ucx!r}")
+        mpi = mpi or ucx            # the transport view is part of MPI capture
         if trace is None:
             trace = env_flag("TINYPROF_TRACE")
         elif not isinstance(trace, bool):
@@ -124,7 +131,7 @@ class Settings:
             raise ValueError(f"tinyprof.Profiler: chain must be an integer >= 1, not {chain!r}")
         return cls(name=name, frequency=freq, metrics=tuple(parse_selfkeys(selfkeys)),
                    outdir=os.fspath(outdir) if outdir is not None else f"{name}.tinyprof",
-                   aggregators=aggregators, keep=keep, mpi=mpi, trace=trace,
+                   aggregators=aggregators, keep=keep, mpi=mpi, ucx=ucx, trace=trace,
                    trace_limit=trace_limit, chain=chain)
 
     def aggregator_count(self, nranks: int) -> int:

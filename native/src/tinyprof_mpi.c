@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "tinyprof/tinyprof_mpi.h"
+#include "tinyprof_internal.h"
 
 #include <mpi.h>
 
@@ -91,6 +92,8 @@ typedef struct {
 struct tp_tls {
     struct tp_thread *thread;   /* this thread's tables, registered on first record */
     int pause;                  /* tinyprof_mpi_pause depth */
+    int op;                     /* op code + 1 of the wrapped call in progress (0: none), */
+    int skip;                   /* > 0: inside a call on a private communicator; both for UCX */
     unsigned msg_next;          /* ring of Mprobe'd messages -> communicator, for Mrecv */
     unsigned msg_live;          /* bit i: msg[i] not consumed yet */
     uint64_t msg[8];
@@ -104,7 +107,7 @@ struct tp_tls {
 };
 static _Thread_local struct tp_tls tls;
 
-static void tp_warn_once(atomic_flag *done, const char *what) {
+void tp_warn_once(atomic_flag *done, const char *what) {
     if (!atomic_flag_test_and_set(done)) fprintf(stderr, "tinyprof: MPI capture: %s\n", what);
 }
 
@@ -241,7 +244,7 @@ static void tp_add(tp_table *t, uint64_t a, uint64_t b, int64_t v0, int64_t v1, 
  * trace (TP_TR_FIELDS and TP_EP_FIELDS values per record; times in ticks). */
 struct tp_thread {
     atomic_flag busy;
-    tp_table ops, peers;
+    tp_table ops, peers, ucx;
     tp_vec calls, eps;
     struct tp_thread *next;
 };
@@ -780,17 +783,31 @@ static int32_t tp_msg_comm(MPI_Message m) {
 
 /* ----------------------------------------------------------- wrappers */
 
+/* A call on a private communicator (tinyprof's own): not counted, nor the
+ * UCP operations it makes. */
+#define TP_SKIPPED(CALL)                                                                  \
+    do {                                                                                  \
+        tls.skip++;                                                                       \
+        int rc_ = CALL;                                                                   \
+        tls.skip--;                                                                       \
+        return rc_;                                                                       \
+    } while (0)
+
 /* The one wrapper: NAME's PMPI call, timed and charged to op OP on record
  * COMM when recording. PRE/POST: statements around the call (recording path
  * only); BYTES and PEER are read after it (only if it succeeded). */
 #define TP_WRAP(NAME, OP, PARAMS, ARGS, COMM, PRE, BYTES, PEER, POST)                     \
     int MPI_##NAME PARAMS {                                                               \
         tp_call c_;                                                                       \
-        if (!tp_active() || tp_private(c_.comm = (COMM))) return PMPI_##NAME ARGS;        \
+        if (!tp_active()) return PMPI_##NAME ARGS;                                        \
+        if (tp_private(c_.comm = (COMM))) TP_SKIPPED(PMPI_##NAME ARGS);                   \
         PRE;                                                                              \
+        int op_ = tls.op;                                                                 \
+        tls.op = (OP) + 1;                                                                \
         c_.t0 = tp_ticks();                                                               \
         int rc_ = PMPI_##NAME ARGS;                                                       \
         int64_t t1_ = tp_ticks();                                                         \
+        tls.op = op_;                                                                     \
         POST;                                                                             \
         int ok_ = rc_ == MPI_SUCCESS;                                                     \
         tp_end(&c_, OP, t1_, ok_ ? (int64_t)(BYTES) : 0, ok_ ? (int32_t)(PEER) : -1);     \
@@ -1060,9 +1077,13 @@ TP_COLL(F_REDUCE_SCATTER_BLOCK, Reduce_scatter_block, Ireduce_scatter_block,
 #define F_CREATE(NAME, KIND, PARAMS, ARGS, PARENT, OUT)                                          \
     int MPI_##NAME PARAMS {                                                                      \
         tp_call c_ = {tp_index(PARENT), 0};                                                      \
-        int rec_ = tp_active() && !tp_private(c_.comm);                                          \
+        int rec_ = tp_active() && !tp_private(c_.comm), op_ = tls.op;                             \
         if (rec_) c_.t0 = tp_ticks();                                                            \
+        tls.op = rec_ ? OP_##NAME + 1 : op_;                                                     \
+        tls.skip += !rec_;                                                                       \
         int rc_ = PMPI_##NAME ARGS;                                                              \
+        tls.skip -= !rec_;                                                                       \
+        tls.op = op_;                                                                            \
         if (rec_) tp_end(&c_, OP_##NAME, tp_ticks(), 0, -1);                                     \
         if (rc_ == MPI_SUCCESS) tp_created(c_.comm, *(OUT), KIND);                               \
         return rc_;                                                                              \
@@ -1123,7 +1144,12 @@ int MPI_Comm_free(MPI_Comm *comm) {
     tp_call c_ = {rec_ ? tp_index(h) : tp_find(TP_BITS(h)), 0};
     rec_ = rec_ && !tp_private(c_.comm);
     if (rec_) c_.t0 = tp_ticks();
+    int op_ = tls.op;
+    tls.op = rec_ ? OP_Comm_free + 1 : op_;
+    tls.skip += !rec_;
     int rc_ = PMPI_Comm_free(comm);
+    tls.skip -= !rec_;
+    tls.op = op_;
     if (rec_) tp_end(&c_, OP_Comm_free, tp_ticks(), 0, -1);
     if (rc_ == MPI_SUCCESS) tp_freed(c_.comm, h);
     return rc_;
@@ -1145,8 +1171,8 @@ int tinyprof_mpi_pause(int on) {
 void tinyprof_mpi_reset(void) {
     for (struct tp_thread *t = atomic_load_explicit(&g_threads, memory_order_acquire); t; t = t->next) {
         tp_lock(t);
-        tp_table *tables[] = {&t->ops, &t->peers};
-        for (int i = 0; i < 2; i++) {
+        tp_table *tables[] = {&t->ops, &t->peers, &t->ucx};
+        for (int i = 0; i < 3; i++) {
             if (tables[i]->rows) memset(tables[i]->rows, 0, tables[i]->cap * sizeof(tp_row));
             tables[i]->n = 0;
         }
@@ -1197,9 +1223,11 @@ int64_t *tinyprof_mpi_trace_calls(size_t *ncalls, int64_t **endpoints, size_t *n
 }
 
 /* Every thread's table `which` (offset of a tp_table in tp_thread) summed,
- * as records of `fields` int64: node, comm, the key's second part (ops: op
- * and bucket; peers: peer), then the values (ops: 3; peers: 2). */
+ * as records of `fields` int64: ops and peers: node, comm, the key's second
+ * part (ops: op and bucket; peers: peer), then the values (ops: 3; peers:
+ * 2); ucx: node, MPI op, UCP op, endpoint, size, calls, bytes. */
 static int64_t *tp_collect(size_t which, int fields, size_t *n) {
+    int ucx = which == offsetof(struct tp_thread, ucx);
     tp_table sum = {0};
     *n = 0;
     for (struct tp_thread *t = atomic_load_explicit(&g_threads, memory_order_acquire); t; t = t->next) {
@@ -1219,6 +1247,15 @@ static int64_t *tp_collect(size_t which, int fields, size_t *n) {
             const tp_row *r = &sum.rows[i];
             if (r->v[0] == 0) continue;
             *o++ = (int32_t)(r->a >> 32);
+            if (ucx) {
+                *o++ = (int64_t)(r->a >> 24 & 0xff) - 1;
+                *o++ = (int64_t)(r->a >> 16 & 0xff);
+                *o++ = (int64_t)(r->a & 0xffff);
+                *o++ = (int64_t)r->b;
+                *o++ = r->v[0];
+                *o++ = r->v[1];
+                continue;
+            }
             *o++ = (int32_t)(uint32_t)r->a;
             if (fields == TP_OP_FIELDS) {
                 *o++ = (int64_t)(r->b >> 8);
@@ -1244,7 +1281,26 @@ int64_t *tinyprof_mpi_peers(size_t *n) {
     return tp_collect(offsetof(struct tp_thread, peers), TP_PEER_FIELDS, n);
 }
 
+int64_t *tinyprof_ucx_rows(size_t *n) {
+    return tp_collect(offsetof(struct tp_thread, ucx), TP_UCX_FIELDS, n);
+}
+
 void tinyprof_mpi_free(void *records) { free(records); }
+
+int tp_ucx_context(int32_t *node, int *op) {
+    if (!tp_active() || tls.skip) return 0;
+    *node = tp_node();
+    *op = tls.op;
+    return 1;
+}
+
+void tp_ucx_add(int32_t node, uint32_t key, uint64_t size, int64_t bytes) {
+    struct tp_thread *t = tls.thread ? tls.thread : tp_register();
+    if (!t) return;
+    tp_lock(t);
+    tp_add(&t->ucx, (uint64_t)(uint32_t)node << 32 | key, size, 1, bytes, 0);
+    tp_unlock(t);
+}
 
 int tinyprof_mpi_comm_count(void) {
     tp_ready();
@@ -1289,20 +1345,14 @@ const char *tinyprof_mpi_op_name(int op) { return op >= 0 && op < TP_NOPS ? tp_o
 #endif
 
 typedef struct {
-    const char *object;
-    void *self;             /* our dlopen handle */
+    const char *object, *skip, *prefix;
+    void *(*replace)(const char *name, void *current, void *arg);
+    void *arg;
     const void *self_base;  /* our load address */
     int matched, rewritten;
 } tp_patch_ctx;
 
 #ifdef TP_R_JUMP_SLOT
-/* Our wrapper of `name`, or NULL if this library does not define it (dlsym
- * on our handle also searches our dependencies: libmpi's MPI_* are not ours). */
-static void *tp_own(const tp_patch_ctx *ctx, const char *name) {
-    Dl_info di;
-    void *f = dlsym(ctx->self, name);
-    return f && dladdr(f, &di) && di.dli_fbase == ctx->self_base ? f : NULL;
-}
 
 /* Point the slot at `f`; a slot in the RELRO segment is made writable and
  * read-only again. Returns 0, or -1. */
@@ -1321,7 +1371,8 @@ static int tp_patch_object(struct dl_phdr_info *info, size_t size, void *data) {
     uintptr_t base = info->dlpi_addr, relro_lo = 0, relro_hi = 0;
     const ElfW(Dyn) *dyn = NULL;
     (void)size;
-    if (!info->dlpi_name || !strstr(info->dlpi_name, ctx->object) || (const void *)base == ctx->self_base)
+    if (!info->dlpi_name || !strstr(info->dlpi_name, ctx->object) || (const void *)base == ctx->self_base ||
+        (ctx->skip && strstr(info->dlpi_name, ctx->skip)))
         return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -1359,8 +1410,8 @@ static int tp_patch_object(struct dl_phdr_info *info, size_t size, void *data) {
             unsigned long type = ELF64_R_TYPE(r->r_info);
             if (type != TP_R_JUMP_SLOT && type != TP_R_GLOB_DAT) continue;
             const char *name = strtab + symtab[ELF64_R_SYM(r->r_info)].st_name;
-            if (strncmp(name, "MPI_", 4) != 0) continue;
-            void *f = tp_own(ctx, name), **slot = (void **)(base + r->r_offset);
+            if (strncmp(name, ctx->prefix, strlen(ctx->prefix)) != 0) continue;
+            void **slot = (void **)(base + r->r_offset), *f = ctx->replace(name, *slot, ctx->arg);
             if (f && *slot != f && tp_write_slot(slot, f, relro_lo, relro_hi) == 0) ctx->rewritten++;
         }
     }
@@ -1368,19 +1419,37 @@ static int tp_patch_object(struct dl_phdr_info *info, size_t size, void *data) {
 }
 #endif
 
-int tinyprof_mpi_patch(const char *object) {
+int tp_patch(const char *object, const char *skip, const char *prefix,
+             void *(*replace)(const char *, void *, void *), void *arg) {
 #ifdef TP_R_JUMP_SLOT
     Dl_info di;
-    tp_patch_ctx ctx = {.object = object};
-    if (!object || !dladdr((void *)tinyprof_mpi_patch, &di) ||
-        !(ctx.self = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD)))
-        return -1;
+    tp_patch_ctx ctx = {.object = object, .skip = skip, .prefix = prefix, .replace = replace, .arg = arg};
+    if (!object || !dladdr((void *)tp_patch, &di)) return -1;
     ctx.self_base = di.dli_fbase;
     dl_iterate_phdr(tp_patch_object, &ctx);
-    dlclose(ctx.self);
     return ctx.matched ? ctx.rewritten : -1;
 #else
-    (void)object;
+    (void)object, (void)skip, (void)prefix, (void)replace, (void)arg;
     return -1;
 #endif
+}
+
+/* Our wrapper of `name`, or NULL if this library does not define it (dlsym
+ * on our handle also searches our dependencies: libmpi's MPI_* are not ours). */
+static void *tp_own(const char *name, void *current, void *self) {
+    Dl_info di, me;
+    void *f = dlsym(self, name);
+    (void)current;
+    return f && dladdr(f, &di) && dladdr((void *)tp_own, &me) && di.dli_fbase == me.dli_fbase ? f : NULL;
+}
+
+int tinyprof_mpi_patch(const char *object) {
+    Dl_info di;
+    void *self;
+    if (!object || !dladdr((void *)tinyprof_mpi_patch, &di) ||
+        !(self = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD)))
+        return -1;
+    int n = tp_patch(object, NULL, "MPI_", tp_own, self);
+    dlclose(self);
+    return n;
 }

@@ -122,6 +122,41 @@ int tinyprof_mpi_comm_members(int i, int32_t *out, size_t cap);
 /* Name of operation code `op` as in the profile ("Allreduce", "Isend"), or NULL. */
 const char *tinyprof_mpi_op_name(int op);
 
+/* ----- The transport view (docs/mpi.md#transports): which UCX protocol and
+ * transport carried each callpath's MPI traffic. Additions of interface 2:
+ * nothing above changes. */
+
+/* Fields of a record of tinyprof_ucx_rows(). */
+enum { TP_UCX_NODE, TP_UCX_OP, TP_UCX_UCP, TP_UCX_EP, TP_UCX_SIZE, TP_UCX_CALLS, TP_UCX_BYTES,
+       TP_UCX_FIELDS };
+/* TP_UCX_UCP: the UCP operation (low 4 bits) and the variant bits UCX selects
+ * protocols by. */
+enum { TP_UCP_TAG_SEND, TP_UCP_TAG_SEND_SYNC, TP_UCP_TAG_RECV, TP_UCP_TAG_MSG_RECV, TP_UCP_AM_SEND,
+       TP_UCP_AM_RECV_DATA, TP_UCP_PUT, TP_UCP_GET };
+#define TP_UCP_FAST 16          /* UCP_OP_ATTR_FLAG_FAST_CMPL */
+#define TP_UCP_MULTI 32         /* UCP_OP_ATTR_FLAG_MULTI_SEND */
+#define TP_UCP_REPLY 64         /* an active message sent with UCP_AM_SEND_FLAG_REPLY */
+#define TP_UCP_NONCONTIG 128    /* data not contiguous: bytes 0, protocol not classified */
+/* TP_UCX_EP of receives (the sender chose the protocol), and of endpoints past the 65535th. */
+#define TP_UCX_NOEP 0xffff
+
+/* Redirect (1) or stop redirecting (0) the loaded objects' calls of the UCP
+ * operations to the library's counting wrappers (GOT rewriting, as
+ * tinyprof_mpi_patch). Counting follows tinyprof_mpi_enable and pause.
+ * Returns the entries rewritten (0 when no loaded object calls UCP: UCX is
+ * not the path of this MPI), or -1 when libucp is not in the process. */
+int tinyprof_ucx_enable(int on);
+
+/* UCP operations counted so far, summed over threads: `*n` records of
+ * TP_UCX_FIELDS int64, freed with tinyprof_mpi_free (NULL when none).
+ * TP_UCX_OP is the op code (tinyprof_mpi_op_name) of the MPI call the
+ * operation was made in, -1 outside any; TP_UCX_SIZE its message size. */
+int64_t *tinyprof_ucx_rows(size_t *n);
+
+/* The protocol selection tables UCX printed for endpoint `ep` of the rows
+ * (ucp_ep_print_info, table lines only), or NULL if none were captured. */
+const char *tinyprof_ucx_tables(int ep);
+
 #ifdef __cplusplus
 }
 #endif

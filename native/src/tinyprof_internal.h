@@ -1,0 +1,35 @@
+/* tinyprof_internal.h: what tinyprof_mpi.c shares with tinyprof_ucx.c, the
+ * two halves of libtinyprof_mpi. Hidden: not part of the library's interface
+ * (that is tinyprof/tinyprof_mpi.h). */
+#ifndef TINYPROF_INTERNAL_H
+#define TINYPROF_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+/* Print "tinyprof: MPI capture: <what>" to stderr the first time only. */
+void tp_warn_once(atomic_flag *done, const char *what);
+
+/* Whether the calling thread's UCP operations are counted now: recording on,
+ * the thread not paused and not inside a call on a private communicator.
+ * If so, fills the thread's current node and the MPI op code + 1 of the
+ * wrapped call in progress (0: none). */
+int tp_ucx_context(int32_t *node, int *op);
+
+/* Count one UCP operation of `bytes` in the calling thread's table, under
+ * `node` and `key` (TP_UCX_KEY), at message size `size`. */
+void tp_ucx_add(int32_t node, uint32_t key, uint64_t size, int64_t bytes);
+#define TP_UCX_KEY(op1, ucp, ep) ((uint32_t)(op1) << 24 | (uint32_t)(ucp) << 16 | (uint32_t)(ep))
+
+/* Rewrite the GOT entries of the loaded objects whose path contains `object`
+ * (and not `skip`, if given; never this library) for imported functions named
+ * `prefix`...: each entry becomes replace(name, current value, arg) unless
+ * that returns NULL. Returns the entries rewritten, or -1 if no object matched. */
+int tp_patch(const char *object, const char *skip, const char *prefix,
+             void *(*replace)(const char *name, void *current, void *arg), void *arg);
+
+#pragma GCC visibility pop
+
+#endif /* TINYPROF_INTERNAL_H */
