@@ -1,5 +1,5 @@
-"""The MPI data of a profile as tables: ``Profile.mpi``, ``.communicators``
-and ``.comm_matrix()`` (docs/mpi.md). The ``mpi`` sections are parsed on
+"""The MPI data of a profile as tables: ``Profile.mpi``, ``.communicators``,
+``.comm_matrix()``, ``.transport`` and ``.ucx`` (docs/mpi.md). The ``mpi`` sections are parsed on
 first use, so that reading a profile costs nothing more for them."""
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ Callpath = Tuple[str, ...]
 MPI_COLUMNS = ["callpath", "rank", "comm", "op", "bucket", "size_min", "size_max",
                "calls", "bytes", "time"]
 COMM_COLUMNS = ["comm", "size", "world_ranks", "created"]
+TRANSPORT_COLUMNS = ["callpath", "rank", "op", "ucp_op", "protocol", "transport", "calls", "bytes"]
 METRICS = ("bytes", "messages")
 
 
@@ -28,11 +29,13 @@ class MpiData:
     ops: List[Tuple[Callpath, int, str, str, int, int, int, int]]
     peers: List[Tuple[Callpath, int, str, int, int, int]]
     comms: Dict[str, Tuple[int, Tuple[int, ...], Optional[Callpath]]]
+    transport: List[Tuple[Callpath, int, str, str, str, str, int, int]]
+    ucx: Dict[int, str]                 # rank -> UCX state, ranks that recorded the transport view
 
 
 def load(files: Sequence[ParsedFile]) -> MpiData:
     """Parse and check every file's ``mpi`` section (FormatError on a bad one)."""
-    data = MpiData(False, [], [], {})
+    data = MpiData(False, [], [], {}, [], {})
     for f in files:
         payload = f.sections.get("mpi")
         if payload is None:
@@ -53,6 +56,8 @@ def load(files: Sequence[ParsedFile]) -> MpiData:
                      for rank, line, comm, op, k, calls, nbytes, t in s.ops]
         data.peers += [(path(line), rank, names[comm], peer, messages, nbytes)
                        for rank, line, comm, peer, messages, nbytes in s.peers]
+        data.transport += [(path(r[1]), r[0], *r[2:]) for r in s.transport]
+        data.ucx.update(s.ucx)
     return data
 
 
@@ -65,6 +70,14 @@ def table(data: MpiData, units_per_second: float) -> Any:
     return frame.astype({"rank": "int64", "bucket": "int64", "size_min": "int64",
                          "size_max": "int64", "calls": "int64", "bytes": "int64",
                          "time": "float64"})
+
+
+def transport(data: MpiData) -> Any:
+    """``Profile.transport``: one row per (callpath, rank, MPI op, UCP op,
+    protocol, transport)."""
+    import pandas as pd
+    frame = pd.DataFrame(data.transport, columns=TRANSPORT_COLUMNS)
+    return frame.astype({"rank": "int64", "calls": "int64", "bytes": "int64"})
 
 
 def communicators(data: MpiData) -> Any:

@@ -126,6 +126,25 @@ class Profile:
         return _mpitables.table(self._mpi, _PER_SECOND[self.unit])
 
     @property
+    def transport(self) -> Any:
+        """The transport view (``Profiler(ucx=True)``) as a pandas DataFrame,
+        one row per (callpath, rank, op, ucp_op, protocol, transport):
+        ``op`` the MPI call (``""`` outside any), ``ucp_op`` the UCP operation
+        it made (``"tag_send"``, ``"tag_recv"``, ``"put"``, ...), ``protocol``
+        and ``transport`` as UCX selected them (``""`` for receives: the
+        sender selects), ``calls`` and ``bytes``. Empty without it; see
+        :attr:`ucx` for why a rank has no rows."""
+        return _mpitables.transport(self._mpi)
+
+    @property
+    def ucx(self) -> Dict[int, str]:
+        """Per rank that recorded the transport view, whether UCX carried its
+        MPI traffic: ``"used"``; ``"unused"`` (UCX is there but carried none:
+        MPICH's own shared memory between ranks of a node, another netmod);
+        ``"unavailable"`` (this MPI does not call UCX)."""
+        return dict(sorted(self._mpi.ucx.items()))
+
+    @property
     def communicators(self) -> Any:
         """The communicators as a pandas DataFrame: ``comm`` (its name, the same
         on every member), ``size``, ``world_ranks`` (a tuple in rank order;

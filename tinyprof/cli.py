@@ -54,6 +54,9 @@ def _mpi(args: argparse.Namespace) -> int:
         print(f"tinyprof: profile {profile.name!r} holds no MPI data "
               "(record with Profiler(mpi=True) or TINYPROF_MPI=1)", file=sys.stderr)
         return 1
+    if "transport" in args.by:
+        print(mpitable.transport(profile, args.callpath, "rank" in args.by, args.limit))
+        return 0
     rows = mpitable.group(profile, args.by, args.callpath, args.comm)
     print(mpitable.table(profile, rows, args.by, args.sort, args.limit))
     if args.comms:
@@ -164,7 +167,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_profile(mpi)
     mpi.add_argument("--by", type=_by, default=list(DEFAULT_BY), metavar="KEYS",
                      help=f"comma-separated fields to group by, from {', '.join(KEYS)} "
-                          f"(bucket: the size; default: {','.join(DEFAULT_BY)})")
+                          f"(bucket: the size; default: {','.join(DEFAULT_BY)}); transport "
+                          "(optionally with rank): the UCX protocols and transports, "
+                          "recorded with Profiler(ucx=True)")
     mpi.add_argument("--callpath", action="append", default=[], metavar="PATH",
                      help="keep the calls in this region and below it, written main<halo or "
                           "main/halo (repeat for several)")

@@ -1,5 +1,6 @@
 """The text tables of ``tinyprof mpi``: MPI calls grouped as mpisee-through
-groups them, and the communicators. Needs neither pandas nor hatchet.
+groups them, the communicators, and the transport view (``--by transport``).
+Needs neither pandas nor hatchet.
 
 Rows are summed over everything not grouped by; the time is summed in
 integer nanoseconds, so the table is exact to its last printed digit.
@@ -15,7 +16,7 @@ from .._summary import _UNITS as _TIME_UNITS, _printable
 from . import ConvertError
 
 Callpath = Tuple[str, ...]
-KEYS = ("callpath", "comm", "op", "bucket", "rank")     # what rows can be grouped by
+KEYS = ("callpath", "comm", "op", "bucket", "rank", "transport")   # what rows can be grouped by
 DEFAULT_BY = ("callpath", "comm", "op", "bucket")
 _SORT_COLUMN = {"time": 3, "bytes": 2, "calls": 1}   # in a Row
 SORTS = tuple(_SORT_COLUMN)
@@ -34,29 +35,20 @@ def group(profile: Profile, by: Sequence[str] = DEFAULT_BY, callpaths: Sequence[
     and below them (each written ``a<b`` or ``a/b``); ``comms`` keeps the calls
     on those communicators (so no completion call, which has none). A
     callpath or communicator not in the profile is a :class:`ConvertError`."""
-    unknown = [k for k in by if k not in KEYS]
+    unknown = [k for k in by if k not in KEYS or k == "transport"]
     if unknown:
-        raise ConvertError(f"cannot group by {unknown[0]!r}: use {', '.join(KEYS)}")
+        raise ConvertError(f"cannot group by {unknown[0]!r}: use {', '.join(KEYS[:-1])}")
     data = profile._mpi
     for name in comms:
         if name not in data.comms:
             raise ConvertError(f"no communicator {name!r} in profile {profile.name!r} "
                                f"(it has {', '.join(sorted(data.comms)) or 'none'})")
-    spelled = {s for path in profile.callpaths for s in ("<".join(path), "/".join(path))}
-    for text in callpaths:
-        if text not in spelled:
-            raise ConvertError(f"no callpath {text!r} in profile {profile.name!r}")
-    wanted, keep = set(callpaths), set(comms)
-    inside: Dict[Callpath, bool] = {}
+    inside = _within(profile, callpaths)
+    keep = set(comms)
     sums: Dict[tuple, List[int]] = {}
     for row in data.ops:
-        path = row[0]
-        if wanted:
-            if path not in inside:
-                inside[path] = any("<".join(path[:n]) in wanted or "/".join(path[:n]) in wanted
-                                   for n in range(1, len(path) + 1))
-            if not inside[path]:
-                continue
+        if not inside(row[0]):
+            continue
         if keep and row[2] not in keep:
             continue
         acc = sums.setdefault(tuple(row[_FIELD[k]] for k in by), [0, 0, 0])
@@ -91,6 +83,67 @@ def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
     numbers = [i for i, k in enumerate(by) if k == "rank"] + list(range(len(by), len(lines[0])))
     out = [head, *_align(lines, right=numbers)]
     hidden = len(rows) - len(shown)
+    if hidden:
+        out.append(f"({hidden} more {'row' if hidden == 1 else 'rows'} not shown: --limit)")
+    return "\n".join(out)
+
+
+def _within(profile: Profile, callpaths: Sequence[str]):
+    """Whether a callpath is in one of the regions ``callpaths`` (each
+    written ``a<b`` or ``a/b``) or below it; all are when none is given."""
+    spelled = {s for path in profile.callpaths for s in ("<".join(path), "/".join(path))}
+    for text in callpaths:
+        if text not in spelled:
+            raise ConvertError(f"no callpath {text!r} in profile {profile.name!r}")
+    wanted = set(callpaths)
+    known: Dict[Callpath, bool] = {}
+
+    def inside(path: Callpath) -> bool:
+        if not wanted:
+            return True
+        if path not in known:
+            known[path] = any("<".join(path[:n]) in wanted or "/".join(path[:n]) in wanted
+                              for n in range(1, len(path) + 1))
+        return known[path]
+    return inside
+
+
+def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = False,
+              limit: Optional[int] = None) -> str:
+    """The transport view as a text table: per callpath (and rank), MPI op,
+    UCP op, protocol and transport, the calls and bytes, most bytes first,
+    under a line saying on which ranks UCX carried the MPI traffic."""
+    data = profile._mpi
+    if not data.ucx:
+        raise ConvertError(f"profile {profile.name!r} holds no transport view "
+                           "(record with Profiler(ucx=True) or TINYPROF_UCX=1)")
+    inside = _within(profile, callpaths)
+    sums: Dict[tuple, List[int]] = {}
+    for path, rank, op, ucp, protocol, link, calls, nbytes in data.transport:
+        if inside(path):
+            key = (path, *((rank,) if by_rank else ()), op, ucp, protocol, link)
+            acc = sums.setdefault(key, [0, 0])
+            acc[0] += calls
+            acc[1] += nbytes
+    states: Dict[str, List[int]] = {}
+    for rank, state in sorted(data.ucx.items()):
+        states.setdefault(state, []).append(rank)
+    said = {"used": "UCX carried the MPI traffic of rank(s)",
+            "unused": "UCX carried none of the MPI traffic of rank(s)",
+            "unavailable": "this MPI does not use UCX on rank(s)"}
+    out = [f"{profile.name}: {'; '.join(f'{said[s]} {encode_members(r)}' for s, r in states.items())}"]
+    if "unused" in states:
+        out.append("  (MPICH moves messages between ranks of one node through its own shared "
+                   "memory: set MPIR_CVAR_NOLOCAL=1 to route them through UCX)")
+    head = ("callpath", *(("rank",) if by_rank else ()), "op", "ucp op", "protocol", "transport",
+            "calls", "bytes", "avg bytes/call")
+    rows = sorted(sums.items(), key=lambda kv: -kv[1][1])       # stable: ties in key order
+    lines = [head] + [(_cell("callpath", key[0]), *map(str, key[1:-4]), key[-4] or "-", key[-3],
+                       key[-2] or "(by sender)", key[-1] or "-", str(c), str(b), f"{b / c:.1f}")
+                      for key, (c, b) in rows[:limit]]
+    out += _align(lines, right=[i for i, h in enumerate(head) if h in ("rank", "calls", "bytes",
+                                                                        "avg bytes/call")])
+    hidden = len(rows) - len(lines) + 1
     if hidden:
         out.append(f"({hidden} more {'row' if hidden == 1 else 'rows'} not shown: --limit)")
     return "\n".join(out)

@@ -1,0 +1,166 @@
+"""The transport view (Profiler(ucx=True)): real mpiexec runs of
+tests/_ucx_app.py through MPICH's ch4:ucx, its tables parsed, its section
+codec, its text table. docs/mpi.md, "Transports"."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tinyprof
+from tinyprof import _ucx
+from tinyprof._format import FormatError
+from tinyprof._mpisection import encode, parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+needs_mpi = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
+    reason="needs mpi4py and mpiexec next to the Python executable (pip install mpi4py mpich)")
+
+SMALL, LARGE = 64, 800_000
+
+
+def run(tmp_path, nranks=3, ucx=True, **env):
+    out = tmp_path / "prof"
+    proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, os.path.join(HERE, "_ucx_app.py"),
+                           str(out), "1" if ucx else "0"],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return tinyprof.read(str(out)), proc.stderr
+
+
+def rows(prof, callpath, rank):
+    t = prof.transport
+    return t[t.callpath.map(lambda path: path == (callpath,)) & (t["rank"] == rank)].sort_values("ucp_op")
+
+
+@needs_mpi
+def test_eager_small_rendezvous_large_counted_where_posted(tmp_path):
+    prof, _ = run(tmp_path, MPIR_CVAR_NOLOCAL="1")
+    assert prof.ucx == {0: "used", 1: "used", 2: "used"}     # rank 2: the barrier's messages
+    small = rows(prof, "small", 0)
+    assert small[["op", "ucp_op", "calls", "bytes"]].values.tolist() == \
+        [["Send", "tag_send", 10, 10 * SMALL]]
+    assert small.protocol.iloc[0].startswith("eager"), small
+    large = rows(prof, "large", 0)
+    assert large[["op", "ucp_op", "calls", "bytes"]].values.tolist() == \
+        [["Send", "tag_send", 3, 3 * LARGE]]
+    assert large.protocol.iloc[0].startswith("rendezvous"), large
+    assert small.transport.iloc[0] and large.transport.iloc[0]
+    # receives: counted at completion with the length received, no protocol (the sender's choice)
+    assert rows(prof, "small", 1)[["op", "ucp_op", "protocol", "calls", "bytes"]].values.tolist() == \
+        [["Recv", "tag_recv", "", 10, 10 * SMALL]]
+    assert rows(prof, "large", 1)[["op", "calls", "bytes"]].values.tolist() == [["Recv", 3, 3 * LARGE]]
+    # an Irecv completed by a Wait in another region stays the Irecv's, in its region
+    assert rows(prof, "post", 1)[["op", "ucp_op", "calls", "bytes"]].values.tolist() == \
+        [["Irecv", "tag_recv", 1, LARGE]]
+    post = rows(prof, "post", 0)
+    assert post[["op", "calls", "bytes"]].values.tolist() == [["Isend", 1, LARGE]]
+    assert post.protocol.iloc[0].startswith("rendezvous")
+    assert rows(prof, "wait", 0).empty and rows(prof, "wait", 1).empty
+    sync = rows(prof, "sync", 0)
+    assert sync[["op", "ucp_op", "calls", "bytes"]].values.tolist() == \
+        [["Ssend", "tag_send_sync", 2, 2 * SMALL]]
+    assert sync.protocol.iloc[0] != ""
+    # what the application sent is what the other rank received
+    t = prof.transport
+    mine = t[t.callpath.map(bool)]
+    assert mine[mine.ucp_op.str.startswith("tag_send")].bytes.sum() == \
+        mine[mine.ucp_op == "tag_recv"].bytes.sum() == 10 * SMALL + 4 * LARGE + 2 * SMALL
+    # tinyprof's own flush traffic is not there: all that is outside the regions is the barrier
+    assert set(t[~t.callpath.map(bool)].op) == {"Barrier"}
+
+
+@needs_mpi
+def test_tcp_reported(tmp_path):
+    prof, _ = run(tmp_path, nranks=2, MPIR_CVAR_NOLOCAL="1", UCX_TLS="tcp,self")
+    sends = prof.transport[prof.transport.ucp_op == "tag_send"]
+    assert len(sends) and all(t.startswith("tcp/") for t in sends.transport), sends
+    assert rows(prof, "large", 0).protocol.iloc[0].startswith("rendezvous")
+
+
+@needs_mpi
+def test_mpich_shared_memory_is_said_not_ucx(tmp_path):
+    prof, _ = run(tmp_path, nranks=2)           # without MPIR_CVAR_NOLOCAL: MPICH's own shm
+    assert prof.ucx == {0: "unused", 1: "unused"}
+    assert prof.transport.empty
+    assert prof.mpi[prof.mpi.op == "Send"].calls.sum() == 10 + 3 + 2 * 0   # counted as ever
+    text = subprocess.run([sys.executable, "-m", "tinyprof.cli", "mpi", str(tmp_path / "prof"), "--by",
+                           "transport"], capture_output=True, text=True)
+    assert text.returncode == 0 and "MPIR_CVAR_NOLOCAL=1" in text.stdout
+
+
+@needs_mpi
+def test_off_records_no_transport(tmp_path):
+    prof, _ = run(tmp_path, nranks=2, ucx=False, MPIR_CVAR_NOLOCAL="1")
+    assert prof.ucx == {} and prof.transport.empty and not prof.mpi.empty
+    text = subprocess.run([sys.executable, "-m", "tinyprof.cli", "mpi", str(tmp_path / "prof"), "--by",
+                           "transport"], capture_output=True, text=True)
+    assert text.returncode != 0 and "holds no transport view" in text.stderr
+    assert "Traceback" not in text.stderr
+
+
+TABLES = """\
++--------------------------------+---------------------------------------------------------+
+| ucp_context_0 intra-node cfg#1 | tagged message by ucp_tag_send* from host memory        |
++--------------------------------+-------------------------------------------+-------------+
+|                          0..92 | eager short                               | sysv/memory |
+|                       93..5028 | eager copy-in copy-out                    | sysv/memory |
+|                      5029..inf | (?) rendezvous zero-copy read from remote | cma/memory  |
++--------------------------------+-------------------------------------------+-------------+
++--------------------------------+----------------------------------------------------------------------+
+| ucp_context_0 intra-node cfg#1 | tagged message by ucp_tag_send*(fast-completion) from host memory    |
++--------------------------------+--------------------------------------------------------+-------------+
+|                          0..92 | eager short                                            | sysv/memory |
+|                   8249..262143 | multi-frag eager copy-in copy-out                      | sysv/memory |
+|                      256K..inf | rendezvous zero-copy read from remote                  | rc/mlx5_0:1 |
+|                                |                                                        | rc/mlx5_1:1 |
++--------------------------------+--------------------------------------------------------+-------------+
+| ucp_context_0 intra-node cfg#1 | remote memory read by ucp_get* into host memory         |
++--------------------------------+-------------------------------------------+-------------+
+|                       0..1023 | short                                       | self/memory |
+"""
+
+
+def test_tables_classify_by_size_and_variant():
+    tables = _ucx.parse_tables(TABLES)
+    assert _ucx.classify(tables, 0, 0) == ("eager short", "sysv/memory")
+    assert _ucx.classify(tables, 0, 92) == ("eager short", "sysv/memory")
+    assert _ucx.classify(tables, 0, 93) == ("eager copy-in copy-out", "sysv/memory")
+    assert _ucx.classify(tables, 0, 5029) == ("rendezvous zero-copy read from remote", "cma/memory")
+    fast = _ucx.FAST
+    assert _ucx.classify(tables, fast, 262143) == ("multi-frag eager copy-in copy-out", "sysv/memory")
+    assert _ucx.classify(tables, fast, 256 * 1024) == \
+        ("rendezvous zero-copy read from remote", "rc/mlx5_0:1, rc/mlx5_1:1")
+    assert _ucx.classify(tables, 7, 10) == ("short", "self/memory")             # get: "into"
+    assert _ucx.classify(tables, fast, 100) == ("", "")     # no row: not known, not guessed
+    assert _ucx.classify(tables, 2, 10) == ("", "")         # receives
+    assert _ucx.classify(tables, _ucx.NONCONTIG, 10) == ("", "")
+    assert _ucx.classify(tables, _ucx.MULTI, 10) == ("", "")   # table not printed
+    assert [_ucx.ucp_name(c) for c in (0, 1 | fast, 6, 7)] == ["tag_send", "tag_send_sync", "put", "get"]
+
+
+def test_section_round_trip_and_errors():
+    transport = [(1, 0, "Send", "tag_send", "eager short", "tcp/eth0", 10, 640),
+                 (0, -1, "", "tag_recv", "", "", 1, 8)]
+    payload = encode([], [], [], transport, [(1, "used"), (0, "unused")])
+    assert payload.endswith(b"transport 2\n0|||tag_recv|||1|8\n1|0|Send|tag_send|eager short|"
+                            b"tcp/eth0|10|640\nucx 2\n0|unused\n1|used\n")
+    s = parse(payload, "f", 1, 1, 0, 2, 2)
+    assert s.transport == sorted(transport) and s.ucx == [(0, "unused"), (1, "used")]
+    assert encode([], [], []) == b"comms 0\nops 0\npeers 0\n"      # without the view: as before
+    for bad, problem in (
+            (b"ucx 2", "expected 'transport <count>'"),
+            (b"1|0|Send|tag_send|eager|tcp|0|640", "bad calls"),
+            (b"1|0|Send|Tag|eager|tcp|1|640", "bad UCP operation"),
+            (b"1|0|send|tag_send|eager|tcp|1|640", "bad operation name"),
+            (b"9|0|Send|tag_send|eager|tcp|1|640", "bad rank"),
+            (b"0|unused\n1|maybe", "bad UCX state")):
+        text = payload.replace(b"1|0|Send|tag_send|eager short|tcp/eth0|10|640", bad) \
+            if not bad.startswith(b"0|unused") else payload.replace(b"0|unused\n1|used", bad)
+        if bad == b"ucx 2":
+            text = payload.replace(b"transport 2", b"ucx 2")
+        with pytest.raises(FormatError, match=problem):
+            parse(text, "f", 1, 1, 0, 2, 2)
