@@ -1,15 +1,18 @@
 """The transport view (Profiler(ucx=True)): real mpiexec runs of
 tests/_ucx_app.py through MPICH's ch4:ucx, its tables parsed, its section
-codec, its text table. docs/mpi.md, "Transports"."""
+codec, its text table and its part of the report in a real headless
+Chromium. docs/mpi.md, "Transports"."""
 import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
+from _browser import Browser
 
 import tinyprof
-from tinyprof import _ucx
+from tinyprof import _report, _ucx
+from tinyprof.converters import ConvertError, mpitable
 from tinyprof._format import FormatError
 from tinyprof._mpisection import encode, parse
 
@@ -23,6 +26,7 @@ SMALL, LARGE = 64, 800_000
 
 
 def run(tmp_path, nranks=3, ucx=True, **env):
+    """Run the app; its profile and standard error."""
     out = tmp_path / "prof"
     proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, os.path.join(HERE, "_ucx_app.py"),
                            str(out), "1" if ucx else "0"],
@@ -36,9 +40,16 @@ def rows(prof, callpath, rank):
     return t[t.callpath.map(lambda path: path == (callpath,)) & (t["rank"] == rank)].sort_values("ucp_op")
 
 
-@needs_mpi
-def test_eager_small_rendezvous_large_counted_where_posted(tmp_path):
-    prof, _ = run(tmp_path, MPIR_CVAR_NOLOCAL="1")
+@pytest.fixture(scope="module")
+def nolocal(tmp_path_factory):
+    """3 ranks through UCX (MPIR_CVAR_NOLOCAL=1): its profile."""
+    if importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC):
+        pytest.skip("needs mpi4py and mpiexec next to the Python executable")
+    return run(tmp_path_factory.mktemp("ucx"), MPIR_CVAR_NOLOCAL="1")[0]
+
+
+def test_eager_small_rendezvous_large_counted_where_posted(nolocal):
+    prof = nolocal
     assert prof.ucx == {0: "used", 1: "used", 2: "used"}     # rank 2: the barrier's messages
     small = rows(prof, "small", 0)
     assert small[["op", "ucp_op", "calls", "bytes"]].values.tolist() == \
@@ -151,16 +162,65 @@ def test_section_round_trip_and_errors():
     s = parse(payload, "f", 1, 1, 0, 2, 2)
     assert s.transport == sorted(transport) and s.ucx == [(0, "unused"), (1, "used")]
     assert encode([], [], []) == b"comms 0\nops 0\npeers 0\n"      # without the view: as before
-    for bad, problem in (
-            (b"ucx 2", "expected 'transport <count>'"),
-            (b"1|0|Send|tag_send|eager|tcp|0|640", "bad calls"),
-            (b"1|0|Send|Tag|eager|tcp|1|640", "bad UCP operation"),
-            (b"1|0|send|tag_send|eager|tcp|1|640", "bad operation name"),
-            (b"9|0|Send|tag_send|eager|tcp|1|640", "bad rank"),
-            (b"0|unused\n1|maybe", "bad UCX state")):
-        text = payload.replace(b"1|0|Send|tag_send|eager short|tcp/eth0|10|640", bad) \
-            if not bad.startswith(b"0|unused") else payload.replace(b"0|unused\n1|used", bad)
-        if bad == b"ucx 2":
-            text = payload.replace(b"transport 2", b"ucx 2")
+    send = b"1|0|Send|tag_send|eager short|tcp/eth0|10|640"
+    for old, new, problem in (
+            (b"transport 2", b"ucx 2", "data after the peers rows"),
+            (b"1|used\n", b"1|used\nmore\n", "data after the ucx rows"),
+            (send, b"1|0|Send|tag_send|eager|tcp|0|640", "bad calls"),
+            (send, b"1|0|Send|Tag|eager|tcp|1|640", "bad UCP operation"),
+            (send, b"1|0|send|tag_send|eager|tcp|1|640", "bad operation name"),
+            (send, b"9|0|Send|tag_send|eager|tcp|1|640", "bad rank"),
+            (send, b"1|0|Send|tag_send|eager\x7f|tcp|1|640", "bad protocol or transport"),
+            (b"1|used", b"1|maybe", "bad UCX state"),
+            (b"0|unused\n1|used", b"1|used\n0|unused", "not in rank order")):
+        assert old in payload
         with pytest.raises(FormatError, match=problem):
-            parse(text, "f", 1, 1, 0, 2, 2)
+            parse(payload.replace(old, new), "f", 1, 1, 0, 2, 2)
+
+
+def test_text_table(nolocal):
+    text = mpitable.transport(nolocal, ["large"], by_rank=True)
+    lines = text.splitlines()
+    assert lines[0] == "ucx: UCX carried the MPI traffic of rank(s) 0-2"
+    assert lines[1].split() == ["callpath", "rank", "op", "ucp", "op", "protocol", "transport", "calls",
+                                "bytes", "avg", "bytes/call"]
+    assert lines[2].split()[:4] == ["large", "0", "Send", "tag_send"] and "rendezvous" in lines[2]
+    assert lines[2].split()[-3:] == ["3", "2400000", "800000.0"]
+    assert lines[3].split() == ["large", "1", "Recv", "tag_recv", "(by", "sender)", "-", "3", "2400000",
+                                "800000.0"]
+    assert len(lines) == 4
+    with pytest.raises(ConvertError, match="no callpath"):
+        mpitable.transport(nolocal, ["nowhere"])
+
+
+def test_report_shows_it(nolocal, tmp_path):
+    pytest.importorskip("plotly")
+    data = _report.build(nolocal)["mpi"]["transport"]
+    assert data["states"] == {"used": [0, 1, 2]}
+    t = nolocal.transport
+    want = t.groupby(["op", "ucp_op", "protocol", "transport"])[["calls", "bytes"]].sum()
+    got = {}
+    for where, op, ucp, protocol, link, calls, nbytes in data["rows"]:
+        acc = got.setdefault((op, ucp, protocol, link), [0, 0])
+        acc[0] += calls
+        acc[1] += nbytes
+    assert got == {k: list(v) for k, v in zip(want.index, want.values.tolist())}
+    assert data["rows"][0][0] == "large" and data["rows"][0][-1] == 3 * LARGE   # most bytes first
+    out = tmp_path / "r.html"
+    _report.write(nolocal, out)
+    with Browser(1500, 1400) as b:
+        b.open(f"file://{out}")
+        b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)
+        facts = b.evaluate("""(() => ({
+            plots: [...document.querySelectorAll('#mpi .js-plotly-plot')].map(p => p.id),
+            states: document.getElementById('transport-states').textContent,
+            rows: [...document.querySelectorAll('#transport-table tbody tr')].map(
+                r => [...r.children].map(c => c.textContent)),
+            legend: document.getElementById('transport-bytes').data.map(d => d.name) }))()""")
+        assert b.console == []
+    assert {"transport-calls", "transport-bytes"} <= set(facts["plots"])
+    assert facts["states"].startswith("UCX carried the MPI traffic of 3 rank(s).")
+    assert len(facts["rows"]) == len(data["rows"])
+    assert facts["rows"][0][:3] == ["large", "Send", "tag_send"]
+    assert any(n.startswith("rendezvous") for n in facts["legend"])
+    assert any(n.startswith("eager") for n in facts["legend"])

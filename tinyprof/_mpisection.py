@@ -207,7 +207,8 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
         peers.append(row)
     transport: List[TransportRow] = []
     ucx: List[StateRow] = []
-    if p.pos != len(payload):
+    viewed = payload.startswith(b"transport ", p.pos)
+    if viewed:
         for fields in p.block("transport", 8):
             rank = p.number(fields[0], "rank", first_rank + count, low=first_rank)
             line_no = p.optional(fields[1], "line", nlines)
@@ -230,7 +231,7 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
             ucx.append((rank, fields[1]))
     if p.pos != len(payload):
         p.no += 1
-        raise p.fail("data after the last rows")
+        raise p.fail(f"data after the {'ucx' if viewed else 'peers'} rows")
     return Section(comms, ops, peers, transport, ucx)
 
 

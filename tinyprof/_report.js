@@ -208,6 +208,7 @@
     } else note(mpi, "No point-to-point messages between ranks.");
     const rows = ops.slice(0, 40).map((r) => [r[0], r[1], r[2], String(r[3]), human(r[4]), fmtS(r[5])]);
     mpi.append(listTable("mpi-table", ["communicator", "operation", "size", "calls", "bytes", "time"], rows));
+    if (D.mpi.transport) drawTransport(mpi, D.mpi.transport);
   } else note(mpi, "No MPI data: record with Profiler(mpi=True) or TINYPROF_MPI=1 (docs/mpi.md).");
 
   // -- trace: critical path and wait states ------------------------------------------------
@@ -232,6 +233,30 @@
     traceSection.append(listTable("critical-table", ["rank", "callpath", "on path", "in MPI", "share"],
       T.critical.map((r) => [String(r[0]), r[1], fmtS(r[2]), fmtS(r[3]), (100 * r[4]).toFixed(1) + "%"])));
   } else note(traceSection, "No trace: record with Profiler(trace=True) or TINYPROF_TRACE=1 (docs/trace.md).");
+
+  // The transport view: bytes each callpath sent per UCX protocol and transport.
+  function drawTransport(parent, T) {
+    const said = { used: "UCX carried the MPI traffic of", unused: "UCX carried none of the MPI traffic of",
+      unavailable: "this MPI does not use UCX on" };
+    const text = Object.entries(T.states).map(([s, r]) => `${said[s]} ${r.length} rank(s)`).join("; ");
+    parent.append(el("h3", {}, "Transports (UCX)"), el("div", { class: "hint", id: "transport-states" },
+      text + (T.states.unused ? ". Between ranks of one node MPICH uses its own shared memory unless " +
+        "MPIR_CVAR_NOLOCAL=1." : ".") + " Receives show no protocol: the sender selects it."));
+    const sent = T.rows.filter((r) => r[3]);
+    if (sent.length) {
+      const paths = [...new Set(sent.map((r) => r[0]))], kinds = [...new Set(sent.map((r) => `${r[3]} on ${r[4]}`))];
+      const g = el("div", { class: "grid" });
+      parent.append(g);
+      [[5, "transport-calls", "Operations sent"], [6, "transport-bytes", "Bytes sent"]].forEach(([col, id, title]) =>
+        Plotly.newPlot(plot(g, id), kinds.map((k) => ({ type: "bar", orientation: "h", name: k, y: paths,
+          x: paths.map((p) => sum(sent.filter((r) => r[0] === p && `${r[3]} on ${r[4]}` === k).map((r) => r[col]))) })),
+        { title: { text: title }, barmode: "stack",
+          margin: { l: 160, t: 40 }, yaxis: { autorange: "reversed", automargin: true },
+          legend: { orientation: "h", y: -0.25 } }, CONFIG));
+    }
+    parent.append(listTable("transport-table", ["callpath", "MPI op", "UCP op", "protocol", "transport", "calls", "bytes"],
+      T.rows.slice(0, 40).map((r) => [r[0], r[1] || "-", r[2], r[3] || "(by sender)", r[4] || "-", String(r[5]), human(r[6])])));
+  }
 
   function fmtS(seconds) {
     const [u, s] = UNITS.find(([, s]) => seconds >= s) || UNITS[3];

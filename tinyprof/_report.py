@@ -221,7 +221,8 @@ def _snapshots(profile: Profile, source: Optional[str], position: Dict[tuple, in
 
 def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
     """MPI time and bytes per communicator, op and size bucket; per callpath
-    (exclusive, per rank); the point-to-point matrix. None without capture."""
+    (exclusive, per rank); the point-to-point matrix; the transport view if
+    recorded. None without capture."""
     if not profile.mpi_recorded:
         return None
     from .converters import mpitable
@@ -235,7 +236,27 @@ def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
     matrix = profile.comm_matrix()
     return {"ops": rows, "total_time": sum(g[3] for g in groups) / per_second,
             "time": _rows(per_node["time"][index]), "bytes": per_node["bytes"][index].tolist(),
-            "matrix": matrix.tolist() if matrix.any() else None}
+            "matrix": matrix.tolist() if matrix.any() else None, "transport": _transport(profile)}
+
+
+def _transport(profile: Profile) -> Optional[Dict[str, Any]]:
+    """The transport view summed over ranks: per callpath, MPI op, UCP op,
+    protocol and transport, calls and bytes, most bytes first; each rank's
+    UCX state. None when not recorded."""
+    data = profile._mpi
+    if not data.ucx:
+        return None
+    sums: Dict[tuple, List[int]] = {}
+    for path, _, *key, calls, nbytes in data.transport:
+        acc = sums.setdefault((_where(path), *key), [0, 0])
+        acc[0] += calls
+        acc[1] += nbytes
+    rows = sorted(([*key, calls, nbytes] for key, (calls, nbytes) in sums.items()),
+                  key=lambda r: -r[-1])
+    states: Dict[str, List[int]] = {}
+    for rank, state in sorted(data.ucx.items()):
+        states.setdefault(state, []).append(rank)
+    return {"rows": rows, "states": states}
 
 
 def _trace(profile: Profile) -> Optional[Dict[str, Any]]:
