@@ -137,7 +137,7 @@ def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = F
                    "memory: set MPIR_CVAR_NOLOCAL=1 to route them through UCX)")
     head = ("callpath", *(("rank",) if by_rank else ()), "op", "ucp op", "protocol", "transport",
             "calls", "bytes", "avg bytes/call")
-    rows = sorted(sums.items(), key=lambda kv: -kv[1][1])       # stable: ties in key order
+    rows = sorted(sorted(sums.items()), key=lambda kv: -kv[1][1])      # ties in key order
     lines = [head] + [(_cell("callpath", key[0]), *map(str, key[1:-4]), key[-4] or "-", key[-3],
                        key[-2] or "(by sender)", key[-1] or "-", str(c), str(b), f"{b / c:.1f}")
                       for key, (c, b) in rows[:limit]]
