@@ -25,11 +25,11 @@ needs_mpi = pytest.mark.skipif(
 SMALL, LARGE = 64, 800_000
 
 
-def run(tmp_path, nranks=3, ucx=True, **env):
+def run(tmp_path, nranks=3, ucx=True, snapshots=False, **env):
     """Run the app; its profile and standard error."""
     out = tmp_path / "prof"
     proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, os.path.join(HERE, "_ucx_app.py"),
-                           str(out), "1" if ucx else "0"],
+                           str(out), "1" if ucx else "0", "1" if snapshots else "0"],
                           env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return tinyprof.read(str(out)), proc.stderr
@@ -82,6 +82,27 @@ def test_eager_small_rendezvous_large_counted_where_posted(nolocal):
         mine[mine.ucp_op == "tag_recv"].bytes.sum() == 10 * SMALL + 4 * LARGE + 2 * SMALL
     # tinyprof's own flush traffic is not there: all that is outside the regions is the barrier
     assert set(t[~t.callpath.map(bool)].op) == {"Barrier"}
+
+
+@needs_mpi
+def test_snapshots_and_their_deltas_carry_it(tmp_path):
+    prof, _ = run(tmp_path, MPIR_CVAR_NOLOCAL="1", snapshots=True)
+    out = str(tmp_path / "prof")
+    assert tinyprof.snapshots(out) == [1, 2]
+    first, second = (tinyprof.read(out, snapshot=k) for k in (1, 2))
+    assert {p[0] for p in first.transport.callpath if p} == {"small", "large"}
+    assert rows(first, "large", 0)[["calls", "bytes"]].values.tolist() == [[3, 3 * LARGE]]
+    key = ["callpath", "rank", "op", "ucp_op", "protocol", "transport"]
+    mine = prof.transport[prof.transport.callpath.map(bool)].sort_values(key).reset_index(drop=True)
+    again = second.transport[second.transport.callpath.map(bool)].sort_values(key).reset_index(drop=True)
+    assert mine.equals(again)           # all the application's operations were in the last snapshot
+    # rank 2 took part in nothing but the barrier, after the last snapshot
+    assert first.ucx == second.ucx == {0: "used", 1: "used", 2: "unused"}
+    assert prof.ucx == {0: "used", 1: "used", 2: "used"}
+    # tinyprof's own traffic (the snapshots', its set-up progressed by the application's
+    # calls) is in none: only the application's regions and its final barrier
+    assert set(prof.transport[~prof.transport.callpath.map(bool)].op) == {"Barrier"}
+    assert set(first.transport.op) == {"Send", "Recv"}
 
 
 @needs_mpi

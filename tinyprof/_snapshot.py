@@ -260,6 +260,9 @@ class Snapshotter:
         with self.paused():         # its MPI traffic is tinyprof's, never the application's
             try:
                 self._exchange(lambda: [self.ready])
+                # a first call on it, before any cut: with ucx=True, the capture
+                # library learns that the traffic of its setting up was tinyprof's
+                self.comm.Iprobe()
                 while True:
                     self.wake.wait(max(self.start + k * f - self.clock(), 0))
                     if self.stop.is_set():

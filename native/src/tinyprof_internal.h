@@ -4,6 +4,7 @@
 #ifndef TINYPROF_INTERNAL_H
 #define TINYPROF_INTERNAL_H
 
+#include <mpi.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -12,15 +13,25 @@
 /* Print "tinyprof: MPI capture: <what>" to stderr the first time only. */
 void tp_warn_once(atomic_flag *done, const char *what);
 
-/* Whether the calling thread's UCP operations are counted now: recording on,
- * the thread not paused and not inside a call on a private communicator.
- * If so, fills the thread's current node and the MPI op code + 1 of the
- * wrapped call in progress (0: none). */
+/* Whether the calling thread's UCP operations are counted now: 1 if so
+ * (recording on, the thread not paused and not inside a call on a private
+ * communicator), filling the thread's current node and the MPI op code + 1
+ * of the wrapped call in progress (0: none); -1 inside a call on a private
+ * communicator; 0 otherwise (not recording, or paused). */
 int tp_ucx_context(int32_t *node, int *op);
 
+/* Make tinyprof's own UCP traffic on private communicator `c` known as
+ * such (called with the thread's skip count raised). */
+void tp_ucx_learn(MPI_Comm c);
+
 /* Count one UCP operation of `bytes` in the calling thread's table, under
- * `node` and `key` (TP_UCX_KEY), at message size `size`. */
-void tp_ucx_add(int32_t node, uint32_t key, uint64_t size, int64_t bytes);
+ * `node` and `key` (TP_UCX_KEY), at message size `size` (< 2^50), on
+ * communicator `family` (tinyprof_ucx.c: 0 unknown). */
+void tp_ucx_add(int32_t node, uint32_t key, uint64_t family, uint64_t size, int64_t bytes);
+#define TP_UCX_SIZE_BITS 50
+
+/* Whether communicator `family` is tinyprof's own: its rows are not shown. */
+int tp_ucx_own(uint64_t family);
 #define TP_UCX_KEY(op1, ucp, ep) ((uint32_t)(op1) << 24 | (uint32_t)(ucp) << 16 | (uint32_t)(ep))
 
 /* Rewrite the GOT entries of the loaded objects whose path contains `object`

@@ -283,6 +283,7 @@ typedef struct {
     int64_t children;      /* communicators created from this one so far (non-private) */
     atomic_int flags;      /* TP_COMM_* */
     int inter;             /* an intercommunicator: no peer matrix, root rules differ */
+    MPI_Comm handle;       /* of a private one: for tp_ucx_learn */
 } tp_comm;
 
 #define TP_CHUNK 512
@@ -473,6 +474,7 @@ static void tp_created(int32_t parent, MPI_Comm c, int kind) {
         r->members = d.members;
         r->nmembers = d.nmembers;
         r->created = node;
+        r->handle = c;
         atomic_store(&r->flags, (priv ? TP_COMM_PRIVATE : 0) | (selflike ? TP_COMM_SELFLIKE : 0));
         tp_publish(idx, c);
     } else {
@@ -783,13 +785,27 @@ static int32_t tp_msg_comm(MPI_Message m) {
 
 /* ----------------------------------------------------------- wrappers */
 
-/* A call on a private communicator (tinyprof's own): not counted, nor the
- * UCP operations it makes. */
-#define TP_SKIPPED(CALL)                                                                  \
+#define TP_COMM_LEARNT 64   /* tp_ucx_learn was called for it */
+
+/* Before tinyprof's first own call on private communicator record `idx`:
+ * the transport view learns its traffic, once (its first call may leave
+ * work for the application's calls to progress). */
+static void tp_first_own(int32_t idx) {
+    tp_comm *r = tp_rec(idx);
+    if (atomic_fetch_or(&r->flags, TP_COMM_LEARNT) & TP_COMM_LEARNT) return;
+    if (!r->inter) tp_ucx_learn(r->handle);
+}
+
+/* tinyprof's own call (the thread paused, or on a private communicator when
+ * PRIV): not counted, nor the UCP operations it makes; those on a private
+ * communicator mark its traffic as tinyprof's (tinyprof_ucx.c). */
+#define TP_SKIPPED(PRIV, CALL)                                                            \
     do {                                                                                  \
-        tls.skip++;                                                                       \
+        int priv_ = (PRIV);                                                               \
+        tls.skip += priv_;                                                                \
+        if (priv_) tp_first_own(c_.comm);                                                 \
         int rc_ = CALL;                                                                   \
-        tls.skip--;                                                                       \
+        tls.skip -= priv_;                                                                \
         return rc_;                                                                       \
     } while (0)
 
@@ -799,8 +815,9 @@ static int32_t tp_msg_comm(MPI_Message m) {
 #define TP_WRAP(NAME, OP, PARAMS, ARGS, COMM, PRE, BYTES, PEER, POST)                     \
     int MPI_##NAME PARAMS {                                                               \
         tp_call c_;                                                                       \
-        if (!tp_active()) return PMPI_##NAME ARGS;                                        \
-        if (tp_private(c_.comm = (COMM))) TP_SKIPPED(PMPI_##NAME ARGS);                   \
+        if (!atomic_load_explicit(&g_on, memory_order_relaxed)) return PMPI_##NAME ARGS;  \
+        c_.comm = (COMM);                                                                 \
+        if (tls.pause || tp_private(c_.comm)) TP_SKIPPED(tp_private(c_.comm), PMPI_##NAME ARGS); \
         PRE;                                                                              \
         int op_ = tls.op;                                                                 \
         tls.op = (OP) + 1;                                                                \
@@ -1077,12 +1094,13 @@ TP_COLL(F_REDUCE_SCATTER_BLOCK, Reduce_scatter_block, Ireduce_scatter_block,
 #define F_CREATE(NAME, KIND, PARAMS, ARGS, PARENT, OUT)                                          \
     int MPI_##NAME PARAMS {                                                                      \
         tp_call c_ = {tp_index(PARENT), 0};                                                      \
-        int rec_ = tp_active() && !tp_private(c_.comm), op_ = tls.op;                             \
+        int priv_ = tp_private(c_.comm), rec_ = tp_active() && !priv_, op_ = tls.op;              \
         if (rec_) c_.t0 = tp_ticks();                                                            \
         tls.op = rec_ ? OP_##NAME + 1 : op_;                                                     \
-        tls.skip += !rec_;                                                                       \
+        tls.skip += priv_;                                                                       \
+        if (priv_) tp_first_own(c_.comm);                                                        \
         int rc_ = PMPI_##NAME ARGS;                                                              \
-        tls.skip -= !rec_;                                                                       \
+        tls.skip -= priv_;                                                                       \
         tls.op = op_;                                                                            \
         if (rec_) tp_end(&c_, OP_##NAME, tp_ticks(), 0, -1);                                     \
         if (rc_ == MPI_SUCCESS) tp_created(c_.comm, *(OUT), KIND);                               \
@@ -1142,13 +1160,14 @@ int MPI_Comm_free(MPI_Comm *comm) {
     MPI_Comm h = *comm;
     int rec_ = tp_active();
     tp_call c_ = {rec_ ? tp_index(h) : tp_find(TP_BITS(h)), 0};
-    rec_ = rec_ && !tp_private(c_.comm);
+    int priv_ = tp_private(c_.comm), op_ = tls.op;
+    rec_ = rec_ && !priv_;
     if (rec_) c_.t0 = tp_ticks();
-    int op_ = tls.op;
     tls.op = rec_ ? OP_Comm_free + 1 : op_;
-    tls.skip += !rec_;
+    tls.skip += priv_;
+    if (priv_) tp_first_own(c_.comm);
     int rc_ = PMPI_Comm_free(comm);
-    tls.skip -= !rec_;
+    tls.skip -= priv_;
     tls.op = op_;
     if (rec_) tp_end(&c_, OP_Comm_free, tp_ticks(), 0, -1);
     if (rc_ == MPI_SUCCESS) tp_freed(c_.comm, h);
@@ -1235,7 +1254,9 @@ static int64_t *tp_collect(size_t which, int fields, size_t *n) {
         tp_lock(t);
         for (size_t i = 0; i < tab->cap; i++) {
             const tp_row *r = &tab->rows[i];
-            if (r->v[0] != 0) tp_add(&sum, r->a, r->b, r->v[0], r->v[1], r->v[2]);
+            if (r->v[0] != 0 && !(ucx && tp_ucx_own(r->b >> TP_UCX_SIZE_BITS)))
+                tp_add(&sum, r->a, ucx ? r->b & (((uint64_t)1 << TP_UCX_SIZE_BITS) - 1) : r->b, r->v[0],
+                       r->v[1], r->v[2]);
         }
         tp_unlock(t);
     }
@@ -1288,17 +1309,19 @@ int64_t *tinyprof_ucx_rows(size_t *n) {
 void tinyprof_mpi_free(void *records) { free(records); }
 
 int tp_ucx_context(int32_t *node, int *op) {
-    if (!tp_active() || tls.skip) return 0;
+    if (tls.skip) return -1;
+    if (!tp_active()) return 0;
     *node = tp_node();
     *op = tls.op;
     return 1;
 }
 
-void tp_ucx_add(int32_t node, uint32_t key, uint64_t size, int64_t bytes) {
+void tp_ucx_add(int32_t node, uint32_t key, uint64_t family, uint64_t size, int64_t bytes) {
     struct tp_thread *t = tls.thread ? tls.thread : tp_register();
     if (!t) return;
     tp_lock(t);
-    tp_add(&t->ucx, (uint64_t)(uint32_t)node << 32 | key, size, 1, bytes, 0);
+    uint64_t sized = family << TP_UCX_SIZE_BITS | (size & (((uint64_t)1 << TP_UCX_SIZE_BITS) - 1));
+    tp_add(&t->ucx, (uint64_t)(uint32_t)node << 32 | key, sized, 1, bytes, 0);
     tp_unlock(t);
 }
 

@@ -21,6 +21,8 @@
 #include "tinyprof/tinyprof_mpi.h"
 #include "tinyprof_internal.h"
 
+#include <mpi.h>
+
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -194,6 +196,48 @@ static int tp_ep(ucp_ep_h ep, int bit) {
     return id >= 0 ? id : TP_UCX_NOEP;
 }
 
+/* ----------------------------------------------------- own traffic */
+
+/* MPICH's ch4:ucx puts the communicator's context id in the top 16 bits of
+ * a UCP tag; its lowest 3 bits tell point-to-point from collective traffic
+ * and the sub-communicators of hierarchical collectives (MPIR_CONTEXT_SUFFIX
+ * and _SUBCOMM), the rest (13 bits) is the communicator's. Counted tagged
+ * operations keep it (TP_FAMILY), and the communicators of tinyprof's own
+ * calls are learnt from the tagged operations those make, so that the
+ * flush drops the ones MPICH's progress engine issued from an application's
+ * call (the rounds of a nonblocking collective, the setting up of an
+ * Idup'ed communicator), also when they came before the learning. */
+static _Atomic uint64_t g_own[1 << 7];          /* one bit per communicator */
+static int g_mpich;                             /* the layout is MPICH's: filter */
+static atomic_int g_hooked;                     /* the wrappers are in libmpi's path */
+
+/* The communicator part + 1 of a tagged operation's `tag`, 0 for others. */
+#define TP_FAMILY(tagged, tag) ((tagged) && g_mpich ? ((uint64_t)(tag) >> 51) + 1 : 0)
+
+static void tp_learn(uint64_t family) {
+    if (family)
+        atomic_fetch_or_explicit(&g_own[(family - 1) >> 6], (uint64_t)1 << ((family - 1) & 63),
+                                 memory_order_relaxed);
+}
+
+int tp_ucx_own(uint64_t family) {
+    return family && (atomic_load_explicit(&g_own[(family - 1) >> 6], memory_order_relaxed) >>
+                      ((family - 1) & 63) & 1);
+}
+
+void tp_ucx_learn(MPI_Comm c) {
+    /* A receive posted on its point-to-point context shows the communicator
+     * to the wrapper (its collectives and sub-communicators share it) and is
+     * withdrawn at once. Tag 32767 <= MPI_TAG_UB: never one of tinyprof's. */
+    char byte;
+    MPI_Request r;
+    if (!atomic_load(&g_hooked) || !g_mpich ||
+        PMPI_Irecv(&byte, 1, MPI_BYTE, MPI_ANY_SOURCE, 32767, c, &r) != MPI_SUCCESS)
+        return;
+    PMPI_Cancel(&r);
+    PMPI_Wait(&r, MPI_STATUS_IGNORE);
+}
+
 /* ----------------------------------------------------------- counting */
 
 /* Bytes the operation moves: contiguous or iov data (not generic, whose
@@ -218,13 +262,13 @@ static int tp_variant(const tp_param *p) {
 }
 
 /* A send-side operation `ucp` of `bytes` (contig: classified) on `ep` completed or started. */
-static void tp_sent(int32_t node, int op1, int ucp, ucp_ep_h ep, int64_t bytes, int contig) {
+static void tp_sent(int32_t node, int op1, int ucp, ucp_ep_h ep, int64_t bytes, int contig, uint64_t family) {
     int id = TP_UCX_NOEP;
     if (contig)
         id = tp_ep(ep, (ucp & 7) * 8 + (ucp >> 4 & 7));
     else
         ucp |= TP_UCP_NONCONTIG;
-    tp_ucx_add(node, TP_UCX_KEY(op1, ucp, id), (uint64_t)bytes, bytes);
+    tp_ucx_add(node, TP_UCX_KEY(op1, ucp, id), family, (uint64_t)bytes, bytes);
 }
 
 /* ------------------------------------------------ wrapped completions */
@@ -238,10 +282,11 @@ typedef struct {
     void *user_data;
     int32_t node;
     uint32_t key;
+    uint64_t family;
 } tp_recv_ctx;
 
 static void tp_received(const tp_recv_ctx *c, size_t length) {
-    tp_ucx_add(c->node, c->key, (uint64_t)length, (int64_t)length);
+    tp_ucx_add(c->node, c->key, c->family, (uint64_t)length, (int64_t)length);
 }
 
 static void tp_recv_done(void *request, ucs_status_t status, const tp_tag_recv_info *info, void *arg) {
@@ -260,10 +305,13 @@ static void tp_am_recv_done(void *request, ucs_status_t status, size_t length, v
 
 /* A receive about to be posted with `param`: `mine` is a copy whose
  * completion is counted; NULL when not counting (or out of memory). */
-static tp_recv_ctx *tp_recv_begin(const tp_param *param, tp_param *mine, int ucp, int am) {
+static tp_recv_ctx *tp_recv_begin(const tp_param *param, tp_param *mine, int ucp, int am, int tagged,
+                                   uint64_t tag) {
     int32_t node;
-    int op1;
-    if (!tp_ucx_context(&node, &op1)) return NULL;
+    int op1, counting = tp_ucx_context(&node, &op1);
+    uint64_t family = TP_FAMILY(tagged, tag);
+    if (counting < 0) tp_learn(family);
+    if (counting <= 0) return NULL;
     tp_recv_ctx *c = malloc(sizeof *c);
     if (!c) return NULL;
     *mine = *param;
@@ -275,6 +323,7 @@ static tp_recv_ctx *tp_recv_begin(const tp_param *param, tp_param *mine, int ucp
     c->user_data = param->op_attr_mask & F_USER_DATA ? param->user_data : NULL;
     c->node = node;
     c->key = TP_UCX_KEY(op1, ucp, TP_UCX_NOEP);
+    c->family = family;
     if (am)
         mine->cb.recv_am = tp_am_recv_done;
     else
@@ -317,113 +366,107 @@ static ucs_status_t (*r_get_nbi)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h)
 static ucs_status_t (*r_put)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h);
 static ucs_status_t (*r_get)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h);
 
-/* Sends: call, then count what started (a request) or completed (UCS_OK). */
-#define TP_SEND(CALL, UCP, EP, BYTES_CONTIG, FAILED)                             \
+/* Sends: call, then count what started (a request) or completed (UCS_OK).
+ * TAGGED: a tag operation with tag TAG. */
+#define TP_SEND(CALL, UCP, EP, BYTES_CONTIG, FAILED, TAGGED, TAG)                \
     int32_t node_;                                                               \
-    int op1_, contig_ = 1;                                                       \
-    if (!tp_ucx_context(&node_, &op1_)) return CALL;                             \
+    int op1_, contig_ = 1, counting_ = tp_ucx_context(&node_, &op1_);            \
+    if (counting_ < 0) tp_learn(TP_FAMILY(TAGGED, TAG));                         \
+    if (counting_ <= 0) return CALL;                                             \
     __typeof__(CALL) s_ = CALL;                                                  \
     if (!(FAILED)) {                                                             \
         int64_t b_ = BYTES_CONTIG;                                               \
-        tp_sent(node_, op1_, UCP, EP, b_, contig_);                              \
+        tp_sent(node_, op1_, UCP, EP, b_, contig_, TP_FAMILY(TAGGED, TAG));      \
     }                                                                            \
     return s_;
 
 static ucs_status_ptr_t w_tag_send_nbx(ucp_ep_h ep, const void *buf, size_t count, uint64_t tag,
                                        const tp_param *p) {
     TP_SEND(r_tag_send_nbx(ep, buf, count, tag, p), TP_UCP_TAG_SEND | tp_variant(p), ep,
-            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_))
+            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_), 1, tag)
 }
 
 static ucs_status_ptr_t w_tag_send_sync_nbx(ucp_ep_h ep, const void *buf, size_t count, uint64_t tag,
                                             const tp_param *p) {
     TP_SEND(r_tag_send_sync_nbx(ep, buf, count, tag, p), TP_UCP_TAG_SEND_SYNC | tp_variant(p), ep,
-            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_))
+            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_), 1, tag)
 }
 
 static ucs_status_ptr_t w_am_send_nbx(ucp_ep_h ep, unsigned id, const void *header, size_t hlen,
                                       const void *buf, size_t count, const tp_param *p) {
     int reply = p && (p->op_attr_mask & F_FLAGS) && (p->flags & AM_REPLY) ? TP_UCP_REPLY : 0;
     TP_SEND(r_am_send_nbx(ep, id, header, hlen, buf, count, p), TP_UCP_AM_SEND | tp_variant(p) | reply, ep,
-            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_))
+            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_), 0, 0)
 }
 
 static ucs_status_ptr_t w_am_send_nb(ucp_ep_h ep, uint16_t id, const void *buf, size_t count,
                                      ucp_datatype_t dt, tp_old_send_cb cb, unsigned flags) {
     TP_SEND(r_am_send_nb(ep, id, buf, count, dt, cb, flags),
             TP_UCP_AM_SEND | (flags & AM_REPLY ? TP_UCP_REPLY : 0), ep, tp_bytes(buf, count, dt, &contig_),
-            IS_ERR(s_))
+            IS_ERR(s_), 0, 0)
 }
 
 static ucs_status_ptr_t w_put_nbx(ucp_ep_h ep, const void *buf, size_t count, uint64_t addr, ucp_rkey_h rkey,
                                   const tp_param *p) {
     TP_SEND(r_put_nbx(ep, buf, count, addr, rkey, p), TP_UCP_PUT | tp_variant(p), ep,
-            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_))
+            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_), 0, 0)
 }
 
 static ucs_status_ptr_t w_get_nbx(ucp_ep_h ep, void *buf, size_t count, uint64_t addr, ucp_rkey_h rkey,
                                   const tp_param *p) {
     TP_SEND(r_get_nbx(ep, buf, count, addr, rkey, p), TP_UCP_GET | tp_variant(p), ep,
-            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_))
+            tp_bytes(buf, count, tp_dt(p), &contig_), IS_ERR(s_), 0, 0)
 }
 
 static ucs_status_ptr_t w_put_nb(ucp_ep_h ep, const void *buf, size_t len, uint64_t addr, ucp_rkey_h rkey,
                                  tp_old_send_cb cb) {
-    TP_SEND(r_put_nb(ep, buf, len, addr, rkey, cb), TP_UCP_PUT, ep, (int64_t)len, IS_ERR(s_))
+    TP_SEND(r_put_nb(ep, buf, len, addr, rkey, cb), TP_UCP_PUT, ep, (int64_t)len, IS_ERR(s_), 0, 0)
 }
 
 static ucs_status_ptr_t w_get_nb(ucp_ep_h ep, void *buf, size_t len, uint64_t addr, ucp_rkey_h rkey,
                                  tp_old_send_cb cb) {
-    TP_SEND(r_get_nb(ep, buf, len, addr, rkey, cb), TP_UCP_GET, ep, (int64_t)len, IS_ERR(s_))
+    TP_SEND(r_get_nb(ep, buf, len, addr, rkey, cb), TP_UCP_GET, ep, (int64_t)len, IS_ERR(s_), 0, 0)
 }
 
 static ucs_status_t w_put_nbi(ucp_ep_h ep, const void *buf, size_t len, uint64_t addr, ucp_rkey_h rkey) {
-    TP_SEND(r_put_nbi(ep, buf, len, addr, rkey), TP_UCP_PUT, ep, (int64_t)len, s_ < 0)
+    TP_SEND(r_put_nbi(ep, buf, len, addr, rkey), TP_UCP_PUT, ep, (int64_t)len, s_ < 0, 0, 0)
 }
 
 static ucs_status_t w_get_nbi(ucp_ep_h ep, void *buf, size_t len, uint64_t addr, ucp_rkey_h rkey) {
-    TP_SEND(r_get_nbi(ep, buf, len, addr, rkey), TP_UCP_GET, ep, (int64_t)len, s_ < 0)
+    TP_SEND(r_get_nbi(ep, buf, len, addr, rkey), TP_UCP_GET, ep, (int64_t)len, s_ < 0, 0, 0)
 }
 
 static ucs_status_t w_put(ucp_ep_h ep, const void *buf, size_t len, uint64_t addr, ucp_rkey_h rkey) {
-    TP_SEND(r_put(ep, buf, len, addr, rkey), TP_UCP_PUT, ep, (int64_t)len, s_ < 0)
+    TP_SEND(r_put(ep, buf, len, addr, rkey), TP_UCP_PUT, ep, (int64_t)len, s_ < 0, 0, 0)
 }
 
 static ucs_status_t w_get(ucp_ep_h ep, void *buf, size_t len, uint64_t addr, ucp_rkey_h rkey) {
-    TP_SEND(r_get(ep, buf, len, addr, rkey), TP_UCP_GET, ep, (int64_t)len, s_ < 0)
+    TP_SEND(r_get(ep, buf, len, addr, rkey), TP_UCP_GET, ep, (int64_t)len, s_ < 0, 0, 0)
 }
+
+/* Receives: posted with a copy of `p` whose completion is counted. */
+#define TP_RECV(REAL, UCP, AM, TAGGED, TAG, BUF, COUNT, ...)                      \
+    tp_param mine_;                                                               \
+    tp_recv_ctx *c_ = p ? tp_recv_begin(p, &mine_, UCP, AM, TAGGED, TAG) : NULL;  \
+    if (!c_) return REAL(__VA_ARGS__, p);                                         \
+    ucs_status_ptr_t s_ = REAL(__VA_ARGS__, &mine_);                              \
+    int contig_;                                                                  \
+    tp_recv_end(c_, s_, p, AM, (size_t)tp_bytes(BUF, COUNT, tp_dt(p), &contig_)); \
+    return s_;
 
 static ucs_status_ptr_t w_tag_recv_nbx(ucp_worker_h w, void *buf, size_t count, uint64_t tag, uint64_t mask,
                                        const tp_param *p) {
-    tp_param mine;
-    tp_recv_ctx *c = p ? tp_recv_begin(p, &mine, TP_UCP_TAG_RECV, 0) : NULL;
-    if (!c) return r_tag_recv_nbx(w, buf, count, tag, mask, p);
-    ucs_status_ptr_t s = r_tag_recv_nbx(w, buf, count, tag, mask, &mine);
-    int contig;
-    tp_recv_end(c, s, p, 0, (size_t)tp_bytes(buf, count, tp_dt(p), &contig));
-    return s;
+    TP_RECV(r_tag_recv_nbx, TP_UCP_TAG_RECV, 0, 1, tag, buf, count, w, buf, count, tag, mask)
 }
 
 static ucs_status_ptr_t w_tag_msg_recv_nbx(ucp_worker_h w, void *buf, size_t count, void *msg,
                                            const tp_param *p) {
-    tp_param mine;
-    tp_recv_ctx *c = p ? tp_recv_begin(p, &mine, TP_UCP_TAG_MSG_RECV, 0) : NULL;
-    if (!c) return r_tag_msg_recv_nbx(w, buf, count, msg, p);
-    ucs_status_ptr_t s = r_tag_msg_recv_nbx(w, buf, count, msg, &mine);
-    int contig;
-    tp_recv_end(c, s, p, 0, (size_t)tp_bytes(buf, count, tp_dt(p), &contig));
-    return s;
+    TP_RECV(r_tag_msg_recv_nbx, TP_UCP_TAG_MSG_RECV, 0, 0, 0, buf, count, w, buf, count, msg)
 }
 
 static ucs_status_ptr_t w_am_recv_data_nbx(ucp_worker_h w, void *desc, void *buf, size_t count,
                                            const tp_param *p) {
-    tp_param mine;
-    tp_recv_ctx *c = p ? tp_recv_begin(p, &mine, TP_UCP_AM_RECV_DATA, 1) : NULL;
-    if (!c) return r_am_recv_data_nbx(w, desc, buf, count, p);
-    ucs_status_ptr_t s = r_am_recv_data_nbx(w, desc, buf, count, &mine);
-    int contig;
-    tp_recv_end(c, s, p, 1, (size_t)tp_bytes(buf, count, tp_dt(p), &contig));
-    return s;
+    TP_RECV(r_am_recv_data_nbx, TP_UCP_AM_RECV_DATA, 1, 0, 0, buf, count, w, desc, buf, count)
 }
 
 /* -------------------------------------------------------------- patch */
@@ -477,8 +520,13 @@ static int tp_resolve(void) {
 }
 
 int tinyprof_ucx_enable(int on) {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0, init = 0;
+    if (PMPI_Initialized(&init) == MPI_SUCCESS && init && PMPI_Get_library_version(version, &len) == MPI_SUCCESS)
+        g_mpich = strstr(version, "MPICH") != NULL;
     pthread_mutex_lock(&g_mu);
     int n = tp_resolve() < 0 ? -1 : tp_patch("", "/libuc", "ucp_", on ? tp_hook_on : tp_hook_off, NULL);
+    atomic_store(&g_hooked, on && n > 0);
     pthread_mutex_unlock(&g_mu);
     return n < 0 ? -1 : n;
 }
