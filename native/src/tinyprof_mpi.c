@@ -1343,7 +1343,7 @@ int tinyprof_mpi_comm_info(int i, char *name, size_t cap, int64_t info[TP_COMM_F
     info[TP_COMM_SIZE] = r->size;
     info[TP_COMM_MEMBERS] = flags & TP_COMM_SELFLIKE ? 0 : r->nmembers;
     info[TP_COMM_CREATED] = r->created;
-    info[TP_COMM_FLAGS] = flags;
+    info[TP_COMM_FLAGS] = flags & ~TP_COMM_LEARNT;
     return 0;
 }
 

@@ -521,9 +521,8 @@ static int tp_resolve(void) {
 
 int tinyprof_ucx_enable(int on) {
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0, init = 0;
-    if (PMPI_Initialized(&init) == MPI_SUCCESS && init && PMPI_Get_library_version(version, &len) == MPI_SUCCESS)
-        g_mpich = strstr(version, "MPICH") != NULL;
+    int len = 0;        /* callable before MPI_Init */
+    if (PMPI_Get_library_version(version, &len) == MPI_SUCCESS) g_mpich = strstr(version, "MPICH") != NULL;
     pthread_mutex_lock(&g_mu);
     int n = tp_resolve() < 0 ? -1 : tp_patch("", "/libuc", "ucp_", on ? tp_hook_on : tp_hook_off, NULL);
     atomic_store(&g_hooked, on && n > 0);
