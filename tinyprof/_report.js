@@ -240,8 +240,8 @@
       unavailable: "this MPI does not use UCX on" };
     const text = Object.entries(T.states).map(([s, r]) => `${said[s]} ${r.length} rank(s)`).join("; ");
     parent.append(el("h3", {}, "Transports (UCX)"), el("div", { class: "hint", id: "transport-states" },
-      text + (T.states.unused ? ". Between ranks of one node MPICH uses its own shared memory unless " +
-        "MPIR_CVAR_NOLOCAL=1." : ".") + " Receives show no protocol: the sender selects it."));
+      text + (T.states.unused ? ". Between ranks of one node MPICH uses its own shared memory, not UCX, " +
+        "unless MPIR_CVAR_NOLOCAL=1." : ".") + " Receives show no protocol: the sender selects it."));
     const sent = T.rows.filter((r) => r[3]);
     if (sent.length) {
       const paths = [...new Set(sent.map((r) => r[0]))], kinds = [...new Set(sent.map((r) => `${r[3]} on ${r[4]}`))];

@@ -89,8 +89,12 @@ def classify(tables: Dict[str, Table], code: int, size: int) -> Tuple[str, str]:
     head = title(code)
     if head is None or code & NONCONTIG:
         return "", ""
-    for name in (f"{head} from host memory", f"{head} into host memory"):
-        for low, high, protocol, transport in tables.get(name, ()):
-            if low <= size <= high:
-                return protocol, transport
+    for memory in (f"{head} from host memory", f"{head} into host memory"):
+        # RMA titles go on with the remote memory (" to host"): the first in title order
+        names = [memory] if memory in tables else \
+            [name for name in sorted(tables) if name.startswith(memory + " ")][:1]
+        for name in names:
+            for low, high, protocol, transport in tables[name]:
+                if low <= size <= high:
+                    return protocol, transport
     return "", ""

@@ -133,8 +133,9 @@ def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = F
             "unavailable": "this MPI does not use UCX on rank(s)"}
     out = [f"{profile.name}: {'; '.join(f'{said[s]} {encode_members(r)}' for s, r in states.items())}"]
     if "unused" in states:
-        out.append("  (MPICH moves messages between ranks of one node through its own shared "
-                   "memory: set MPIR_CVAR_NOLOCAL=1 to route them through UCX)")
+        out.append("  (a rank made no MPI call through UCX, or MPICH moved its messages to ranks of "
+                   "the same node through its own shared memory: MPIR_CVAR_NOLOCAL=1 routes them "
+                   "through UCX)")
     head = ("callpath", *(("rank",) if by_rank else ()), "op", "ucp op", "protocol", "transport",
             "calls", "bytes", "avg bytes/call")
     rows = sorted(sorted(sums.items()), key=lambda kv: -kv[1][1])      # ties in key order
