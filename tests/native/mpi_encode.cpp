@@ -1,18 +1,25 @@
 // Prints the `mpi` section payload of the rows read from stdin, through the
-// header's encoder: the codec identity test (test_mpi_capture.py) compares it
-// with tinyprof._mpisection.encode. One row a line, fields separated by
-// spaces, `-` for NONE (or no member):
+// header's encoder: the codec identity tests (test_mpi_capture.py,
+// test_transport.py) compare it with tinyprof._mpisection.encode. One row a
+// line, fields separated by spaces, `-` for NONE (or no member):
 //   comm <name> <size> <created> <member,member,...>
 //   op <rank> <line> <comm> <op> <bucket> <calls> <bytes> <time>
 //   peer <rank> <line> <comm> <peer> <messages> <bytes>
+//   transport <rank>|<line>|<op>|<ucp>|<protocol>|<transport>|<calls>|<bytes>   (empty line: NONE)
+//   ucx <rank> <state>
+// With `classify TABLES`: for each `<code> <size>` line, the protocol and
+// transport TinyProf::ucx reads from the UCX tables in file TABLES.
 #include <tinyprof/tinyprof.hpp>
 
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
 namespace mp = TinyProf::mpisection;
 
-static std::int64_t number(const std::string& text) { return text == "-" ? mp::kNone : std::stoll(text); }
+static std::int64_t number(const std::string& text) {
+    return text == "-" || text.empty() ? mp::kNone : std::stoll(text);
+}
 
 static std::vector<std::int32_t> members(const std::string& text) {
     std::vector<std::int32_t> out;
@@ -22,14 +29,45 @@ static std::vector<std::int32_t> members(const std::string& text) {
     return out;
 }
 
-int main() {
+static int classify(const char* path) {
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    const auto tables = TinyProf::ucx::parse_tables(text.str());
+    for (int code = 0; std::cin >> code;) {
+        std::int64_t size = 0;
+        std::cin >> size;
+        const auto [protocol, transport] = TinyProf::ucx::classify(tables, code, size);
+        std::cout << protocol << "|" << transport << "\n";
+    }
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "classify") return classify(argv[2]);
     std::vector<mp::Comm> comms;
     std::vector<mp::OpRow> ops;
     std::vector<mp::PeerRow> peers;
+    std::vector<mp::TransportRow> transport;
+    std::vector<mp::StateRow> ucx;
     for (std::string line; std::getline(std::cin, line);) {
         std::istringstream in(line);
         std::string kind, a, b, c, d, e, f, g, h;
-        in >> kind >> a >> b >> c >> d;
+        in >> kind;
+        if (kind == "transport") {
+            std::vector<std::string> v;
+            std::stringstream fields(line.substr(kind.size() + 1));
+            for (std::string item; std::getline(fields, item, '|');) v.push_back(item);
+            v.resize(8);
+            transport.push_back({number(v[0]), number(v[1]), v[2], v[3], v[4], v[5], number(v[6]), number(v[7])});
+            continue;
+        }
+        in >> a >> b;
+        if (kind == "ucx") {
+            ucx.push_back({number(a), b});
+            continue;
+        }
+        in >> c >> d;
         if (kind == "comm") {
             comms.push_back({a, number(b), mp::encode_members(members(d)), number(c)});
         } else if (kind == "op") {
@@ -40,6 +78,6 @@ int main() {
             peers.push_back({number(a), number(b), number(c), number(d), number(e), number(f)});
         }
     }
-    std::cout << mp::encode(comms, ops, peers);
+    std::cout << mp::encode(comms, ops, peers, transport, ucx);
     return 0;
 }

@@ -293,6 +293,7 @@ struct Registry {
     std::vector<std::string> warned;            // undeclared metric keys already reported
     std::map<std::pair<MPI_Comm, int>, MPI_Comm> groups;   // (comm, A) -> Split result
     bool mpi_capture = false;                   // libtinyprof_mpi records for us: files get `mpi`
+    std::string ucx;                            // the transport view (TINYPROF_UCX): start_ucx's state
     bool mpi_comm_warned = false;
     std::vector<std::array<std::int64_t, 3>> syncs;   // trace clock: first and latest alignment
 };
@@ -388,6 +389,14 @@ inline std::string_view trim(std::string_view s) {
     const auto b = s.find_first_not_of(ws);
     if (b == std::string_view::npos) return {};
     return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+// An environment flag: 1, on, true or yes (any case).
+inline bool env_flag(const char* name) {
+    const char* text = std::getenv(name);
+    std::string v(text ? trim(text) : std::string_view{});
+    for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return v == "1" || v == "on" || v == "true" || v == "yes";
 }
 
 // Splits "a:0,b:1" style lists at commas, trimmed, empty items dropped.
@@ -747,6 +756,19 @@ struct PeerRow {
     std::int64_t rank, line, comm, peer, messages, bytes;
 };
 
+// The transport view (ucx): op is "" outside any MPI call, protocol and
+// transport "" when not classified.
+struct TransportRow {
+    std::int64_t rank, line;
+    std::string op, ucp, protocol, transport;
+    std::int64_t calls, bytes;
+};
+
+struct StateRow {
+    std::int64_t rank;
+    std::string state;                // "used", "unused" or "unavailable"
+};
+
 // World ranks as `a`, `a-b` (step 1) and `a-b:s` items, greedy from the left.
 inline std::string encode_members(const std::vector<std::int32_t>& m) {
     std::string out;
@@ -773,7 +795,8 @@ inline std::string field(std::int64_t v) { return v == kNone ? std::string() : s
 
 // The payload, everything sorted into the canonical order (comms by name,
 // rows by key; kNone sorts first). The keys of rows must be distinct.
-inline std::string encode(const std::vector<Comm>& comms, std::vector<OpRow> ops, std::vector<PeerRow> peers) {
+inline std::string encode(const std::vector<Comm>& comms, std::vector<OpRow> ops, std::vector<PeerRow> peers,
+                          std::vector<TransportRow> transport = {}, std::vector<StateRow> ucx = {}) {
     std::vector<std::size_t> order(comms.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
@@ -802,10 +825,142 @@ inline std::string encode(const std::vector<Comm>& comms, std::vector<OpRow> ops
     for (const PeerRow& r : peers)
         out += std::to_string(r.rank) + "|" + field(r.line) + "|" + field(r.comm) + "|" + std::to_string(r.peer) +
                "|" + std::to_string(r.messages) + "|" + std::to_string(r.bytes) + "\n";
+    if (transport.empty() && ucx.empty()) return out;
+    std::sort(transport.begin(), transport.end(), [](const TransportRow& a, const TransportRow& b) {
+        return std::tie(a.rank, a.line, a.op, a.ucp, a.protocol, a.transport) <
+               std::tie(b.rank, b.line, b.op, b.ucp, b.protocol, b.transport);
+    });
+    out += "transport " + std::to_string(transport.size()) + "\n";
+    for (const TransportRow& r : transport)
+        out += std::to_string(r.rank) + "|" + field(r.line) + "|" + r.op + "|" + r.ucp + "|" + r.protocol + "|" +
+               r.transport + "|" + std::to_string(r.calls) + "|" + std::to_string(r.bytes) + "\n";
+    std::sort(ucx.begin(), ucx.end(), [](const StateRow& a, const StateRow& b) { return a.rank < b.rank; });
+    out += "ucx " + std::to_string(ucx.size()) + "\n";
+    for (const StateRow& r : ucx) out += std::to_string(r.rank) + "|" + r.state + "\n";
     return out;
 }
 
 }  // namespace mpisection
+
+// ---------------------------------------------------------------------------
+// The transport view's classification, as tinyprof/_ucx.py: the protocol and
+// transport UCX selects for an operation, looked up in the protocol tables UCX
+// printed for its endpoint (ucp_ep_print_info). docs/mpi.md, "Transports".
+namespace ucx {
+
+// TP_UCP_* names, in code order.
+inline std::string op_name(int code) {
+    static const char* const names[] = {"tag_send", "tag_send_sync", "tag_recv", "tag_msg_recv",
+                                        "am_send",  "am_recv_data",  "put",      "get"};
+    const int base = code & 15;
+    return base < 8 ? names[base] : "ucp" + std::to_string(base);
+}
+
+// The start of the title of the table operation `code` is selected by, up to
+// the memory part; "" for receives.
+inline std::string title(int code) {
+    static const char* const titles[] = {"tagged message by ucp_tag_send*",
+                                         "synchronous tagged message by ucp_tag_send_sync*", nullptr, nullptr,
+                                         "active message by ucp_am_send*", nullptr,
+                                         "remote memory write by ucp_put*", "remote memory read by ucp_get*"};
+    const int base = code & 15;
+    if (base >= 8 || titles[base] == nullptr) return "";
+    std::string out = titles[base];
+    if (code & TP_UCP_REPLY) out += " with reply flag";
+    std::string flags;
+    if (code & TP_UCP_FAST) flags = "fast-completion";
+    if (code & TP_UCP_MULTI) flags += std::string(flags.empty() ? "" : ",") + "multi";
+    return flags.empty() ? out : out + "(" + flags + ")";
+}
+
+struct Range {
+    double low, high;
+    std::string protocol, transport;
+};
+using Tables = std::map<std::string, std::vector<Range>>;
+
+inline std::string_view strip(std::string_view s, std::string_view chars) {
+    const auto a = s.find_first_not_of(chars);
+    if (a == std::string_view::npos) return {};
+    return s.substr(a, s.find_last_not_of(chars) - a + 1);
+}
+
+// A size as UCX prints it: `93`, `256K`, `inf`; NaN if not one.
+inline double size_of(std::string_view text) {
+    if (text == "inf") return std::numeric_limits<double>::infinity();
+    double unit = 1;
+    if (!text.empty()) {
+        const auto at = std::string_view("KMGT").find(text.back());
+        if (at != std::string_view::npos) {
+            unit = std::ldexp(1.0, 10 * static_cast<int>(at + 1));
+            text.remove_suffix(1);
+        }
+    }
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0)
+        return std::numeric_limits<double>::quiet_NaN();
+    return static_cast<double>(v) * unit;
+}
+
+// The tables of a ucp_ep_print_info text, by title (without the configuration cell).
+inline Tables parse_tables(std::string_view text) {
+    Tables tables;
+    std::vector<Range>* current = nullptr;
+    while (!text.empty()) {
+        const auto end = text.find('\n');
+        const std::string_view line = text.substr(0, end);
+        text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+        if (line.empty() || line[0] != '|') continue;
+        std::vector<std::string_view> cells;
+        std::string_view rest = strip(line, "|");
+        while (true) {
+            const auto bar = rest.find('|');
+            cells.push_back(strip(rest.substr(0, bar), " \t\r\n\v\f"));
+            if (bar == std::string_view::npos) break;
+            rest.remove_prefix(bar + 1);
+        }
+        if (cells.size() == 2) {
+            current = &tables[std::string(cells[1])];
+        } else if (cells.size() == 3 && current != nullptr) {
+            std::string_view protocol = cells[1];
+            if (protocol.substr(0, 4) == "(?) ") protocol.remove_prefix(4);
+            if (cells[0].empty() && !current->empty()) {      // a protocol's further lanes
+                current->back().transport += ", " + std::string(cells[2]);
+                continue;
+            }
+            const auto dots = cells[0].find("..");
+            const std::string_view low = cells[0].substr(0, dots);
+            const std::string_view high = dots == std::string_view::npos ? low : cells[0].substr(dots + 2);
+            const double lo = size_of(low), hi = size_of(high.empty() ? low : high);
+            if (!std::isnan(lo) && !std::isnan(hi))
+                current->push_back({lo, hi, std::string(protocol), std::string(cells[2])});
+        }
+    }
+    return tables;
+}
+
+// The (protocol, transport) UCX selects for operation `code` of `size` bytes
+// from host memory; empty when not known.
+inline std::pair<std::string, std::string> classify(const Tables& tables, int code, std::int64_t size) {
+    const std::string head = title(code);
+    if (head.empty() || (code & TP_UCP_NONCONTIG)) return {};
+    for (const char* memory : {" from host memory", " into host memory"}) {
+        // RMA titles go on with the remote memory (" to host"): the first in title order
+        const std::string exact = head + memory;
+        auto found = tables.find(exact);
+        if (found == tables.end()) found = tables.lower_bound(exact + " ");
+        if (found == tables.end() ||
+            (found->first != exact && found->first.compare(0, exact.size() + 1, exact + " ") != 0))
+            continue;
+        for (const Range& r : found->second)
+            if (r.low <= static_cast<double>(size) && static_cast<double>(size) <= r.high)
+                return {r.protocol, r.transport};
+    }
+    return {};
+}
+
+}  // namespace ucx
 
 // ---------------------------------------------------------------------------
 // The `trace` section (docs/format.md): one rank's block, the same bytes as
@@ -1259,6 +1414,9 @@ struct MpiLib {
     decltype(&tinyprof_mpi_op_name) op_name;
     decltype(&tinyprof_mpi_trace) trace;
     decltype(&tinyprof_mpi_trace_calls) trace_calls;
+    decltype(&tinyprof_ucx_enable) ucx_enable;     // null in a library without the transport view
+    decltype(&tinyprof_ucx_rows) ucx_rows;
+    decltype(&tinyprof_ucx_tables) ucx_tables;
 };
 
 template <class F>
@@ -1287,6 +1445,9 @@ inline const MpiLib* mpi_lib() {
                  std::to_string(TINYPROF_MPI_ABI) + " (rebuild it with this tinyprof): no MPI capture");
             return nullptr;
         }
+        if (!(lookup("tinyprof_ucx_enable", l.ucx_enable) && lookup("tinyprof_ucx_rows", l.ucx_rows) &&
+              lookup("tinyprof_ucx_tables", l.ucx_tables)))
+            l.ucx_enable = nullptr;
         return &l;
     }();
     return lib;
@@ -1327,12 +1488,32 @@ inline bool start_capture() {
     return true;
 }
 
+// TINYPROF_UCX=1 (or on, true, yes): the transport view's state, "unused"
+// (hooked: "used" once a UCP operation is counted) or "unavailable"; "" off.
+inline std::string start_ucx(bool capture) {
+    if (!env_flag("TINYPROF_UCX")) return "";
+    const MpiLib* lib = capture ? mpi_lib() : nullptr;
+    if (lib == nullptr) {
+        warn("TINYPROF_UCX=1 but MPI capture is off (libtinyprof_mpi not loaded, or TINYPROF_MPI=0): "
+             "no transport view");
+        return "";
+    }
+    if (lib->ucx_enable == nullptr || lib->ucx_enable(1) <= 0) {
+        warn("TINYPROF_UCX=1 but this MPI does not call UCX: no transport view");
+        return "unavailable";
+    }
+    return "unused";
+}
+
 // The library's counts and communicators, read before the event map so that
 // every node they name is in it. Nodes and lines are still node ids here.
 struct MpiTables {
     std::vector<std::int64_t> ops, peers;      // TP_OP_FIELDS, TP_PEER_FIELDS per record
     std::vector<mpisection::Comm> comms;       // the non-private ones; `created` a node id
     std::vector<std::int64_t> comm_at;         // library index -> index in comms, or kNone
+    std::string ucx;                           // the transport view's state; "" off
+    std::vector<std::int64_t> transport;       // TP_UCX_FIELDS per record
+    std::map<std::int64_t, ucx::Tables> tables;   // endpoint -> UCX's protocol tables for it
 };
 
 inline std::vector<std::int64_t> take_records(std::int64_t* (*read)(std::size_t*), std::size_t width,
@@ -1344,8 +1525,18 @@ inline std::vector<std::int64_t> take_records(std::int64_t* (*read)(std::size_t*
     return out;
 }
 
-inline MpiTables read_mpi(const MpiLib& lib) {
+inline MpiTables read_mpi(const MpiLib& lib, const std::string& ucx_state) {
     MpiTables t;
+    t.ucx = ucx_state;
+    if (!ucx_state.empty() && lib.ucx_enable != nullptr) {
+        t.transport = take_records(lib.ucx_rows, TP_UCX_FIELDS, lib.free);
+        for (std::size_t i = 0; i < t.transport.size(); i += TP_UCX_FIELDS) {
+            const std::int64_t ep = t.transport[i + TP_UCX_EP];
+            if (ep == TP_UCX_NOEP || t.tables.count(ep)) continue;
+            const char* text = lib.ucx_tables(static_cast<int>(ep));
+            t.tables[ep] = text ? ucx::parse_tables(text) : ucx::Tables();
+        }
+    }
     t.ops = take_records(lib.ops, TP_OP_FIELDS, lib.free);
     t.peers = take_records(lib.peers, TP_PEER_FIELDS, lib.free);
     const int n = lib.comm_count();
@@ -1382,8 +1573,9 @@ inline std::vector<std::string_view> split(std::string_view text, char sep) {
 }
 
 // This rank's part of its file's section, for the aggregator: a line
-// `<comms> <ops> <peers>`, then `name|size|members|created`,
-// `line|comm|op|bucket|calls|bytes|time` and `line|comm|peer|messages|bytes`
+// `<comms> <ops> <peers> <transport> <ucx state or ->`, then
+// `name|size|members|created`, `line|comm|op|bucket|calls|bytes|time`,
+// `line|comm|peer|messages|bytes` and `line|op|ucp|protocol|transport|calls|bytes`
 // lines; comm indexes this rank's comms. Nodes become the lines `line_of`
 // gives them (kNone if unknown); rows the lines merge are summed.
 template <class LineOf>
@@ -1408,9 +1600,24 @@ inline std::string encode_rank_mpi(const MpiLib& lib, const MpiTables& t, LineOf
         sum[0] += r[TP_PEER_MESSAGES];
         sum[1] += r[TP_PEER_BYTES];
     }
+    std::map<std::tuple<std::int64_t, std::string, std::string, std::string, std::string>,
+             std::array<std::int64_t, 2>> transport;
+    for (std::size_t i = 0; i < t.transport.size(); i += TP_UCX_FIELDS) {
+        const std::int64_t* r = &t.transport[i];
+        const char* op = r[TP_UCX_OP] >= 0 ? lib.op_name(static_cast<int>(r[TP_UCX_OP])) : "";
+        const auto tables = t.tables.find(r[TP_UCX_EP]);
+        const auto [protocol, link] = tables == t.tables.end()
+                                          ? std::pair<std::string, std::string>()
+                                          : ucx::classify(tables->second, static_cast<int>(r[TP_UCX_UCP]), r[TP_UCX_SIZE]);
+        auto& sum = transport[{line_of(r[TP_UCX_NODE]), op ? op : "", ucx::op_name(static_cast<int>(r[TP_UCX_UCP])),
+                               protocol, link}];
+        sum[0] += r[TP_UCX_CALLS];
+        sum[1] += r[TP_UCX_BYTES];
+    }
+    const std::string state = t.ucx.empty() ? "-" : !transport.empty() ? "used" : t.ucx;
     using mpisection::field;
     std::string out = std::to_string(t.comms.size()) + " " + std::to_string(ops.size()) + " " +
-                      std::to_string(peers.size()) + "\n";
+                      std::to_string(peers.size()) + " " + std::to_string(transport.size()) + " " + state + "\n";
     for (const auto& c : t.comms)
         out += c.name + "|" + std::to_string(c.size) + "|" + c.members + "|" + field(line_of(c.created)) + "\n";
     for (const auto& [k, v] : ops)
@@ -1420,6 +1627,9 @@ inline std::string encode_rank_mpi(const MpiLib& lib, const MpiTables& t, LineOf
     for (const auto& [k, v] : peers)
         out += field(k[0]) + "|" + field(k[1]) + "|" + std::to_string(k[2]) + "|" + std::to_string(v[0]) + "|" +
                std::to_string(v[1]) + "\n";
+    for (const auto& [k, v] : transport)
+        out += field(std::get<0>(k)) + "|" + std::get<1>(k) + "|" + std::get<2>(k) + "|" + std::get<3>(k) + "|" +
+               std::get<4>(k) + "|" + std::to_string(v[0]) + "|" + std::to_string(v[1]) + "\n";
     return out;
 }
 
@@ -1432,6 +1642,8 @@ class MpiFile {
         const auto counts = split(lines[0], ' ');
         const auto ncomms = static_cast<std::size_t>(parse_int(counts[0]));
         const auto nops = static_cast<std::size_t>(parse_int(counts[1]));
+        const auto npeers = static_cast<std::size_t>(parse_int(counts[2]));
+        if (counts[4] != "-") ucx_.push_back({rank, std::string(counts[4])});
         std::vector<std::int64_t> at;              // this rank's comm index -> the file's
         for (std::size_t i = 1; i <= ncomms; ++i) {
             const auto f = split(lines[i], '|');
@@ -1448,19 +1660,27 @@ class MpiFile {
             ops_.push_back({rank, parse_int(f[0]), comm(f[1]), std::string(f[2]), parse_int(f[3]), parse_int(f[4]),
                             parse_int(f[5]), parse_int(f[6])});
         }
-        for (std::size_t i = 1 + ncomms + nops; i + 1 < lines.size(); ++i) {
+        const std::size_t peers_end = 1 + ncomms + nops + npeers;
+        for (std::size_t i = 1 + ncomms + nops; i < peers_end; ++i) {
             const auto f = split(lines[i], '|');
             peers_.push_back({rank, parse_int(f[0]), comm(f[1]), parse_int(f[2]), parse_int(f[3]), parse_int(f[4])});
         }
+        for (std::size_t i = peers_end; i + 1 < lines.size(); ++i) {
+            const auto f = split(lines[i], '|');
+            transport_.push_back({rank, parse_int(f[0]), std::string(f[1]), std::string(f[2]), std::string(f[3]),
+                                  std::string(f[4]), parse_int(f[5]), parse_int(f[6])});
+        }
     }
 
-    std::string payload() const { return mpisection::encode(comms_, ops_, peers_); }
+    std::string payload() const { return mpisection::encode(comms_, ops_, peers_, transport_, ucx_); }
 
   private:
     std::vector<mpisection::Comm> comms_;
     std::unordered_map<std::string, std::int64_t> index_;
     std::vector<mpisection::OpRow> ops_;
     std::vector<mpisection::PeerRow> peers_;
+    std::vector<mpisection::TransportRow> transport_;
+    std::vector<mpisection::StateRow> ucx_;
 };
 
 // -- trace mode ------------------------------------------------------------------
@@ -2028,7 +2248,7 @@ inline std::string write_profile() {
     const SetId set{reg.run_id, reg.flushes++};
     const std::uint64_t records = total_records(reg);   // all of these are in `local`
     const MpiLib* lib = reg.mpi_capture && mpi_live() ? mpi_lib() : nullptr;
-    const MpiTables tables = lib ? read_mpi(*lib) : MpiTables();   // every node named is in `local`
+    const MpiTables tables = lib ? read_mpi(*lib, reg.ucx) : MpiTables();   // every node named is in `local`
     if (reg.settings.trace && mpi_live()) sync_trace_clock(reg);
     const TraceData traced = reg.settings.trace ? read_trace(reg, lib) : TraceData();
     const Local local = collect_local(reg);
@@ -2605,9 +2825,10 @@ class Profiler {
             reg.warned.clear();
             reg.profiler = this;
             reg.mpi_capture = detail::start_capture();
+            reg.ucx = detail::start_ucx(reg.mpi_capture);
             detail::hook_finalize(reg);
             detail::settle_run(reg, reg.settings.comm);   // rank 0's run id, while MPI is live
-            if (env_trace()) start_trace(reg, env_trace_limit());
+            if (detail::env_flag("TINYPROF_TRACE")) start_trace(reg, env_trace_limit());
         }
         if (frequency > 0) detail::snapshotter().start(reg, reg.settings.comm);
     }
@@ -2673,6 +2894,7 @@ class Profiler {
         if (reg.mpi_capture) {                              // recording lasts while a profiler does
             detail::mpi_lib()->trace(0);
             detail::mpi_lib()->enable(0);
+            if (reg.ucx == "unused") detail::mpi_lib()->ucx_enable(0);
         }
         detail::trace_limit.store(0);
         reg.profiler = nullptr;
@@ -2698,13 +2920,6 @@ class Profiler {
         if (reg.mpi_capture) detail::mpi_lib()->trace(static_cast<std::size_t>(limit));
         reg.syncs.clear();
         detail::sync_trace_clock(reg);
-    }
-
-    static bool env_trace() {
-        const char* text = std::getenv("TINYPROF_TRACE");
-        std::string v(text ? detail::trim(text) : std::string_view{});
-        for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return v == "1" || v == "on" || v == "true" || v == "yes";
     }
 
     static std::int64_t env_trace_limit() {

@@ -1,0 +1,105 @@
+"""The transport view in C++ (TINYPROF_UCX=1): the header's transport and
+ucx blocks byte for byte as tinyprof._mpisection writes them, its reading of
+UCX's protocol tables as tinyprof._ucx's, and real runs of transport.cpp
+linked with libtinyprof_mpi under MPIR_CVAR_NOLOCAL=1 (docs/native.md)."""
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tinyprof
+from tinyprof import _mpisection, _ucx
+from tinyprof._mpisection import NONE
+
+from conftest import FLAGS, MPICXX, ROOT, run
+from test_mpi_capture import LIB, driver_input, random_section
+
+TABLES = ROOT / "tests" / "golden" / "ucx_tables.txt"
+LARGE, SMALL = 800_000, 64
+
+
+def random_transport(rng: random.Random):
+    rows = {}
+    for _ in range(rng.randint(0, 12)):
+        key = (rng.randint(0, 5), rng.choice([NONE, rng.randint(0, 20)]), rng.choice(["", "Send", "Isend"]),
+               rng.choice(["tag_send", "tag_recv", "put"]), rng.choice(["", "eager short", "rendezvous zcopy"]),
+               rng.choice(["", "tcp/eth0", "sysv/memory, cma/memory"]))
+        rows[key] = (rng.randint(1, 9), rng.choice([0, 8, 2**40]))
+    states = [(r, rng.choice(_mpisection.UCX_STATES)) for r in rng.sample(range(6), rng.randint(0, 3))]
+    return [(*k, *v) for k, v in rows.items()], states
+
+
+def test_encoder_matches_the_python_codec(build):
+    exe = build("tests/native/mpi_encode.cpp")
+    rng = random.Random(17)
+    for _ in range(40):
+        comms, ops, peers = random_section(rng)
+        transport, states = random_transport(rng)
+        text = driver_input(comms, ops, peers) + "".join(
+            "transport " + "|".join("" if v == NONE else str(v) for v in row) + "\n" for row in transport) + \
+            "".join(f"ucx {rank} {state}\n" for rank, state in states)
+        out = subprocess.run([str(exe)], input=text.encode(), capture_output=True, check=True, timeout=30).stdout
+        assert out == _mpisection.encode(comms, ops, peers, transport, states)
+
+
+def test_tables_read_as_python_reads_them(build):
+    exe = build("tests/native/mpi_encode.cpp")
+    text = TABLES.read_text()
+    tables = _ucx.parse_tables(text)
+    queries = [(code | variant, size) for code in range(9) for variant in (0, _ucx.FAST, _ucx.MULTI, _ucx.REPLY,
+                                                                          _ucx.NONCONTIG)
+               for size in (0, 84, 85, 92, 93, 1023, 1024, 5028, 5029, 8249, 262143, 262144, 2**20, 2**40)]
+    out = subprocess.run([str(exe), "classify", str(TABLES)], input="".join(f"{c} {s}\n" for c, s in queries),
+                         capture_output=True, check=True, timeout=30, text=True).stdout.splitlines()
+    want = ["|".join(_ucx.classify(tables, c, s)) for c, s in queries]
+    assert out == want
+    assert "rendezvous zero-copy read from remote|rc/mlx5_0:1, rc/mlx5_1:1" in out
+    assert "zero-copy|cma/memory" in out                       # put: "... to host"
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory) -> Path:
+    if not LIB.exists():
+        pytest.skip(f"no {LIB} (built by setup.py with the environment's mpicc)")
+    exe = tmp_path_factory.mktemp("transport") / "transport"
+    cmd = [str(MPICXX), *FLAGS, "-I", str(ROOT / "native" / "include"), str(ROOT / "tests/native/transport.cpp"),
+           "-o", str(exe), f"-L{LIB.parent}", "-ltinyprof_mpi", f"-Wl,-rpath,{LIB.parent}"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
+    return exe
+
+
+def rows(prof, region, rank):
+    t = prof.transport
+    return t[t.callpath.map(lambda p: p == (region,)) & (t["rank"] == rank)][
+        ["op", "ucp_op", "calls", "bytes"]].values.tolist()
+
+
+def test_real_run_eager_and_rendezvous(program, tmp_path):
+    run([program, tmp_path / "prof"], nranks=3, TINYPROF_UCX="1", MPIR_CVAR_NOLOCAL="1")
+    prof = tinyprof.read(str(tmp_path / "prof"))
+    assert prof.ucx == {0: "used", 1: "used", 2: "unused"}
+    assert rows(prof, "small", 0) == [["Send", "tag_send", 10, 10 * SMALL]]
+    assert rows(prof, "large", 0) == [["Send", "tag_send", 3, 3 * LARGE]]
+    assert rows(prof, "small", 1) == [["Recv", "tag_recv", 10, 10 * SMALL]]
+    assert rows(prof, "post", 1) == [["Irecv", "tag_recv", 1, LARGE]]     # completed in "wait"
+    assert rows(prof, "post", 0) == [["Isend", "tag_send", 1, LARGE]]
+    t = prof.transport
+    sends = t[t.ucp_op == "tag_send"]
+    protocol = dict(zip(sends.callpath, sends.protocol))
+    assert protocol[("small",)].startswith("eager") and protocol[("large",)].startswith("rendezvous")
+    assert protocol[("post",)] == protocol[("large",)]
+    assert all(sends.transport != "")
+    assert set(t.callpath) == {("small",), ("large",), ("post",)}    # nothing of the header's own
+
+
+def test_without_nolocal_or_without_the_flag(program, tmp_path):
+    run([program, tmp_path / "a"], nranks=2, TINYPROF_UCX="1")
+    prof = tinyprof.read(str(tmp_path / "a"))
+    assert prof.ucx == {0: "unused", 1: "unused"} and prof.transport.empty
+    run([program, tmp_path / "b"], nranks=2, MPIR_CVAR_NOLOCAL="1")
+    prof = tinyprof.read(str(tmp_path / "b"))
+    assert prof.ucx == {} and prof.transport.empty and not prof.mpi.empty
