@@ -90,16 +90,21 @@ MAIN, SETUP, HALO, REDUCE = ("main",), ("main", "setup"), ("main", "halo"), ("ma
 Key = Tuple[object, object, str, int]          # (callpath or None, comm name or None, op, bucket)
 
 
-@pytest.fixture(scope="module")
-def capture_program(tmp_path_factory) -> Path:
+def linked(source: str, outdir: Path) -> Path:
+    """``source`` compiled and linked with libtinyprof_mpi (skips without it)."""
     if not LIB.exists():
         pytest.skip(f"no {LIB} (built by setup.py with the environment's mpicc)")
-    exe = tmp_path_factory.mktemp("mpi-capture") / "mpi_capture"
-    cmd = [str(MPICXX), *FLAGS, "-I", str(ROOT / "native" / "include"), str(ROOT / "tests/native/mpi_capture.cpp"),
+    exe = outdir / Path(source).stem
+    cmd = [str(MPICXX), *FLAGS, "-I", str(ROOT / "native" / "include"), str(ROOT / source),
            "-o", str(exe), f"-L{LIB.parent}", "-ltinyprof_mpi", f"-Wl,-rpath,{LIB.parent}"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
     return exe
+
+
+@pytest.fixture(scope="module")
+def capture_program(tmp_path_factory) -> Path:
+    return linked("tests/native/mpi_capture.cpp", tmp_path_factory.mktemp("mpi-capture"))
 
 
 def expected(nranks: int, rank: int):

@@ -14,8 +14,8 @@ import tinyprof
 from tinyprof import _mpisection, _ucx
 from tinyprof._mpisection import NONE
 
-from conftest import FLAGS, MPICXX, ROOT, run
-from test_mpi_capture import LIB, driver_input, random_section
+from conftest import ROOT, run
+from test_mpi_capture import driver_input, linked, random_section
 
 TABLES = ROOT / "tests" / "golden" / "ucx_tables.txt"
 LARGE, SMALL = 800_000, 64
@@ -62,14 +62,7 @@ def test_tables_read_as_python_reads_them(build):
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory) -> Path:
-    if not LIB.exists():
-        pytest.skip(f"no {LIB} (built by setup.py with the environment's mpicc)")
-    exe = tmp_path_factory.mktemp("transport") / "transport"
-    cmd = [str(MPICXX), *FLAGS, "-I", str(ROOT / "native" / "include"), str(ROOT / "tests/native/transport.cpp"),
-           "-o", str(exe), f"-L{LIB.parent}", "-ltinyprof_mpi", f"-Wl,-rpath,{LIB.parent}"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
-    return exe
+    return linked("tests/native/transport.cpp", tmp_path_factory.mktemp("transport"))
 
 
 def rows(prof, region, rank):
