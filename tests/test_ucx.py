@@ -31,6 +31,8 @@ def run(tmp_path, nranks=3, ucx=True, snapshots=False, **env):
     proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, os.path.join(HERE, "_ucx_app.py"),
                            str(out), "1" if ucx else "0", "1" if snapshots else "0"],
                           env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    if proc.returncode and env.get("UCX_TLS") and "Destination is unreachable" in proc.stderr:
+        pytest.skip(f"UCX_TLS={env['UCX_TLS']}: MPI cannot start here (no such device but loopback)")
     assert proc.returncode == 0, proc.stderr
     return tinyprof.read(str(out)), proc.stderr
 
