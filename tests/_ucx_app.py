@@ -5,8 +5,10 @@
 Rank 0 sends rank 1, in region ``small``, 10 messages of 64 bytes (eager
 under any UCX configuration); in ``large``, 3 of 800,000 bytes (rendezvous);
 in ``post``, one more large one with Isend/Irecv, whose requests complete in
-``wait``; in ``sync``, 2 Ssend of 64 bytes. Other ranks only take part in a
-final barrier. UCX: ``1`` Profiler(ucx=True), ``0`` mpi=True only.
+``wait``; in ``rma``, on a window all ranks allocate and free there, rank 0
+puts 64 and 800,000 bytes into rank 1's memory and gets 64 back; in
+``sync``, 2 Ssend of 64 bytes. Other ranks only take part in the window's
+collectives and a final barrier. UCX: ``1`` Profiler(ucx=True), ``0`` mpi=True only.
 SNAPSHOTS ``1``: every rank takes a snapshot (keep all) after ``large`` and
 one before the barrier (no periodic one).
 """
@@ -47,6 +49,17 @@ with tinyprof.Event("post"):
 with tinyprof.Event("wait"):
     if req is not None:
         req.Wait()
+with tinyprof.Event("rma"):
+    win = MPI.Win.Allocate(large.nbytes, comm=comm)
+    win.Fence()
+    if rank == 0:
+        win.Put(small, 1)
+        win.Put(large, 1)
+    win.Fence()
+    if rank == 0:
+        win.Get(small, 1)
+    win.Fence()
+    win.Free()
 exchange("sync", small, 2, comm.Ssend)
 if snapshots and not prof.snapshot(timeout=60):
     sys.exit("snapshot 2 did not complete")

@@ -255,7 +255,8 @@
           legend: { orientation: "h", y: -0.25 } }, CONFIG));
     }
     parent.append(listTable("transport-table", ["callpath", "MPI op", "UCP op", "protocol", "transport", "calls", "bytes"],
-      T.rows.slice(0, 40).map((r) => [r[0], r[1] || "-", r[2], r[3] || "(by sender)", r[4] || "-", String(r[5]), human(r[6])])));
+      T.rows.slice(0, 40).map((r) => [r[0], r[1] || "-", r[2],
+        r[3] || (/recv/.test(r[2]) ? "(by sender)" : "(not known)"), r[4] || "-", String(r[5]), human(r[6])])));
   }
 
   function fmtS(seconds) {

@@ -15,23 +15,28 @@ void tp_warn_once(atomic_flag *done, const char *what);
 
 /* Whether the calling thread's UCP operations are counted now: 1 if so
  * (recording on, the thread not paused and not inside a call on a private
- * communicator), filling the thread's current node and the MPI op code + 1
- * of the wrapped call in progress (0: none); -1 inside a call on a private
- * communicator; 0 otherwise (not recording, or paused). */
-int tp_ucx_context(int32_t *node, int *op);
+ * communicator), filling the thread's current node, the MPI op code + 1 of
+ * the wrapped call in progress (0: none) and the epoch now; -1 inside a call
+ * on a private communicator, filling the epoch of that communicator's
+ * creation; 0 otherwise (not recording, or paused). Epochs count the private
+ * communicators created so far: MPI reuses a freed communicator's context,
+ * so a context is tinyprof's own from an epoch on, not for ever. */
+int tp_ucx_context(int32_t *node, int *op, uint32_t *epoch);
 
 /* Make tinyprof's own UCP traffic on private communicator `c` known as
  * such (called with the thread's skip count raised). */
 void tp_ucx_learn(MPI_Comm c);
 
 /* Count one UCP operation of `bytes` in the calling thread's table, under
- * `node` and `key` (TP_UCX_KEY), at message size `size` (< 2^50), on
- * communicator `family` (tinyprof_ucx.c: 0 unknown). */
-void tp_ucx_add(int32_t node, uint32_t key, uint64_t family, uint64_t size, int64_t bytes);
-#define TP_UCX_SIZE_BITS 50
+ * `node` and `key` (TP_UCX_KEY), at message size `size` (< 2^40), on
+ * communicator `family` (tinyprof_ucx.c: 0 unknown) at `epoch`. */
+void tp_ucx_add(int32_t node, uint32_t key, uint64_t family, uint32_t epoch, uint64_t size, int64_t bytes);
+#define TP_UCX_SIZE_BITS 40
+#define TP_UCX_EPOCH_BITS 10        /* saturating: epochs past 1023 count as 1023 */
 
-/* Whether communicator `family` is tinyprof's own: its rows are not shown. */
-int tp_ucx_own(uint64_t family);
+/* Whether operations on communicator `family` at `epoch` were tinyprof's
+ * own: their rows are not shown. */
+int tp_ucx_own(uint64_t family, uint32_t epoch);
 #define TP_UCX_KEY(op1, ucp, ep) ((uint32_t)(op1) << 24 | (uint32_t)(ucp) << 16 | (uint32_t)(ep))
 
 /* Rewrite the GOT entries of the loaded objects whose path contains `object`

@@ -72,6 +72,7 @@ static const char *const tp_kind_names[] = {"dup", "split", "create", "cart",
 /* ------------------------------------------------------------ globals */
 
 static atomic_int g_on;                               /* recording, process-wide */
+static atomic_uint g_epoch;                           /* private communicators created so far */
 static _Atomic(tinyprof_mpi_source_fn) g_source;      /* current node, or NULL */
 
 /* A growable array of int64 (trace records). */
@@ -93,7 +94,8 @@ struct tp_tls {
     struct tp_thread *thread;   /* this thread's tables, registered on first record */
     int pause;                  /* tinyprof_mpi_pause depth */
     int op;                     /* op code + 1 of the wrapped call in progress (0: none), */
-    int skip;                   /* > 0: inside a call on a private communicator; both for UCX */
+    int skip;                   /* > 0: inside a call on a private communicator, */
+    uint32_t own_epoch;         /* created at this epoch; all for UCX (tp_ucx_context) */
     unsigned msg_next;          /* ring of Mprobe'd messages -> communicator, for Mrecv */
     unsigned msg_live;          /* bit i: msg[i] not consumed yet */
     uint64_t msg[8];
@@ -283,7 +285,8 @@ typedef struct {
     int64_t children;      /* communicators created from this one so far (non-private) */
     atomic_int flags;      /* TP_COMM_* */
     int inter;             /* an intercommunicator: no peer matrix, root rules differ */
-    MPI_Comm handle;       /* of a private one: for tp_ucx_learn */
+    MPI_Comm handle;       /* of a private one, for tp_ucx_learn: */
+    uint32_t epoch;        /* and its creation epoch */
 } tp_comm;
 
 #define TP_CHUNK 512
@@ -475,6 +478,7 @@ static void tp_created(int32_t parent, MPI_Comm c, int kind) {
         r->nmembers = d.nmembers;
         r->created = node;
         r->handle = c;
+        if (priv) r->epoch = atomic_fetch_add(&g_epoch, 1) + 1;
         atomic_store(&r->flags, (priv ? TP_COMM_PRIVATE : 0) | (selflike ? TP_COMM_SELFLIKE : 0));
         tp_publish(idx, c);
     } else {
@@ -787,11 +791,12 @@ static int32_t tp_msg_comm(MPI_Message m) {
 
 #define TP_COMM_LEARNT 64   /* tp_ucx_learn was called for it */
 
-/* Before tinyprof's first own call on private communicator record `idx`:
- * the transport view learns its traffic, once (its first call may leave
- * work for the application's calls to progress). */
-static void tp_first_own(int32_t idx) {
+/* Before each of tinyprof's own calls on private communicator record `idx`:
+ * its epoch for the transport view, which learns its traffic at the first
+ * (that call may leave work for the application's calls to progress). */
+static void tp_own_call(int32_t idx) {
     tp_comm *r = tp_rec(idx);
+    tls.own_epoch = r->epoch;
     if (atomic_fetch_or(&r->flags, TP_COMM_LEARNT) & TP_COMM_LEARNT) return;
     if (!r->inter) tp_ucx_learn(r->handle);
 }
@@ -803,7 +808,7 @@ static void tp_first_own(int32_t idx) {
     do {                                                                                  \
         int priv_ = (PRIV);                                                               \
         tls.skip += priv_;                                                                \
-        if (priv_) tp_first_own(c_.comm);                                                 \
+        if (priv_) tp_own_call(c_.comm);                                                  \
         int rc_ = CALL;                                                                   \
         tls.skip -= priv_;                                                                \
         return rc_;                                                                       \
@@ -1098,7 +1103,9 @@ TP_COLL(F_REDUCE_SCATTER_BLOCK, Reduce_scatter_block, Ireduce_scatter_block,
         if (rec_) c_.t0 = tp_ticks();                                                            \
         tls.op = rec_ ? OP_##NAME + 1 : op_;                                                     \
         tls.skip += priv_;                                                                       \
-        if (priv_) tp_first_own(c_.comm);                                                        \
+        if (priv_) tp_own_call(c_.comm);                                                         \
+        if (priv_ || tls.pause) /* its traffic on the new context: from the new one's epoch */    \
+            tls.own_epoch = atomic_load(&g_epoch) + 1;                                           \
         int rc_ = PMPI_##NAME ARGS;                                                              \
         tls.skip -= priv_;                                                                       \
         tls.op = op_;                                                                            \
@@ -1165,7 +1172,7 @@ int MPI_Comm_free(MPI_Comm *comm) {
     if (rec_) c_.t0 = tp_ticks();
     tls.op = rec_ ? OP_Comm_free + 1 : op_;
     tls.skip += priv_;
-    if (priv_) tp_first_own(c_.comm);
+    if (priv_) tp_own_call(c_.comm);
     int rc_ = PMPI_Comm_free(comm);
     tls.skip -= priv_;
     tls.op = op_;
@@ -1254,7 +1261,9 @@ static int64_t *tp_collect(size_t which, int fields, size_t *n) {
         tp_lock(t);
         for (size_t i = 0; i < tab->cap; i++) {
             const tp_row *r = &tab->rows[i];
-            if (r->v[0] != 0 && !(ucx && tp_ucx_own(r->b >> TP_UCX_SIZE_BITS)))
+            if (r->v[0] != 0 && !(ucx && tp_ucx_own(r->b >> (TP_UCX_SIZE_BITS + TP_UCX_EPOCH_BITS),
+                                                   (uint32_t)(r->b >> TP_UCX_SIZE_BITS) &
+                                                       ((1u << TP_UCX_EPOCH_BITS) - 1))))
                 tp_add(&sum, r->a, ucx ? r->b & (((uint64_t)1 << TP_UCX_SIZE_BITS) - 1) : r->b, r->v[0],
                        r->v[1], r->v[2]);
         }
@@ -1308,19 +1317,25 @@ int64_t *tinyprof_ucx_rows(size_t *n) {
 
 void tinyprof_mpi_free(void *records) { free(records); }
 
-int tp_ucx_context(int32_t *node, int *op) {
-    if (tls.skip) return -1;
+int tp_ucx_context(int32_t *node, int *op, uint32_t *epoch) {
+    if (tls.skip) {
+        *epoch = tls.own_epoch;
+        return -1;
+    }
     if (!tp_active()) return 0;
+    *epoch = atomic_load_explicit(&g_epoch, memory_order_relaxed);
     *node = tp_node();
     *op = tls.op;
     return 1;
 }
 
-void tp_ucx_add(int32_t node, uint32_t key, uint64_t family, uint64_t size, int64_t bytes) {
+void tp_ucx_add(int32_t node, uint32_t key, uint64_t family, uint32_t epoch, uint64_t size, int64_t bytes) {
     struct tp_thread *t = tls.thread ? tls.thread : tp_register();
     if (!t) return;
     tp_lock(t);
-    uint64_t sized = family << TP_UCX_SIZE_BITS | (size & (((uint64_t)1 << TP_UCX_SIZE_BITS) - 1));
+    const uint64_t most = ((uint64_t)1 << TP_UCX_SIZE_BITS) - 1, latest = (1u << TP_UCX_EPOCH_BITS) - 1;
+    uint64_t sized = (family << TP_UCX_EPOCH_BITS | (epoch < latest ? epoch : latest)) << TP_UCX_SIZE_BITS |
+                     (size < most ? size : most);
     tp_add(&t->ucx, (uint64_t)(uint32_t)node << 32 | key, sized, 1, bytes, 0);
     tp_unlock(t);
 }

@@ -207,22 +207,27 @@ static int tp_ep(ucp_ep_h ep, int bit) {
  * flush drops the ones MPICH's progress engine issued from an application's
  * call (the rounds of a nonblocking collective, the setting up of an
  * Idup'ed communicator), also when they came before the learning. */
-static _Atomic uint64_t g_own[1 << 7];          /* one bit per communicator */
+static _Atomic uint32_t g_own[1 << 13];         /* per communicator: own from this epoch + 1 */
 static int g_mpich;                             /* the layout is MPICH's: filter */
 static atomic_int g_hooked;                     /* the wrappers are in libmpi's path */
 
 /* The communicator part + 1 of a tagged operation's `tag`, 0 for others. */
 #define TP_FAMILY(tagged, tag) ((tagged) && g_mpich ? ((uint64_t)(tag) >> 51) + 1 : 0)
 
-static void tp_learn(uint64_t family) {
-    if (family)
-        atomic_fetch_or_explicit(&g_own[(family - 1) >> 6], (uint64_t)1 << ((family - 1) & 63),
-                                 memory_order_relaxed);
+/* Operations on `family` are tinyprof's own from `epoch` on. */
+static void tp_learn(uint64_t family, uint32_t epoch) {
+    if (!family) return;
+    _Atomic uint32_t *since = &g_own[family - 1];
+    uint32_t was = atomic_load_explicit(since, memory_order_relaxed);
+    while ((was == 0 || epoch + 1 < was) &&
+           !atomic_compare_exchange_weak_explicit(since, &was, epoch + 1, memory_order_relaxed,
+                                                  memory_order_relaxed)) {}
 }
 
-int tp_ucx_own(uint64_t family) {
-    return family && (atomic_load_explicit(&g_own[(family - 1) >> 6], memory_order_relaxed) >>
-                      ((family - 1) & 63) & 1);
+int tp_ucx_own(uint64_t family, uint32_t epoch) {
+    const uint32_t since = family ? atomic_load_explicit(&g_own[family - 1], memory_order_relaxed) : 0;
+    const uint32_t latest = (1u << TP_UCX_EPOCH_BITS) - 1;
+    return since && epoch >= (since - 1 < latest ? since - 1 : latest);
 }
 
 void tp_ucx_learn(MPI_Comm c) {
@@ -262,13 +267,14 @@ static int tp_variant(const tp_param *p) {
 }
 
 /* A send-side operation `ucp` of `bytes` (contig: classified) on `ep` completed or started. */
-static void tp_sent(int32_t node, int op1, int ucp, ucp_ep_h ep, int64_t bytes, int contig, uint64_t family) {
+static void tp_sent(int32_t node, int op1, int ucp, ucp_ep_h ep, int64_t bytes, int contig, uint64_t family,
+                    uint32_t epoch) {
     int id = TP_UCX_NOEP;
     if (contig)
         id = tp_ep(ep, (ucp & 7) * 8 + (ucp >> 4 & 7));
     else
         ucp |= TP_UCP_NONCONTIG;
-    tp_ucx_add(node, TP_UCX_KEY(op1, ucp, id), family, (uint64_t)bytes, bytes);
+    tp_ucx_add(node, TP_UCX_KEY(op1, ucp, id), family, epoch, (uint64_t)bytes, bytes);
 }
 
 /* ------------------------------------------------ wrapped completions */
@@ -281,12 +287,12 @@ typedef struct {
     } cb;
     void *user_data;
     int32_t node;
-    uint32_t key;
+    uint32_t key, epoch;
     uint64_t family;
 } tp_recv_ctx;
 
 static void tp_received(const tp_recv_ctx *c, size_t length) {
-    tp_ucx_add(c->node, c->key, c->family, (uint64_t)length, (int64_t)length);
+    tp_ucx_add(c->node, c->key, c->family, c->epoch, (uint64_t)length, (int64_t)length);
 }
 
 static void tp_recv_done(void *request, ucs_status_t status, const tp_tag_recv_info *info, void *arg) {
@@ -308,9 +314,10 @@ static void tp_am_recv_done(void *request, ucs_status_t status, size_t length, v
 static tp_recv_ctx *tp_recv_begin(const tp_param *param, tp_param *mine, int ucp, int am, int tagged,
                                    uint64_t tag) {
     int32_t node;
-    int op1, counting = tp_ucx_context(&node, &op1);
+    uint32_t epoch;
+    int op1, counting = tp_ucx_context(&node, &op1, &epoch);
     uint64_t family = TP_FAMILY(tagged, tag);
-    if (counting < 0) tp_learn(family);
+    if (counting < 0) tp_learn(family, epoch);
     if (counting <= 0) return NULL;
     tp_recv_ctx *c = malloc(sizeof *c);
     if (!c) return NULL;
@@ -324,6 +331,7 @@ static tp_recv_ctx *tp_recv_begin(const tp_param *param, tp_param *mine, int ucp
     c->node = node;
     c->key = TP_UCX_KEY(op1, ucp, TP_UCX_NOEP);
     c->family = family;
+    c->epoch = epoch;
     if (am)
         mine->cb.recv_am = tp_am_recv_done;
     else
@@ -370,13 +378,14 @@ static ucs_status_t (*r_get)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h);
  * TAGGED: a tag operation with tag TAG. */
 #define TP_SEND(CALL, UCP, EP, BYTES_CONTIG, FAILED, TAGGED, TAG)                \
     int32_t node_;                                                               \
-    int op1_, contig_ = 1, counting_ = tp_ucx_context(&node_, &op1_);            \
-    if (counting_ < 0) tp_learn(TP_FAMILY(TAGGED, TAG));                         \
+    uint32_t epoch_;                                                             \
+    int op1_, contig_ = 1, counting_ = tp_ucx_context(&node_, &op1_, &epoch_);   \
+    if (counting_ < 0) tp_learn(TP_FAMILY(TAGGED, TAG), epoch_);                 \
     if (counting_ <= 0) return CALL;                                             \
     __typeof__(CALL) s_ = CALL;                                                  \
     if (!(FAILED)) {                                                             \
         int64_t b_ = BYTES_CONTIG;                                               \
-        tp_sent(node_, op1_, UCP, EP, b_, contig_, TP_FAMILY(TAGGED, TAG));      \
+        tp_sent(node_, op1_, UCP, EP, b_, contig_, TP_FAMILY(TAGGED, TAG), epoch_); \
     }                                                                            \
     return s_;
 

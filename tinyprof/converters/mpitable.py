@@ -140,7 +140,7 @@ def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = F
             "calls", "bytes", "avg bytes/call")
     rows = sorted(sorted(sums.items()), key=lambda kv: -kv[1][1])      # ties in key order
     lines = [head] + [(_cell("callpath", key[0]), *map(str, key[1:-4]), key[-4] or "-", key[-3],
-                       key[-2] or "(by sender)", key[-1] or "-", str(c), str(b), f"{b / c:.1f}")
+                       key[-2] or _unclassified(key[-3]), key[-1] or "-", str(c), str(b), f"{b / c:.1f}")
                       for key, (c, b) in rows[:limit]]
     out += _align(lines, right=[i for i, h in enumerate(head) if h in ("rank", "calls", "bytes",
                                                                         "avg bytes/call")])
@@ -148,6 +148,11 @@ def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = F
     if hidden:
         out.append(f"({hidden} more {'row' if hidden == 1 else 'rows'} not shown: --limit)")
     return "\n".join(out)
+
+
+def _unclassified(ucp_op: str) -> str:
+    """What an empty protocol means: a receive's is the sender's choice."""
+    return "(by sender)" if ucp_op.endswith("recv") or ucp_op == "am_recv_data" else "(not known)"
 
 
 def communicators(profile: Profile) -> str:
