@@ -206,7 +206,10 @@ static int tp_ep(ucp_ep_h ep, int bit) {
  * calls are learnt from the tagged operations those make, so that the
  * flush drops the ones MPICH's progress engine issued from an application's
  * call (the rounds of a nonblocking collective, the setting up of an
- * Idup'ed communicator), also when they came before the learning. */
+ * Idup'ed communicator), also when they came before the learning. MPI
+ * reuses the context of a freed communicator: a context is tinyprof's from
+ * its communicator's creation epoch on (tp_ucx_context), and forgotten when
+ * a new profiler starts (the old one freed its communicators). */
 static _Atomic uint32_t g_own[1 << 13];         /* per communicator: own from this epoch + 1 */
 static int g_mpich;                             /* the layout is MPICH's: filter */
 static atomic_int g_hooked;                     /* the wrappers are in libmpi's path */
@@ -533,6 +536,8 @@ int tinyprof_ucx_enable(int on) {
     int len = 0;        /* callable before MPI_Init */
     if (PMPI_Get_library_version(version, &len) == MPI_SUCCESS) g_mpich = strstr(version, "MPICH") != NULL;
     pthread_mutex_lock(&g_mu);
+    if (on)
+        for (size_t i = 0; i < sizeof g_own / sizeof g_own[0]; i++) atomic_store(&g_own[i], 0);
     int n = tp_resolve() < 0 ? -1 : tp_patch("", "/libuc", "ucp_", on ? tp_hook_on : tp_hook_off, NULL);
     atomic_store(&g_hooked, on && n > 0);
     pthread_mutex_unlock(&g_mu);
