@@ -243,20 +243,13 @@ def _transport(profile: Profile) -> Optional[Dict[str, Any]]:
     """The transport view summed over ranks: per callpath, MPI op, UCP op,
     protocol and transport, calls and bytes, most bytes first; each rank's
     UCX state. None when not recorded."""
-    data = profile._mpi
-    if not data.ucx:
+    if not profile._mpi.ucx:
         return None
-    sums: Dict[tuple, List[int]] = {}
-    for path, _, *key, calls, nbytes in data.transport:
-        acc = sums.setdefault((_where(path), *key), [0, 0])
-        acc[0] += calls
-        acc[1] += nbytes
-    rows = sorted(([*key, calls, nbytes] for key, (calls, nbytes) in sums.items()),
-                  key=lambda r: -r[-1])
-    states: Dict[str, List[int]] = {}
-    for rank, state in sorted(data.ucx.items()):
-        states.setdefault(state, []).append(rank)
-    return {"rows": rows, "states": states}
+    from .converters import mpitable
+
+    rows = [[_where(key[0]), *key[1:], calls, nbytes]
+            for key, calls, nbytes in mpitable.transport_rows(profile)]
+    return {"rows": rows, "states": mpitable.ucx_states(profile)}
 
 
 def _trace(profile: Profile) -> Optional[Dict[str, Any]]:

@@ -801,16 +801,31 @@ static void tp_own_call(int32_t idx) {
     if (!r->inter) tp_ucx_learn(r->handle);
 }
 
+/* Around a wrapped PMPI call, for the transport view (tp_ucx_context): the
+ * MPI op in progress (op1 = op code + 1 when counted; 0 leaves it) and, for
+ * a call on private communicator record `idx` (priv), the skip count and
+ * its epoch. Returns the op to restore with tp_leave. */
+static inline int tp_enter(int op1, int32_t idx, int priv) {
+    int saved = tls.op;
+    if (op1) tls.op = op1;
+    tls.skip += priv;
+    if (priv) tp_own_call(idx);
+    return saved;
+}
+
+static inline void tp_leave(int saved, int priv) {
+    tls.skip -= priv;
+    tls.op = saved;
+}
+
 /* tinyprof's own call (the thread paused, or on a private communicator when
  * PRIV): not counted, nor the UCP operations it makes; those on a private
  * communicator mark its traffic as tinyprof's (tinyprof_ucx.c). */
 #define TP_SKIPPED(PRIV, CALL)                                                            \
     do {                                                                                  \
-        int priv_ = (PRIV);                                                               \
-        tls.skip += priv_;                                                                \
-        if (priv_) tp_own_call(c_.comm);                                                  \
+        int priv_ = (PRIV), saved_ = tp_enter(0, c_.comm, priv_);                         \
         int rc_ = CALL;                                                                   \
-        tls.skip -= priv_;                                                                \
+        tp_leave(saved_, priv_);                                                          \
         return rc_;                                                                       \
     } while (0)
 
@@ -824,12 +839,11 @@ static void tp_own_call(int32_t idx) {
         c_.comm = (COMM);                                                                 \
         if (tls.pause || tp_private(c_.comm)) TP_SKIPPED(tp_private(c_.comm), PMPI_##NAME ARGS); \
         PRE;                                                                              \
-        int op_ = tls.op;                                                                 \
-        tls.op = (OP) + 1;                                                                \
+        int op_ = tp_enter((OP) + 1, c_.comm, 0);                                         \
         c_.t0 = tp_ticks();                                                               \
         int rc_ = PMPI_##NAME ARGS;                                                       \
         int64_t t1_ = tp_ticks();                                                         \
-        tls.op = op_;                                                                     \
+        tp_leave(op_, 0);                                                                 \
         POST;                                                                             \
         int ok_ = rc_ == MPI_SUCCESS;                                                     \
         tp_end(&c_, OP, t1_, ok_ ? (int64_t)(BYTES) : 0, ok_ ? (int32_t)(PEER) : -1);     \
@@ -1099,16 +1113,13 @@ TP_COLL(F_REDUCE_SCATTER_BLOCK, Reduce_scatter_block, Ireduce_scatter_block,
 #define F_CREATE(NAME, KIND, PARAMS, ARGS, PARENT, OUT)                                          \
     int MPI_##NAME PARAMS {                                                                      \
         tp_call c_ = {tp_index(PARENT), 0};                                                      \
-        int priv_ = tp_private(c_.comm), rec_ = tp_active() && !priv_, op_ = tls.op;              \
+        int priv_ = tp_private(c_.comm), rec_ = tp_active() && !priv_;                            \
         if (rec_) c_.t0 = tp_ticks();                                                            \
-        tls.op = rec_ ? OP_##NAME + 1 : op_;                                                     \
-        tls.skip += priv_;                                                                       \
-        if (priv_) tp_own_call(c_.comm);                                                         \
+        int op_ = tp_enter(rec_ ? OP_##NAME + 1 : 0, c_.comm, priv_);                            \
         if (priv_ || tls.pause) /* its traffic on the new context: from the new one's epoch */    \
             tls.own_epoch = atomic_load(&g_epoch) + 1;                                           \
         int rc_ = PMPI_##NAME ARGS;                                                              \
-        tls.skip -= priv_;                                                                       \
-        tls.op = op_;                                                                            \
+        tp_leave(op_, priv_);                                                                    \
         if (rec_) tp_end(&c_, OP_##NAME, tp_ticks(), 0, -1);                                     \
         if (rc_ == MPI_SUCCESS) tp_created(c_.comm, *(OUT), KIND);                               \
         return rc_;                                                                              \
@@ -1167,15 +1178,12 @@ int MPI_Comm_free(MPI_Comm *comm) {
     MPI_Comm h = *comm;
     int rec_ = tp_active();
     tp_call c_ = {rec_ ? tp_index(h) : tp_find(TP_BITS(h)), 0};
-    int priv_ = tp_private(c_.comm), op_ = tls.op;
+    int priv_ = tp_private(c_.comm);
     rec_ = rec_ && !priv_;
     if (rec_) c_.t0 = tp_ticks();
-    tls.op = rec_ ? OP_Comm_free + 1 : op_;
-    tls.skip += priv_;
-    if (priv_) tp_own_call(c_.comm);
+    int op_ = tp_enter(rec_ ? OP_Comm_free + 1 : 0, c_.comm, priv_);
     int rc_ = PMPI_Comm_free(comm);
-    tls.skip -= priv_;
-    tls.op = op_;
+    tp_leave(op_, priv_);
     if (rec_) tp_end(&c_, OP_Comm_free, tp_ticks(), 0, -1);
     if (rc_ == MPI_SUCCESS) tp_freed(c_.comm, h);
     return rc_;

@@ -108,26 +108,39 @@ def _within(profile: Profile, callpaths: Sequence[str]):
     return inside
 
 
+def transport_rows(profile: Profile, callpaths: Sequence[str] = (),
+                   by_rank: bool = False) -> List[Tuple[tuple, int, int]]:
+    """The transport view summed per (callpath, [rank,] MPI op, UCP op,
+    protocol, transport): ``(key, calls, bytes)``, most bytes first (ties in
+    key order), in the regions ``callpaths`` and below (all if none)."""
+    inside = _within(profile, callpaths)
+    sums: Dict[tuple, List[int]] = {}
+    for path, rank, op, ucp, protocol, link, calls, nbytes in profile._mpi.transport:
+        if inside(path):
+            acc = sums.setdefault((path, *((rank,) if by_rank else ()), op, ucp, protocol, link), [0, 0])
+            acc[0] += calls
+            acc[1] += nbytes
+    return [(key, c, b) for key, (c, b) in sorted(sorted(sums.items()), key=lambda kv: -kv[1][1])]
+
+
+def ucx_states(profile: Profile) -> Dict[str, List[int]]:
+    """The ranks in each UCX state (``used``, ``unused``, ``unavailable``)."""
+    states: Dict[str, List[int]] = {}
+    for rank, state in sorted(profile._mpi.ucx.items()):
+        states.setdefault(state, []).append(rank)
+    return states
+
+
 def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = False,
               limit: Optional[int] = None) -> str:
     """The transport view as a text table: per callpath (and rank), MPI op,
     UCP op, protocol and transport, the calls and bytes, most bytes first,
     under a line saying on which ranks UCX carried the MPI traffic."""
-    data = profile._mpi
-    if not data.ucx:
+    if not profile._mpi.ucx:
         raise ConvertError(f"profile {profile.name!r} holds no transport view "
                            "(record with Profiler(ucx=True) or TINYPROF_UCX=1)")
-    inside = _within(profile, callpaths)
-    sums: Dict[tuple, List[int]] = {}
-    for path, rank, op, ucp, protocol, link, calls, nbytes in data.transport:
-        if inside(path):
-            key = (path, *((rank,) if by_rank else ()), op, ucp, protocol, link)
-            acc = sums.setdefault(key, [0, 0])
-            acc[0] += calls
-            acc[1] += nbytes
-    states: Dict[str, List[int]] = {}
-    for rank, state in sorted(data.ucx.items()):
-        states.setdefault(state, []).append(rank)
+    rows = transport_rows(profile, callpaths, by_rank)
+    states = ucx_states(profile)
     said = {"used": "UCX carried the MPI traffic of rank(s)",
             "unused": "UCX carried none of the MPI traffic of rank(s)",
             "unavailable": "this MPI does not use UCX on rank(s)"}
@@ -138,10 +151,9 @@ def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = F
                    "through UCX)")
     head = ("callpath", *(("rank",) if by_rank else ()), "op", "ucp op", "protocol", "transport",
             "calls", "bytes", "avg bytes/call")
-    rows = sorted(sorted(sums.items()), key=lambda kv: -kv[1][1])      # ties in key order
     lines = [head] + [(_cell("callpath", key[0]), *map(str, key[1:-4]), key[-4] or "-", key[-3],
                        key[-2] or _unclassified(key[-3]), key[-1] or "-", str(c), str(b), f"{b / c:.1f}")
-                      for key, (c, b) in rows[:limit]]
+                      for key, c, b in rows[:limit]]
     out += _align(lines, right=[i for i, h in enumerate(head) if h in ("rank", "calls", "bytes",
                                                                         "avg bytes/call")])
     hidden = len(rows) - len(lines) + 1
