@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 DEMO   := $(VENV)/.demo-installed
-DEPS   := setup.cfg setup.py pyproject.toml tinyprof/_core.c tinyprof/_parse.c native/src/tinyprof_mpi.c native/src/tinyprof_ucx.c native/src/tinyprof_internal.h
+DEPS   := setup.cfg setup.py pyproject.toml tinyprof/annotate/_core.c tinyprof/format/_parse.c native/src/tinyprof_mpi.c native/src/tinyprof_ucx.c native/src/tinyprof_internal.h
 
 # Rank counts for the MPI test suite (odd ones on purpose).
 MPI_SIZES ?= 1 2 3 5 7 8
@@ -35,8 +35,8 @@ $(DEMO): $(PY) $(DEPS)
 	touch $@
 
 check-build:
-	@$(PY) -c 'import tinyprof._core' || echo 'tinyprof: C core not built, using the pure-Python fallback'
-	@$(PY) -c 'import tinyprof._parse' || echo 'tinyprof: C parser not built, reading with the pure-Python parser'
+	@$(PY) -c 'import tinyprof.annotate._core' || echo 'tinyprof: C core not built, using the pure-Python fallback'
+	@$(PY) -c 'import tinyprof.format._parse' || echo 'tinyprof: C parser not built, reading with the pure-Python parser'
 
 install: $(STAMP)
 
@@ -91,4 +91,4 @@ bench-native: install
 		$(BIN)/mpiexec -n $$n native/build/mpi_linked; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info tinyprof/*.so native/build demo.tinyprof demo-report.html
+	rm -rf $(VENV) build *.egg-info tinyprof/*.so tinyprof/*/*.so native/build demo.tinyprof demo-report.html

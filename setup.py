@@ -1,8 +1,8 @@
 """Build the optional native parts of tinyprof.
 
-- ``tinyprof._core``: the C core of the annotation hot path. If it cannot be
+- ``tinyprof.annotate._core``: the C core of the annotation hot path. If it cannot be
   compiled, tinyprof runs on its pure-Python fallback (tinyprof/_annotate.py).
-- ``tinyprof._parse``: the C parser of a profile's event lines. Without it,
+- ``tinyprof.format._parse``: the C parser of a profile's event lines. Without it,
   the reader's pure-Python reference parser reads the files (tinyprof/_reader.py).
 - ``tinyprof/libtinyprof_mpi.so``: the PMPI library of MPI capture, built
   with the environment's MPI C compiler (``$MPICC``, else ``mpicc`` beside
@@ -65,14 +65,14 @@ setup(
     cmdclass={"build_ext": BuildExt},
     ext_modules=[
         Extension(
-            "tinyprof._core",
-            sources=["tinyprof/_core.c"],
+            "tinyprof.annotate._core",
+            sources=["tinyprof/annotate/_core.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),
         Extension(
-            "tinyprof._parse",
-            sources=["tinyprof/_parse.c"],
+            "tinyprof.format._parse",
+            sources=["tinyprof/format/_parse.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

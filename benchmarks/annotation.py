@@ -28,7 +28,8 @@ from typing import Callable, Dict, List, Optional
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # numpy's idle BLAS threads off our cores
 
 import tinyprof  # noqa: E402  (after the environment setting)
-from tinyprof import _annotate, _eventmap, _pyevent  # noqa: E402
+from tinyprof import annotate
+from tinyprof.annotate import metrics as _eventmap, pyevent  # noqa: E402
 
 try:
     from tinyprof import _core
@@ -111,13 +112,13 @@ def core_switched_off(n: int) -> None:
 
 def pure_switched_off(n: int) -> None:
     for _ in range(n):
-        with _annotate._NullEvent("x"):
+        with annotate._NullEvent("x"):
             pass
 
 
 def pure_with(n: int) -> None:
     for _ in range(n):
-        with _pyevent.Event("x"):
+        with pyevent.Event("x"):
             pass
 
 
@@ -127,7 +128,7 @@ def pure_decorated(n: int) -> None:
 
 
 core_empty = _core.Event("x")(empty) if _core is not None else None
-pure_empty = _pyevent.Event("x")(empty)
+pure_empty = pyevent.Event("x")(empty)
 
 
 def usable(case: Callable[[int], None]) -> Optional[str]:

@@ -68,15 +68,15 @@ def run_demo(ranks: int, steps: int, frequency: float, env: Dict[str, str],
 
 def written(outdir: str) -> Dict[str, List[float]]:
     """Per complete snapshot: files, bytes, occurrences held; and the final profile's bytes."""
-    from tinyprof import _chain, _layout
+    from tinyprof.format import chain as _chain, layout
     out: Dict[str, List[float]] = {"files": [], "bytes": [], "values": [], "full": []}
     for k in tinyprof.snapshots(outdir):
-        paths = _layout.profile_files(_layout.snapshot_dir(outdir, k))
+        paths = layout.profile_files(layout.snapshot_dir(outdir, k))
         out["files"].append(len(paths))
         out["bytes"].append(sum(os.path.getsize(p) for p in paths))
         out["values"].append(sum(len(_chain.parse(p).values.times) for p in paths))
         out["full"].append(b" over " not in open(paths[0], "rb").read(300).split(b"\n")[3])
-    out["final"] = [sum(os.path.getsize(p) for p in _layout.profile_files(outdir))]
+    out["final"] = [sum(os.path.getsize(p) for p in layout.profile_files(outdir))]
     return out
 
 
@@ -204,8 +204,10 @@ def _record_demo_steps(steps: int) -> None:
 
 
 def snapshot_cost(args: argparse.Namespace, work: str) -> None:
-    from tinyprof import _annotate, _layout, _session
-    impl = _annotate.impl
+    from tinyprof import annotate
+    from tinyprof.format import layout
+    from tinyprof.runtime import session
+    impl = annotate.impl
     print("### One rank's snapshot after the demo's events for N steps: the first (full), "
           f"then the next ones (deltas), each after 1 % more steps (median of {args.repeats})\n")
     print("| steps | values | full file (KiB) | full: wall (ms) | CPU (ms) | delta file (KiB) "
@@ -218,7 +220,7 @@ def snapshot_cost(args: argparse.Namespace, work: str) -> None:
             tinyprof.Profiler("bench", frequency=3600, selfkeys="kind:0,bytes:1", outdir=outdir,
                               keep="all", chain=10**6)
             _record_demo_steps(steps)
-            snap = _session.current().snapshotter
+            snap = session.current().snapshotter
             t0, c0 = time.perf_counter(), snap.cpu
             snap.take(1)
             first, first_cpu = time.perf_counter() - t0, snap.cpu - c0
@@ -231,7 +233,7 @@ def snapshot_cost(args: argparse.Namespace, work: str) -> None:
                 cpu.append(snap.cpu - c0)
 
             def size(k):
-                return os.path.getsize(os.path.join(_layout.snapshot_dir(outdir, k), "bench.0-of-1.tp"))
+                return os.path.getsize(os.path.join(layout.snapshot_dir(outdir, k), "bench.0-of-1.tp"))
             print(f"| {steps} | {3 * steps + steps // 10} | {size(1) / 1024:.0f} | "
                   f"{1e3 * first:.2f} | {1e3 * first_cpu:.2f} | {size(2) / 1024:.1f} | "
                   f"{1e3 * statistics.median(spent):.2f} | {1e3 * statistics.median(cpu):.2f} |")

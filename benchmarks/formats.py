@@ -4,7 +4,7 @@ formats a user would otherwise keep it in.
 Every format holds every recorded value (rank, execution, iteration) of the
 same synthetic profile: 200 callpaths, 100 iterations each, 19 of them
 non-common (odd ranks only). The tinyprof files are written through the real
-writer (``_format.encode_rank_field`` / ``encode_file``, one file per 16
+writer (``encoding.encode_rank_field`` / ``encode_file``, one file per 16
 ranks as the flush's default); the others are converted from the profile
 read back:
 
@@ -19,7 +19,7 @@ read back:
 Load times are measured side by side in one process (imports done, formats
 interleaved, ``--repeat`` times; from_caliper and from_json once from 1024
 ranks on): median seconds. The same process times the parsing alone, in
-values per second: ``_reader.parse_file`` over every file with the C parser
+values per second: ``reader.parse_file`` over every file with the C parser
 and with the pure-Python reference, and ``tinyprof.read`` on one thread and
 on two. Peak memory comes from one load per format in a fresh process; for
 tinyprof also the growth of the process over its size before loading, as a
@@ -90,10 +90,11 @@ def _rank_times(rng: np.random.Generator, paths: List[tuple], parent: np.ndarray
 
 def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
     """The profile of ``nranks`` ranks, one file per RANKS_PER_FILE ranks."""
-    from tinyprof import _assemble, _format, _layout
+    from tinyprof.runtime import assemble
+    from tinyprof.format import encoding, layout
 
     paths = _tree()
-    names, parents, ids = _assemble.name_table(paths)
+    names, parents, ids = assemble.name_table(paths)
     noncommon = _noncommon(paths)
     parent = np.array([paths.index(p[:-1]) if len(p) > 1 else -1 for p in paths])
     rng = np.random.default_rng(seed)
@@ -106,14 +107,14 @@ def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
         for rank in range(first, last):
             ran = ~noncommon | (rank % 2 == 1)
             times = _rank_times(rng, paths, parent, ran)
-            fields.append([_format.encode_rank_field(times[i], execs) if ran[i] else b""
+            fields.append([encoding.encode_rank_field(times[i], execs) if ran[i] else b""
                            for i in range(len(paths))])
-        header = _format.Header(name="bench", nranks=nranks, first_rank=first, rank_count=last - first,
+        header = encoding.Header(name="bench", nranks=nranks, first_rank=first, rank_count=last - first,
                                 file_index=index, file_count=nfiles, executions=[1] * (last - first),
                                 created="2026-01-01T00:00:00Z")
-        data = _format.encode_file(header, names, parents, ids, [1] * len(paths), [b""] * len(paths),
+        data = encoding.encode_file(header, names, parents, ids, [1] * len(paths), [b""] * len(paths),
                                    fields)
-        _layout.write_atomic(os.path.join(outdir, _layout.file_name("bench", index, nfiles)), data)
+        layout.write_atomic(os.path.join(outdir, layout.file_name("bench", index, nfiles)), data)
 
 
 # -- the other formats, from the profile read back ------------------------------
@@ -121,7 +122,7 @@ def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
 def write_caliper(profile, path: str) -> None:
     """json-split with one row per value: path, rank, execution, iteration, inclusive time."""
     from tinyprof.converters import _jsonsplit
-    from tinyprof.converters._values import occurrences
+    from tinyprof.analysis.values import occurrences
 
     occ = occurrences(profile)
     _jsonsplit.write(path, profile.callpaths, occ.callpath,
@@ -182,7 +183,7 @@ def side_by_side(paths: Dict[str, str], repeat: int, once: List[str]) -> Dict[st
     """Median seconds of each load in ``paths``, interleaved in this process
     (the formats in ``once`` load only in the first round), and of parsing
     the tinyprof files: C parser, reference parser, read on 1 and 2 threads."""
-    from tinyprof import _reader
+    from tinyprof.format import reader
 
     import tinyprof
 
@@ -190,8 +191,8 @@ def side_by_side(paths: Dict[str, str], repeat: int, once: List[str]) -> Dict[st
     cases = {fmt: functools.partial(loader, paths[fmt]) for fmt, loader in loaders().items()
              if fmt in paths}
     cases.update({
-        "parse_c": lambda: [_reader.parse_file(f, "c") for f in files],
-        "parse_python": lambda: [_reader.parse_file(f, "python") for f in files],
+        "parse_c": lambda: [reader.parse_file(f, "c") for f in files],
+        "parse_python": lambda: [reader.parse_file(f, "python") for f in files],
         "read_1": lambda: tinyprof.read(paths["tinyprof"], threads=1),
         "read_2": lambda: tinyprof.read(paths["tinyprof"], threads=2)})
     times: Dict[str, List[float]] = {name: [] for name in cases}

@@ -13,11 +13,11 @@ import tempfile
 import time
 
 import tinyprof
-from tinyprof import _annotate
+from tinyprof import annotate
 
 
 def run(depth: int, outdir: str) -> None:
-    _annotate.impl.reset()
+    annotate.impl.reset()
     tinyprof.Profiler("deep", outdir=outdir)
     events = [tinyprof.Event(f"f{i % 7}") for i in range(depth)]
     t0 = time.perf_counter()

@@ -36,7 +36,7 @@ import formats                       # noqa: E402  (benchmarks/formats.py)
 from _browser import Browser         # noqa: E402  (tests/_browser.py)
 
 import tinyprof                      # noqa: E402
-from tinyprof import _report         # noqa: E402
+from tinyprof.views import report as _report         # noqa: E402
 
 READY = """new Promise((done) => { const poll = () => document.body &&
     document.body.dataset.ready === "1" ? done(performance.now()) : setTimeout(poll, 5); poll(); })"""

@@ -38,8 +38,9 @@ def worker(outdir: str, repeats: int) -> None:
     from mpi4py import MPI
 
     import tinyprof
-    from tinyprof import _layout, _sweep
-    from tinyprof._mpi import group_of
+    from tinyprof.format import layout
+    from tinyprof import _sweep
+    from tinyprof.runtime.mpi_flush import group_of
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -63,7 +64,7 @@ def worker(outdir: str, repeats: int) -> None:
     if rank == 0:
         snaps = []
         for k in tinyprof.snapshots(outdir):
-            paths = _layout.profile_files(_layout.snapshot_dir(outdir, k))
+            paths = layout.profile_files(layout.snapshot_dir(outdir, k))
             snaps.append({"files": len(paths), "bytes": sum(map(os.path.getsize, paths))})
         print(json.dumps({"A": naggs, "ranks": got, "snapshots": snaps}))
     prof.close()

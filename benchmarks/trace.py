@@ -26,8 +26,9 @@ from time import perf_counter_ns
 import numpy as np
 
 import tinyprof
-from tinyprof import _annotate, _trace
-from tinyprof._reader import parse_file
+from tinyprof import annotate
+from tinyprof.analysis import trace as _trace
+from tinyprof.format.reader import parse_file
 
 
 def event_loop(n: int) -> None:
@@ -38,7 +39,7 @@ def event_loop(n: int) -> None:
 
 
 def per_event_ns(limit: int, n: int) -> float:
-    impl = _annotate.impl
+    impl = annotate.impl
     impl.reset()
     impl.trace(limit)
     t0 = perf_counter_ns()
@@ -137,7 +138,7 @@ def main() -> None:
         off.append(per_event_ns(0, args.iterations))
         on.append(per_event_ns(10 * args.iterations, args.iterations))
     a, b = statistics.median(off), statistics.median(on)
-    print(f"hot path: {_annotate.impl.__name__}, {args.repeats} repeats of "
+    print(f"hot path: {annotate.impl.__name__}, {args.repeats} repeats of "
           f"{args.iterations} events\n")
     print("| case | ns per event (median) |\n| --- | ---: |")
     print(f"| trace off | {a:.0f} |\n| trace on | {b:.0f} |\n| ratio on/off | {b / a:.2f} |")

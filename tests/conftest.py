@@ -12,9 +12,9 @@ from typing import Dict, Optional, Sequence
 import pytest
 
 import tinyprof
-from tinyprof import _annotate
+from tinyprof import annotate
 
-impl = _annotate.impl
+impl = annotate.impl
 
 # One fuzz seed per run (tests/test_fuzz.py), printed at the end of every run.
 os.environ.setdefault("TINYPROF_FUZZ_SEED", str(random.randrange(2**32)))

@@ -13,7 +13,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tinyprof import _report  # noqa: E402
+from tinyprof.views import report as _report  # noqa: E402
 from _browser import Browser  # noqa: E402
 
 

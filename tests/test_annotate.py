@@ -16,9 +16,10 @@ import warnings
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _args
+from tinyprof import annotate
+from tinyprof.annotate import args as _args
 
-impl = _annotate.impl
+impl = annotate.impl
 Event = tinyprof.Event
 NAN = float("nan")
 
@@ -286,7 +287,7 @@ def test_kill_switch_makes_everything_a_noop(tmp_path, run_python):
             assert e.args == ("through",)
         # the C core's no-op is one shared object; the pure-Python one is not
         shared = tinyprof.Event("a") is tinyprof.Event("b", loop=2)
-        assert shared == hasattr(tinyprof._annotate.impl, "NullEvent"), shared
+        assert shared == hasattr(tinyprof.annotate.impl, "NullEvent"), shared
         assert tinyprof.flush() is None
         print(sorted(os.listdir(".")))
     """, cwd=tmp_path, env={"TINYPROF": "0"})

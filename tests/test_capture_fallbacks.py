@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 
 import tinyprof
-from tinyprof._settings import Settings
+from tinyprof.runtime.settings import Settings
 
 needs_mpi4py = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None,
                                   reason="needs mpi4py (pip install mpi4py mpich)")
@@ -39,7 +39,7 @@ def test_without_mpi_it_warns_and_profiles(run_python, tmp_path):
 
 @needs_mpi4py
 def test_without_the_library_it_warns_and_profiles(run_python, tmp_path):
-    setup = "from mpi4py import MPI; from tinyprof import _capture; _capture.LIBRARY = '/nowhere/lib.so'"
+    setup = "from mpi4py import MPI; from tinyprof.runtime import capture as _capture; _capture.LIBRARY = '/nowhere/lib.so'"
     out = run_python(RECORD.format(setup=setup), cwd=tmp_path)
     assert out.stdout.startswith("tinyprof: MPI communication is not recorded: /nowhere/lib.so "
                                  "was not built (no MPI compiler when tinyprof was installed)")

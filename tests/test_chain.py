@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof import _assemble, _chain, _deltasection, _layout
-from tinyprof._collect import LocalEvent
-from tinyprof._format import FormatError, Header, relabel
+from tinyprof.runtime import assemble as _assemble
+from tinyprof.format import chain as _chain, delta as _deltasection, layout
+from tinyprof.runtime.collect import LocalEvent
+from tinyprof.format.encoding import FormatError, Header, relabel
 
 RUN = "00000000000000ab"
 
@@ -36,9 +37,9 @@ def _write(outdir, k, over, parts, nranks=2):
     header = Header(name="c", nranks=nranks, first_rank=0, rank_count=len(parts),
                     run=RUN, set_kind="snapshot", set_number=k, set_base=over)
     data = _assemble.assemble(header, parts, over is not None)
-    directory = _layout.snapshot_dir(str(outdir), k)
-    path = _layout.set_file(directory, "c", 0, 1)
-    assert _layout.write_file(directory, path, data) is None
+    directory = layout.snapshot_dir(str(outdir), k)
+    path = layout.set_file(directory, "c", 0, 1)
+    assert layout.write_file(directory, path, data) is None
     return path
 
 
@@ -79,8 +80,8 @@ def test_a_chain_rebuilds_the_full_snapshot_byte_for_byte(tmp_path):
 
 def test_a_delta_writes_only_what_changed(tmp_path):
     _chain_of_three(tmp_path)
-    rows = tinyprof._reader.parse_file(
-        _layout.set_file(_layout.snapshot_dir(str(tmp_path), 3), "c", 0, 1)).sections["delta"]
+    rows = tinyprof.format.reader.parse_file(
+        layout.set_file(layout.snapshot_dir(str(tmp_path), 3), "c", 0, 1)).sections["delta"]
     # rank 0: its newest occurrence rewritten ("1+2" kept, then "+8");
     # rank 1: from 1 step to 4 (kept "": its one occurrence was the newest).
     assert _deltasection.parse(rows, "x", 1, 2, 0, 2) == [(1, 0, 3, b"+8"), (1, 1, 0, b"1+2+3+4")]
@@ -88,7 +89,7 @@ def test_a_delta_writes_only_what_changed(tmp_path):
 
 def test_a_missing_base_makes_the_snapshot_incomplete(tmp_path):
     _, path = _chain_of_three(tmp_path)
-    os.remove(_layout.set_file(_layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1))
+    os.remove(layout.set_file(layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1))
     assert tinyprof.snapshots(tmp_path) == [1]
     assert tinyprof.read(tmp_path).snapshot == 1
     with pytest.raises(FormatError, match="delta over snapshot 2, whose file .* is missing"):
@@ -97,9 +98,9 @@ def test_a_missing_base_makes_the_snapshot_incomplete(tmp_path):
 
 def test_a_base_from_another_run_is_refused(tmp_path):
     _, path = _chain_of_three(tmp_path)
-    base = _layout.set_file(_layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1)
+    base = layout.set_file(layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1)
     data = open(base, "rb").read().replace(RUN.encode(), b"00000000000000cd")
-    _layout.write_atomic(base, relabel(data, "snapshot", 2, 1))      # checksum made right
+    layout.write_atomic(base, relabel(data, "snapshot", 2, 1))      # checksum made right
     with pytest.raises(FormatError, match="is not the file .* is a delta over"):
         tinyprof.read(tmp_path, snapshot=3)
 
@@ -110,9 +111,9 @@ def test_malformed_set_lines(tmp_path, line):
     _, path = _chain_of_three(tmp_path)
     data = open(path, "rb").read().replace(b"set snapshot 3 over 2", b"set " + line)
     end = data.rindex(b"\nend ") + 1
-    _layout.write_atomic(path, data[:end] + b"end %08x\n" % zlib.crc32(data[:end]))
+    layout.write_atomic(path, data[:end] + b"end %08x\n" % zlib.crc32(data[:end]))
     with pytest.raises(FormatError, match="malformed 'set' line"):
-        tinyprof._reader.parse_file(path)
+        tinyprof.format.reader.parse_file(path)
 
 
 def test_a_splice_longer_than_its_base_field_is_refused(tmp_path):
@@ -149,7 +150,7 @@ def test_reading_snapshots_in_turn_reuses_the_previous_rebuild(tmp_path):
     _chain._recent.clear()
     assert _body(warm) == _body(_chain.rebuild(path)) == _body(full)
     # A file replaced since (another run in the same directory) is not taken from memory.
-    base = _layout.set_file(_layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1)
+    base = layout.set_file(layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1)
     tinyprof.read(tmp_path, snapshot=2)
     os.remove(base)
     with pytest.raises(FormatError, match="missing"):

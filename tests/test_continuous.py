@@ -16,7 +16,8 @@ import time
 import pytest
 
 import tinyprof
-from tinyprof import _chain, _layout, _session
+from tinyprof.format import chain as _chain, layout
+from tinyprof.runtime import session as _session
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "_snapshot_app.py")
@@ -106,7 +107,7 @@ def test_sigkill_at_random_instants_leaves_a_readable_recent_state(tmp_path, mon
             return time.monotonic() - start[0] >= pause
         _signal_when_running(_command(3, out, 0.02, keep=keep), signal.SIGKILL, until=later)
         done = tinyprof.snapshots(out)
-        started = _layout.snapshot_numbers(out)
+        started = layout.snapshot_numbers(out)
         where = f"seed {seed}, attempt {attempt}: complete {done}, started {started}"
         assert done and len([k for k in started if k > done[-1]]) <= 1, where
         latest = tinyprof.read(out)
@@ -123,11 +124,11 @@ def test_keep_last_leaves_the_newest_snapshots_chain(tmp_path, monkeypatch):
 
     def second_chain():         # a second chain with a delta: the first one is gone
         done = tinyprof.snapshots(out)
-        return bool(done) and _layout.chain(out, done[-1])[0] > 1 and \
-            len(_layout.chain(out, done[-1])) > 1
+        return bool(done) and layout.chain(out, done[-1])[0] > 1 and \
+            len(layout.chain(out, done[-1])) > 1
     _signal_when_running(_command(2, out, 0.1), signal.SIGKILL, until=second_chain)
     done = tinyprof.snapshots(out)
-    newest = _layout.chain(out, done[-1])
+    newest = layout.chain(out, done[-1])
     # The newest's chain, and the one before only if the kill fell between
     # completing a full snapshot and removing the older chain; never the first.
     assert newest[0] > 1 and set(newest) <= set(done) and len(done) <= 2 * 3, done
@@ -223,7 +224,7 @@ def test_lower_thread_levels_fall_back_to_per_rank_snapshots(tmp_path, level, wa
     assert proc.returncode == 0, proc.stderr
     assert warning in proc.stderr and proc.stderr.count("tinyprof:") == 2     # once per rank
     done = tinyprof.snapshots(out)
-    assert done and len(os.listdir(_layout.snapshot_dir(str(out), done[-1]))) == 2   # P files
+    assert done and len(os.listdir(layout.snapshot_dir(str(out), done[-1]))) == 2   # P files
     assert [len(tinyprof.read(out, snapshot=done[-1]).series(STEP, r)) for r in (0, 1)] == [1, 1]
 
 

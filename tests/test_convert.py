@@ -19,14 +19,16 @@ from typing import Dict, List, Tuple
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _assemble, _collect, _format, _layout
+from tinyprof import annotate
+from tinyprof.runtime import assemble, collect as _collect
+from tinyprof.format import encoding as _format, layout
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError
 
 pd = pytest.importorskip("pandas")
 ht = pytest.importorskip("hatchet")
 
-impl = _annotate.impl
+impl = annotate.impl
 Event = tinyprof.Event
 NRANKS = 4
 STATISTICS = ("sum", "mean", "min", "max")
@@ -90,9 +92,9 @@ def write_profile(outdir, name: str, metrics, ranks, executions, bounds,
     for index, (lo, hi) in enumerate(bounds):
         header = _format.Header(name=name, nranks=len(ranks), first_rank=lo, rank_count=hi - lo,
                                 file_index=index, file_count=len(bounds), metrics=list(metrics))
-        data = _assemble.build_file(header, ranks[lo:hi], executions[lo:hi],
+        data = assemble.build_file(header, ranks[lo:hi], executions[lo:hi],
                                     sections=sections(index, lo, hi))
-        _layout.write_atomic(os.path.join(outdir, _layout.file_name(name, index, len(bounds))), data)
+        layout.write_atomic(os.path.join(outdir, layout.file_name(name, index, len(bounds))), data)
     return str(outdir)
 
 

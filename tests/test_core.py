@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tinyprof import _annotate, _eventmap, _pyevent
+from tinyprof import annotate
+from tinyprof.annotate import metrics as _eventmap, pyevent
 
 core = pytest.importorskip("tinyprof._core", reason="the C core was not built")
 pure = _pyevent
@@ -102,11 +103,11 @@ def on_both(program, *args):
 
 def test_core_is_the_implementation_when_built():
     if os.environ.get("TINYPROF_PURE", "") not in ("", "0"):
-        assert _annotate.impl is pure
+        assert annotate.impl is pure
     else:
-        assert _annotate.impl is core
-        if _annotate.ENABLED:
-            assert _annotate.Event is core.Event
+        assert annotate.impl is core
+        if annotate.ENABLED:
+            assert annotate.Event is core.Event
 
 
 def test_fast_context_path_is_on_where_checked():
@@ -310,7 +311,7 @@ def test_metric_values_and_hook():
 
 
 def test_keys_declared_later_are_read_as_they_change():
-    """The hot path holds tinyprof._eventmap's dict itself: configure() reaches it."""
+    """The hot path holds tinyprof.annotate.metrics's dict itself: configure() reaches it."""
     with pytest.warns(RuntimeWarning, match="metric 'a' .* is not declared"):
         with core.Event("x", a=1):
             pass

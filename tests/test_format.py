@@ -1,6 +1,6 @@
 """The file format, writer to reader (docs/format.md).
 
-Property tests build multi-rank, multi-file profiles with ``_assemble.build_file``
+Property tests build multi-rank, multi-file profiles with ``assemble.build_file``
 and check that read() gives back exactly what each rank recorded, per
 execution and occurrence: from LocalEvent objects made up directly (any int64
 time, any double), and from random programs run through the hot path.
@@ -20,12 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinyprof
-from tinyprof import _annotate, _assemble, _collect, _format, _layout, _reader
-from tinyprof._collect import LocalEvent
-from tinyprof._format import Header, escape, format_value, unescape
-from tinyprof._layout import file_name
+from tinyprof import annotate
+from tinyprof.runtime import assemble, collect as _collect
+from tinyprof.format import encoding, layout, reader as _reader
+from tinyprof.runtime.collect import LocalEvent
+from tinyprof.format.encoding import Header, escape, format_value, unescape
+from tinyprof.format.layout import file_name
 
-impl = _annotate.impl
+impl = annotate.impl
 PROPERTY = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])
@@ -174,8 +176,8 @@ def write_profile(directory: str, name: str, metrics, ranks, splits) -> None:
         block = ranks[bounds[i]:bounds[i + 1]]
         header = Header(name=name, nranks=len(ranks), first_rank=bounds[i], rank_count=len(block),
                         file_index=i, file_count=nfiles, metrics=list(metrics), created=CREATED)
-        data = _assemble.build_file(header, [ev for _, ev in block], [n for n, _ in block])
-        _layout.write_atomic(os.path.join(directory, file_name(name, i, nfiles)), data)
+        data = assemble.build_file(header, [ev for _, ev in block], [n for n, _ in block])
+        layout.write_atomic(os.path.join(directory, file_name(name, i, nfiles)), data)
 
 
 def expected_series(nexec: int, event: Optional[LocalEvent], column=None) -> List[List]:
@@ -387,13 +389,13 @@ def _encode(names, parents, ids, fields, sections=(), **header) -> bytes:
     """A one-rank file of the given lines (loop 0, no metrics)."""
     h = Header(name="p", nranks=1, first_rank=0, rank_count=1, executions=[1],
                created=CREATED, **header)
-    return _format.encode_file(h, names, parents, ids, [0] * len(ids), [b""] * len(ids),
+    return encoding.encode_file(h, names, parents, ids, [0] * len(ids), [b""] * len(ids),
                                [fields], sections)
 
 
 def _parse(tmp_path, data: bytes) -> _reader.ParsedFile:
     path = str(tmp_path / "p.0-of-1.tp")
-    _layout.write_atomic(path, data)
+    layout.write_atomic(path, data)
     return _reader.parse_file(path)
 
 
@@ -445,5 +447,5 @@ def test_deep_nesting_is_linear(tmp_path):
 
 def test_name_table_gives_parents_and_last_names():
     order = [("m",), ("m", "a"), ("m", "a", "m"), ("m", "b"), ("x",), ("x", "a")]
-    assert _assemble.name_table(order) == (["m", "a", "b", "x"], [-1, 0, 1, 0, -1, 4],
+    assert assemble.name_table(order) == (["m", "a", "b", "x"], [-1, 0, 1, 0, -1, 4],
                                         [0, 1, 0, 2, 3, 1])

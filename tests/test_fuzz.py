@@ -22,11 +22,11 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
-from tinyprof import _assemble
-from tinyprof._collect import LocalEvent
-from tinyprof._format import FormatError, Header
-from tinyprof._reader import ParsedFile, parse_file
-from tinyprof._layout import file_name, write_atomic
+from tinyprof.runtime import assemble
+from tinyprof.runtime.collect import LocalEvent
+from tinyprof.format.encoding import FormatError, Header
+from tinyprof.format.reader import ParsedFile, parse_file
+from tinyprof.format.layout import file_name, write_atomic
 
 SEED = int(os.environ.get("TINYPROF_FUZZ_SEED") or random.randrange(2**32))
 STRICT_COPIES = 3000         # must read as FormatError or the original data
@@ -79,7 +79,7 @@ def real_profiles(directory: str) -> List[str]:
                             file_count=nfiles, metrics=list(metrics.items()),
                             created="2026-01-02T03:04:05Z", run="0123456789abcdef", set_number=3)
             paths.append(os.path.join(directory, file_name(name, i, nfiles)))
-            write_atomic(paths[-1], _assemble.build_file(header, ranks[lo:hi], nexecs[lo:hi]))
+            write_atomic(paths[-1], assemble.build_file(header, ranks[lo:hi], nexecs[lo:hi]))
     return paths
 
 

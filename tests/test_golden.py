@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _assemble, _collect
-from tinyprof._format import Header
-from tinyprof._reader import parse_file
+from tinyprof import annotate
+from tinyprof.runtime import assemble, collect as _collect
+from tinyprof.format.encoding import Header
+from tinyprof.format.reader import parse_file
 
-impl = _annotate.impl
+impl = annotate.impl
 Event = tinyprof.Event
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "fig3-v2.tp")
 GOLDEN_V1 = os.path.join(os.path.dirname(__file__), "golden", "fig3.tp")
@@ -57,7 +58,7 @@ def build(clock) -> bytes:
         executions.append(impl.executions())
     header = Header(name=prof.name, nranks=2, first_rank=0, rank_count=2,
                     metrics=prof.metrics, version="0.1.0")   # the golden pins the format, not the release
-    return _assemble.build_file(header, ranks, executions)
+    return assemble.build_file(header, ranks, executions)
 
 
 def test_fig2_gives_the_golden_file(clock, monkeypatch):

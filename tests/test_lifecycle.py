@@ -18,9 +18,9 @@ import textwrap
 import pytest
 
 import tinyprof
-from tinyprof import _assemble, _session
-from tinyprof._settings import Settings
-from tinyprof._snapshot import Snapshotter
+from tinyprof.runtime import assemble, session as _session
+from tinyprof.runtime.settings import Settings
+from tinyprof.runtime.snapshots import Snapshotter
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 needs_mpi = pytest.mark.skipif(
@@ -277,7 +277,7 @@ def test_the_header_names_run_and_set(tmp_path):
     h = make(4, 2, 2, 1, 2)
     assert (h.set_kind, h.set_number, h.nranks, h.first_rank, h.rank_count) == ("flush", 7, 4, 2, 2)
     assert h.run == _session.current().run
-    assert _assemble.header("n", (), "ab" * 8, "snapshot", 3, 1, 0, 1, 0, 1).set_kind == "snapshot"
+    assert assemble.header("n", (), "ab" * 8, "snapshot", 3, 1, 0, 1, 0, 1).set_kind == "snapshot"
 
 
 # -- deep nesting ----------------------------------------------------------------------

@@ -17,16 +17,18 @@ from typing import List, Optional, Tuple
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _collect
-from tinyprof._mpisection import NONE, Communicator, bucket, encode
+from tinyprof import annotate
+from tinyprof.runtime import collect as _collect
+from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
 from tinyprof.cli import convert_main, main
-from tinyprof.converters import ConvertError, mpitable
+from tinyprof.converters import ConvertError
+from tinyprof.views import mpi
 from test_convert import record_ranks, write_profile
 
 pd = pytest.importorskip("pandas")
 ht = pytest.importorskip("hatchet")
 
-impl = _annotate.impl
+impl = annotate.impl
 Event = tinyprof.Event
 NRANKS = 3
 Callpath = Tuple[str, ...]
@@ -400,5 +402,5 @@ def test_cli_bad_profile_in_a_real_process(tmp_path, clock):
 
 
 def test_size_ranges():
-    assert [mpitable.size_range(k) for k in (0, 1, 2, 10, 11, 12, 21, 64)] == [
+    assert [mpi.size_range(k) for k in (0, 1, 2, 10, 11, 12, 21, 64)] == [
         "0", "[1, 2)", "[2, 4)", "[512, 1K)", "[1K, 2K)", "[2K, 4K)", "[1M, 2M)", "[8E, 16E)"]

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tinyprof._layout import file_name
+from tinyprof.format.layout import file_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -64,7 +64,7 @@ def test_flush_works_when_mpi4py_cannot_be_imported(run_python, tmp_path):
 def test_flush_is_single_process_while_mpi_is_not_initialised(run_python, tmp_path):
     run_python("import mpi4py\nmpi4py.rc.initialize = False\nfrom mpi4py import MPI\n"
                + RECORD.replace("\n    ", "\n")
-               + "from tinyprof import _mpi\n"
+               + "from tinyprof.runtime import mpi_flush as _mpi\n"
                + "assert not MPI.Is_initialized() and not _mpi.last_timings",
                cwd=tmp_path)
 
@@ -72,7 +72,7 @@ def test_flush_is_single_process_while_mpi_is_not_initialised(run_python, tmp_pa
 @needs_mpi
 def test_flush_is_collective_once_the_application_initialised_mpi(run_python, tmp_path):
     run_python("from mpi4py import MPI\n" + RECORD.replace("\n    ", "\n")
-               + "from tinyprof import _mpi\n"
+               + "from tinyprof.runtime import mpi_flush as _mpi\n"
                + "assert _mpi.last_sync == 'common' and sorted(_mpi.last_timings) == "
                  "['encode', 'gather', 'sync', 'write']",
                cwd=tmp_path)

@@ -1,5 +1,5 @@
 """One set of programs run through both hot paths: the C core ``tinyprof._core``
-and the pure-Python ``tinyprof._pyevent`` (what ``TINYPROF_PURE=1`` selects).
+and the pure-Python ``tinyprof.annotate.pyevent`` (what ``TINYPROF_PURE=1`` selects).
 
 Each program gets an injected clock and declared metric keys; the recorded
 trees (names, loops, times, execution boundaries, metric values as stored),
@@ -18,7 +18,7 @@ from array import array
 
 import pytest
 
-from tinyprof import _args, _eventmap, _pyevent
+from tinyprof.annotate import args as _args, metrics as _eventmap, pyevent
 
 core = pytest.importorskip("tinyprof._core", reason="the C core was not built")
 BOTH = [core, _pyevent]

@@ -16,11 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinyprof
-from tinyprof import FormatError, _assemble
-from tinyprof._collect import LocalEvent
-from tinyprof._format import Header
-from tinyprof._reader import parse_file
-from tinyprof._layout import file_name, write_atomic
+from tinyprof import FormatError
+from tinyprof.runtime import assemble
+from tinyprof.runtime.collect import LocalEvent
+from tinyprof.format.encoding import Header
+from tinyprof.format.reader import parse_file
+from tinyprof.format.layout import file_name, write_atomic
 
 HERE = os.path.join(os.path.dirname(__file__), "golden")
 GOLDEN, GOLDEN_V1 = os.path.join(HERE, "fig3-v2.tp"), os.path.join(HERE, "fig3.tp")
@@ -350,7 +351,7 @@ def test_lone_surrogates_and_unicode_whitespace_in_names_read_back(tmp_path):
                          {"a\u2028b\tc": np.array([3.0])}),
               LocalEvent(tuple(names), 0, True, np.array([4]), np.array([0, 0]), {}, {})]
     header = Header(name="p\ud800", nranks=1, first_rank=0, rank_count=1, metrics=keys)
-    write_atomic(str(tmp_path / "p.0-of-1.tp"), _assemble.build_file(header, [events], [1]))
+    write_atomic(str(tmp_path / "p.0-of-1.tp"), assemble.build_file(header, [events], [1]))
     p = tinyprof.read(tmp_path)
     assert p.name == "p\ud800" and p.metrics == keys
     assert p.callpaths == [(names[0],), tuple(names)]
@@ -371,7 +372,7 @@ def write_set(directory, nfiles: int = 3, name: str = "heat", runs=None, sets=No
                         file_index=i, file_count=nfiles, run=runs[i] if runs else RUN,
                         set_kind=kind, set_number=number)
         paths.append(os.path.join(directory, file_name(name, i, nfiles)))
-        write_atomic(paths[-1], _assemble.build_file(header, [events], [1]))
+        write_atomic(paths[-1], assemble.build_file(header, [events], [1]))
     return paths
 
 

@@ -1,5 +1,5 @@
 """The C parser of event lines (tinyprof/_parse.c) against the pure-Python
-reference (tinyprof/_reader.py): the same files accepted, the same values read.
+reference (tinyprof/reader.py): the same files accepted, the same values read.
 
 - the fuzz corpus of tests/test_fuzz.py, mutated copies re-checksummed so that
   the grammar, not the checksum, decides;
@@ -22,18 +22,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from test_fuzz import SEED, content, mutated, real_profiles, resum
-from tinyprof import _assemble, _reader
-from tinyprof._collect import LocalEvent
-from tinyprof._format import FormatError, Header
+from tinyprof.runtime import assemble
+from tinyprof.format import reader
+from tinyprof.runtime.collect import LocalEvent
+from tinyprof.format.encoding import FormatError, Header
 
-pytestmark = pytest.mark.skipif(_reader._parse is None, reason="tinyprof._parse not built")
+pytestmark = pytest.mark.skipif(reader._parse is None, reason="tinyprof._parse not built")
 COPIES = 1500
 
 
 def outcome(path: str, parser: str):
     """("ok", everything read) or ("error", None): which one, and what."""
     try:
-        return "ok", content(_reader.parse_file(path, parser))
+        return "ok", content(reader.parse_file(path, parser))
     except FormatError:
         return "error", None
 
@@ -69,9 +70,9 @@ def test_errors_name_the_reference_line(tmp_path):
     bad = b"\n".join(lines)
     open(path, "wb").write(resum(bad))
     with pytest.raises(FormatError) as python:
-        _reader.parse_file(path, "python")
+        reader.parse_file(path, "python")
     with pytest.raises(FormatError) as auto:
-        _reader.parse_file(path)
+        reader.parse_file(path)
     assert str(auto.value) == str(python.value) == f"{path}:{line}: bad loop field b'x0'"
 
 
@@ -111,7 +112,7 @@ def _profile(draw):
         ranks.append(events)
     header = Header(name="h", nranks=nranks, first_rank=0, rank_count=nranks, metrics=metrics,
                     created="2026-01-02T03:04:05Z")
-    return _assemble.build_file(header, ranks, nexecs)
+    return assemble.build_file(header, ranks, nexecs)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -178,6 +179,6 @@ def test_the_c_parser_reads_a_large_profile_as_the_reference(tmp_path):
                     metrics=[("m", False)], created="2026-01-02T03:04:05Z")
     path = str(tmp_path / "big.tp")
     with open(path, "wb") as f:
-        f.write(_assemble.build_file(header, ranks, [2] * nranks))
+        f.write(assemble.build_file(header, ranks, [2] * nranks))
     assert same(path, "a large profile") == "ok"
     assert os.path.getsize(path) > 2**20

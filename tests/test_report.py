@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof import _report, _session
+from tinyprof.views import report as _report
+from tinyprof.runtime import session
 from tinyprof.cli import main
 from _browser import Browser
 from test_convert import NRANKS, make_profile
@@ -76,7 +77,7 @@ def test_iterations_are_binned_to_a_bounded_size(tmp_path, clock, monkeypatch):
 def test_snapshots_over_time(tmp_path, clock):
     out = tmp_path / "s"
     tinyprof.Profiler("s", frequency=3600, outdir=out, keep="all")
-    snap = _session.current().snapshotter
+    snap = session.current().snapshotter
     steps = [3, 0, 5]
     for k, n in enumerate(steps, 1):
         with tinyprof.Event("main"):
@@ -195,7 +196,7 @@ def test_report_mpi_tables_are_the_profiles(traced_demo):
     want = frame.groupby(["comm", "op", "bucket"])[["calls", "bytes", "time"]].sum()
     got = {(comm, op, size): (calls, nbytes, time) for comm, op, size, calls, nbytes, time in data["ops"]}
     assert len(got) == len(data["ops"]) == len(want) > 0
-    from tinyprof.converters.mpitable import size_range
+    from tinyprof.views.mpi import size_range
     for (comm, op, bucket), r in want.iterrows():
         calls, nbytes, time = got[comm or "(completion)", op, size_range(int(bucket))]
         assert (calls, nbytes) == (int(r.calls), int(r.bytes))

@@ -9,8 +9,8 @@ from typing import List, Sequence, Tuple
 import numpy as np
 import pytest
 
-from tinyprof import _trace
-from tinyprof._tracesection import RECV, SEND
+from tinyprof.analysis import trace as _trace
+from tinyprof.format.trace_section import RECV, SEND
 
 NS = 1e-9
 MAIN = 7            # the OS tid of every rank's main thread here
@@ -174,8 +174,8 @@ def test_the_path_is_contiguous_and_as_long_as_the_run_on_a_random_bsp_trace():
 
 def test_a_profile_without_trace_says_so(tmp_path):
     import tinyprof
-    from tinyprof import _annotate
-    _annotate.impl.reset()
+    from tinyprof import annotate
+    annotate.impl.reset()
     tinyprof.Profiler("plain", outdir=str(tmp_path / "p"))
     with tinyprof.Event("a"):
         pass

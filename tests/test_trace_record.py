@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import tinyprof
-from tinyprof import _pyevent
-from tinyprof._format import FormatError
-from tinyprof._reader import parse_file
-from tinyprof._tracesection import NONE, make_block, encode, parse
+from tinyprof.annotate import pyevent
+from tinyprof.format.encoding import FormatError
+from tinyprof.format.reader import parse_file
+from tinyprof.format.trace_section import NONE, make_block, encode, parse
 
 core = pytest.importorskip("tinyprof._core", reason="the C core was not built")
 BOTH = [core, _pyevent]

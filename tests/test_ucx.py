@@ -11,10 +11,12 @@ import pytest
 from _browser import Browser
 
 import tinyprof
-from tinyprof import _report, _ucx
-from tinyprof.converters import ConvertError, mpitable
-from tinyprof._format import FormatError
-from tinyprof._mpisection import encode, parse
+from tinyprof.views import report as _report
+from tinyprof.runtime import ucx as _ucx
+from tinyprof.converters import ConvertError
+from tinyprof.views import mpi
+from tinyprof.format.encoding import FormatError
+from tinyprof.format.mpi_section import encode, parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -195,7 +197,7 @@ def test_section_round_trip_and_errors():
 
 
 def test_text_table(nolocal):
-    text = mpitable.transport(nolocal, ["large"], by_rank=True)
+    text = mpi.transport(nolocal, ["large"], by_rank=True)
     lines = text.splitlines()
     assert lines[0] == "ucx: UCX carried the MPI traffic of rank(s) 0-2"
     assert lines[1].split() == ["callpath", "rank", "op", "ucp", "op", "protocol", "transport", "calls",
@@ -206,7 +208,7 @@ def test_text_table(nolocal):
                                 "800000.0"]
     assert len(lines) == 4
     with pytest.raises(ConvertError, match="no callpath"):
-        mpitable.transport(nolocal, ["nowhere"])
+        mpi.transport(nolocal, ["nowhere"])
 
 
 def test_report_shows_it(nolocal, tmp_path):

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import tinyprof
-from tinyprof import _capture
+from tinyprof.runtime import capture
 from test_mpi_large import MPIEXEC, needs_mpi
 
 APP = textwrap.dedent("""
@@ -38,7 +38,7 @@ APP = textwrap.dedent("""
 
 
 @needs_mpi
-@pytest.mark.skipif(not os.path.exists(_capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
 @pytest.mark.parametrize("nranks", [1, 3])
 def test_an_unannotated_script_under_mpiexec(tmp_path, nranks):
     app = tmp_path / "app.py"

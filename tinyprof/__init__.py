@@ -13,8 +13,8 @@ Annotate regions, flush, read back::
 
 The file format is specified in docs/format.md.
 """
-from ._annotate import Event, event
-from ._profiler import Profiler, flush
+from .annotate import Event, event
+from .runtime.profiler import Profiler, flush
 from ._version import __version__
 
 __all__ = ["Event", "event", "Profiler", "flush", "read", "snapshots", "Profile", "FormatError",
@@ -23,8 +23,8 @@ __all__ = ["Event", "event", "Profiler", "flush", "read", "snapshots", "Profile"
 # Loaded when first used, so that importing tinyprof and annotating stay light
 # (benchmarks/annotation.py measures it): no numpy (reading does), no pandas or
 # hatchet (the converters do).
-_LAZY = {"FormatError": "._format", "read": "._profile", "snapshots": "._profile", "Profile": "._profile",
-         "to_hatchet": ".converters.hatchet", "to_dataframe": ".converters.dataframe"}
+_LAZY = {"FormatError": ".format", "read": ".analysis.profile", "snapshots": ".analysis.profile",
+         "Profile": ".analysis.profile", "to_hatchet": ".converters.hatchet", "to_dataframe": ".converters.dataframe"}
 
 
 def __getattr__(name: str):

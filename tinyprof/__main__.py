@@ -15,9 +15,9 @@ import runpy
 import sys
 from typing import List, Optional
 
-from ._annotate import Event
-from ._profiler import Profiler
-from ._session import launched_rank
+from .annotate import Event
+from .runtime.profiler import Profiler
+from .runtime.session import launched_rank
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._format import FormatError
+from .format.encoding import FormatError
 from .converters import ConvertError
 
 

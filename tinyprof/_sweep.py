@@ -106,7 +106,8 @@ def sweep(comm, outdir: str, counts: Sequence[int], repeats: int,
     import numpy as np
     from mpi4py import MPI
 
-    from . import Profiler, _mpi, flush
+    from . import Profiler, flush
+    from .runtime import mpi_flush
 
     rank, size = comm.Get_rank(), comm.Get_size()
     spent = [0.0]
@@ -121,7 +122,7 @@ def sweep(comm, outdir: str, counts: Sequence[int], repeats: int,
             start, cpu = MPI.Wtime(), time.thread_time()
             flush()
             own = time.thread_time() - cpu - spent[0]
-            mine = np.array([MPI.Wtime() - start, *(_mpi.last_timings[k] for k in PARTS), own])
+            mine = np.array([MPI.Wtime() - start, *(mpi_flush.last_timings[k] for k in PARTS), own])
             worst, total = np.zeros(len(mine)), np.zeros(len(mine))
             comm.Reduce(mine, worst, op=MPI.MAX, root=0)
             comm.Reduce(mine, total, op=MPI.SUM, root=0)

@@ -20,20 +20,20 @@ from typing import List, Optional
 from . import _command, tune
 from ._version import __version__
 from .converters import TARGETS
-from .converters._values import STATISTICS
-from .converters.mpitable import DEFAULT_BY, KEYS, SORTS
+from .analysis.values import STATISTICS
+from .views.mpi import DEFAULT_BY, KEYS, SORTS
 
 
 def _show(args: argparse.Namespace) -> int:
-    from ._profile import read
-    from ._summary import summary
+    from .analysis.profile import read
+    from .views.summary import summary
 
     print(summary(read(args.profile), args.profile))
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from . import _report
+    from .views import report as _report
 
     output = args.output or "report.html"
     try:
@@ -46,8 +46,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _mpi(args: argparse.Namespace) -> int:
-    from ._profile import read
-    from .converters import mpitable
+    from .analysis.profile import read
+    from .views import mpi
 
     profile = read(args.profile)
     if not profile.mpi_recorded:
@@ -55,20 +55,20 @@ def _mpi(args: argparse.Namespace) -> int:
               "(record with Profiler(mpi=True) or TINYPROF_MPI=1)", file=sys.stderr)
         return 1
     if "transport" in args.by:
-        print(mpitable.transport(profile, args.callpath, "rank" in args.by, args.limit))
+        print(mpi.transport(profile, args.callpath, "rank" in args.by, args.limit))
         return 0
-    rows = mpitable.group(profile, args.by, args.callpath, args.comm)
-    print(mpitable.table(profile, rows, args.by, args.sort, args.limit))
+    rows = mpi.group(profile, args.by, args.callpath, args.comm)
+    print(mpi.table(profile, rows, args.by, args.sort, args.limit))
     if args.comms:
-        print(f"\n{mpitable.communicators(profile)}")
+        print(f"\n{mpi.communicators(profile)}")
     if not rows:
         print("tinyprof: no MPI call matches", file=sys.stderr)
     return 0 if rows else 1
 
 
 def _trace_command(args: argparse.Namespace) -> int:
-    from . import _tracetext
-    from ._profile import read
+    from .views import trace as _tracetext
+    from .analysis.profile import read
 
     profile = read(args.profile)
     limit = args.limit or None
@@ -99,7 +99,7 @@ def _count(text: str) -> int:
 
 
 def _callflow(args: argparse.Namespace) -> int:
-    from ._profile import read
+    from .analysis.profile import read
     from .converters import callflow
 
     profile = read(args.profile)
@@ -110,7 +110,7 @@ def _callflow(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from ._profile import read
+    from .analysis.profile import read
     from .converters import convert
 
     _echo(convert(read(args.profile), args.target, args.output, args.statistic, args.table))

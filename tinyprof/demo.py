@@ -26,7 +26,8 @@ from typing import Any, Callable, List, Optional
 import numpy as np
 
 import tinyprof
-from tinyprof import Event, _session
+from . import Event
+from .runtime import session
 
 HOT, COLD = 100.0, 0.0
 COMPUTE, COMM = 1, 2                   # values of the consistent "kind" metric
@@ -111,15 +112,15 @@ def _launch(args: argparse.Namespace, argv: List[str]) -> int:
     status = subprocess.run(cmd, env=env).returncode
     if status:
         sys.exit(f"tinyprof.demo: {' '.join(cmd)} failed with status {status}")
-    from ._summary import summary
+    from .views.summary import summary
     profile = tinyprof.read(args.outdir)
     print(summary(profile, args.outdir))
     if profile.mpi_recorded:
-        from .converters import mpitable
+        from .views import mpi
         print(f"\nMPI calls (tinyprof mpi {args.outdir}; docs/mpi.md):")
-        print(mpitable.table(profile, mpitable.group(profile), limit=8))
+        print(mpi.table(profile, mpi.group(profile), limit=8))
     if args.trace:
-        from . import _tracetext
+        from .views import trace as _tracetext
         print(f"\nCritical path (tinyprof critical-path {args.outdir}; docs/trace.md):")
         print(_tracetext.critical_path(profile, limit=8))
         print(f"\nWait states (tinyprof wait-states {args.outdir}):")
@@ -145,7 +146,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     residual = solve(comm, args.steps, args.rows, args.cols)
     tinyprof.flush()
     elapsed = comm.reduce(MPI.Wtime() - start, op=MPI.MAX)
-    snap = _session.current().snapshotter
+    snap = session.current().snapshotter
     taken = comm.reduce(snap.taken if snap else 0, op=MPI.MAX)
     cpu = comm.reduce(snap.cpu if snap else 0.0, op=MPI.MAX)
     if comm.Get_rank() == 0:

@@ -21,7 +21,7 @@ import tempfile
 from typing import Dict, List, Optional, Sequence
 
 from . import _command, _sweep
-from ._settings import clamp_aggregators, env_aggregators
+from .runtime.settings import clamp_aggregators, env_aggregators
 
 # Totals within this fraction of the fastest count as a tie: the fewest files win.
 TOLERANCE = 0.10

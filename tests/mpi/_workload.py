@@ -12,11 +12,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 import tinyprof
-from tinyprof import _annotate, _collect
-from tinyprof._collect import LocalEvent
-from tinyprof._reader import parse_file
+from tinyprof import annotate
+from tinyprof.runtime import collect as _collect
+from tinyprof.runtime.collect import LocalEvent
+from tinyprof.format.reader import parse_file
 
-impl = _annotate.impl
+impl = annotate.impl
 Event = tinyprof.Event
 SELFKEYS = "tag:0,mem:1,color:0"
 ODD = "odd |<;+%\n név"        # a name with every separator of the format in it

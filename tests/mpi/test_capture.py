@@ -18,7 +18,7 @@ import pytest
 from mpi4py import MPI
 
 import tinyprof
-from tinyprof import _capture
+from tinyprof.runtime import capture as _capture
 from _workload import all_errors
 
 pytestmark = [pytest.mark.mpi,
@@ -31,7 +31,7 @@ Key = Tuple[Tuple[str, ...], int, str, str]        # callpath, rank, comm, op
 
 def _start(name: str, outdir) -> None:
     """A fresh event map and MPI counts, and a profiler recording MPI."""
-    tinyprof._annotate.impl.reset()
+    tinyprof.annotate.impl.reset()
     prof = tinyprof.Profiler(name, outdir=outdir, mpi=True)
     assert prof.session.capture is not None, "MPI capture did not start"
     prof.session.capture.reset()
@@ -188,7 +188,7 @@ def test_asyncio_task_switches_charge_the_last_entered_callpath(world, mpi_tmp_p
 
 
 def test_capture_off_records_nothing(world, mpi_tmp_path):
-    tinyprof._annotate.impl.reset()
+    tinyprof.annotate.impl.reset()
     tinyprof.Profiler("off", outdir=mpi_tmp_path, mpi=False)
     with Event("main"):
         world.Barrier()
@@ -203,10 +203,10 @@ def test_snapshots_carry_the_mpi_section(world, mpi_tmp_path, aggregated):
     """Per rank (an explicit take) and aggregated (a helper thread, 2 files):
     the snapshot's mpi rows are the application's, none of tinyprof's own."""
     _start("snap", mpi_tmp_path)
-    prof = tinyprof._session.current()
+    prof = tinyprof.runtime.session.current()
     if aggregated:
         tinyprof.Profiler("snap", outdir=mpi_tmp_path, mpi=True, frequency=3600, aggregators=2)
-        prof = tinyprof._session.current()
+        prof = tinyprof.runtime.session.current()
         prof.capture.reset()
     with Event("main"):
         for _ in range(4):

@@ -15,8 +15,8 @@ import pytest
 from mpi4py import MPI
 
 import tinyprof
-from tinyprof import _mpi
-from tinyprof._layout import file_name
+from tinyprof.runtime import mpi_flush
+from tinyprof.format.layout import file_name
 from _workload import SELFKEYS, all_errors, record, snapshot, verify
 
 pytestmark = [pytest.mark.mpi, pytest.mark.filterwarnings("error")]
@@ -49,21 +49,21 @@ def test_phase_one_falls_back_to_full_sync_only_on_wrong_hints(world, mpi_tmp_pa
     errors = errs + verify(world, mpi_tmp_path, snapshot(), naggs)
     assert not all_errors(world, errors)
     # One rank cannot disagree with itself.
-    assert _mpi.last_sync == ("common" if hint == "right" or world.Get_size() == 1 else "full")
+    assert mpi_flush.last_sync == ("common" if hint == "right" or world.Get_size() == 1 else "full")
 
 
 def test_a_rank_without_events(world, mpi_tmp_path):
     record(world)
     if world.Get_rank() == 0:
-        tinyprof._annotate.impl.reset()
+        tinyprof.annotate.impl.reset()
     errs, naggs = _flush(world, mpi_tmp_path, aggregators=3)
     errors = errs + verify(world, mpi_tmp_path, snapshot(), naggs)
     assert not all_errors(world, errors)
-    assert _mpi.last_sync == ("common" if world.Get_size() == 1 else "full")
+    assert mpi_flush.last_sync == ("common" if world.Get_size() == 1 else "full")
 
 
 def test_no_events_anywhere(world, mpi_tmp_path):
-    tinyprof._annotate.impl.reset()
+    tinyprof.annotate.impl.reset()
     errs, naggs = _flush(world, mpi_tmp_path)
     errors = errs + verify(world, mpi_tmp_path, snapshot(), naggs)
     assert not all_errors(world, errors)
@@ -144,7 +144,7 @@ def test_groups_are_contiguous_and_even(world):
         return
     for nranks in range(1, 70):
         for naggs in range(1, nranks + 1):
-            groups = [_mpi.group_of(r, nranks, naggs) for r in range(nranks)]
+            groups = [mpi_flush.group_of(r, nranks, naggs) for r in range(nranks)]
             sizes = {}
             for r, (index, first, size) in enumerate(groups):
                 assert first <= r < first + size and groups[first][1] == first

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof import _annotate, _tracesection
-from tinyprof._reader import parse_file
+from tinyprof import annotate
+from tinyprof.format import trace_section
+from tinyprof.format.reader import parse_file
 from _workload import all_errors
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,7 +35,7 @@ def _fake_clock_class():
 FakeClock = _fake_clock_class()
 
 pytestmark = [pytest.mark.mpi]
-impl = _annotate.impl
+impl = annotate.impl
 
 
 def blocks_of(outdir) -> list:
@@ -44,7 +45,7 @@ def blocks_of(outdir) -> list:
         f = parse_file(os.path.join(outdir, name))
         h = f.header
         if "trace" in f.sections:
-            out += _tracesection.parse(f.sections["trace"], name, f.section_lines["trace"],
+            out += trace_section.parse(f.sections["trace"], name, f.section_lines["trace"],
                                        len(f.parents), h.first_rank, h.rank_count, h.nranks)
     return out
 

@@ -24,7 +24,7 @@ SLACK = 0.25        # seconds a loaded machine may add to a step, at most
 
 
 def _start(name: str, outdir) -> None:
-    tinyprof._annotate.impl.reset()
+    tinyprof.annotate.impl.reset()
     prof = tinyprof.Profiler(name, outdir=str(outdir), mpi=True, trace=True)
     assert prof.session.capture is not None, "MPI capture did not start"
     prof.session.capture.reset()

@@ -1,6 +1,6 @@
 // Prints the `mpi` section payload of the rows read from stdin, through the
 // header's encoder: the codec identity tests (test_mpi_capture.py,
-// test_transport.py) compare it with tinyprof._mpisection.encode. One row a
+// test_transport.py) compare it with tinyprof.format.mpi_section.encode. One row a
 // line, fields separated by spaces, `-` for NONE (or no member):
 //   comm <name> <size> <created> <member,member,...>
 //   op <rank> <line> <comm> <op> <bucket> <calls> <bytes> <time>

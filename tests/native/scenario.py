@@ -15,11 +15,11 @@ def main(prefix: str, outdir: str, mpi: bool) -> None:
         from mpi4py import MPI
         rank = MPI.COMM_WORLD.Get_rank()
     import tinyprof
-    from tinyprof import _annotate
-    from tinyprof._format import unescape
+    from tinyprof import annotate
+    from tinyprof.format.encoding import unescape
 
     now = [0]
-    _annotate.impl.set_clock(lambda: now[0])
+    annotate.impl.set_clock(lambda: now[0])
     profiler_args: dict = {}
     prof = None
     stack = []

@@ -11,14 +11,14 @@ from typing import Dict, List, Tuple
 import pytest
 
 import tinyprof
-from tinyprof import _mpisection, _reader
-from tinyprof._mpisection import NONE, Communicator
+from tinyprof.format import mpi_section, reader
+from tinyprof.format.mpi_section import NONE, Communicator
 
 from conftest import FLAGS, MPICXX, ROOT, run
 
 LIB = Path(tinyprof.__file__).parent / "libtinyprof_mpi.so"
 
-# -- the codec: byte identity with tinyprof._mpisection.encode ------------------
+# -- the codec: byte identity with tinyprof.format.mpi_section.encode ------------------
 
 NAME_CHARS = "ABCabcz019_.@"
 
@@ -74,13 +74,13 @@ def test_encoder_matches_the_python_codec(build):
         comms, ops, peers = random_section(rng)
         out = subprocess.run([str(exe)], input=driver_input(comms, ops, peers).encode(),
                              capture_output=True, check=True, timeout=30).stdout
-        assert out == _mpisection.encode(comms, ops, peers)
+        assert out == mpi_section.encode(comms, ops, peers)
 
 
 def test_empty_section_matches(build):
     out = subprocess.run([str(build("tests/native/mpi_encode.cpp"))], input=b"", capture_output=True,
                          check=True, timeout=30).stdout
-    assert out == _mpisection.encode([], [], []) == b"comms 0\nops 0\npeers 0\n"
+    assert out == mpi_section.encode([], [], []) == b"comms 0\nops 0\npeers 0\n"
 
 
 # -- a real run ---------------------------------------------------------------
@@ -114,7 +114,7 @@ def expected(nranks: int, rank: int):
     comms = {"COMM_WORLD": list(range(nranks)), "COMM_SELF": [], half_name: half,
              half_name + ".dup1": half, "COMM_WORLD.dup2": list(range(nranks))}
     n = 2 * ITERATIONS
-    b = _mpisection.bucket
+    b = mpi_section.bucket
     ops: Dict[Key, Tuple[int, int]] = {
         (SETUP, "COMM_WORLD", "Comm_split", 0): (1, 0),
         (SETUP, half_name, "Comm_dup", 0): (1, 0),
@@ -140,9 +140,9 @@ def read_section(outdir: Path):
     assert files
     out = []
     for path in files:
-        parsed = _reader.parse_file(str(path))
+        parsed = reader.parse_file(str(path))
         h = parsed.header
-        section = _mpisection.parse(parsed.sections["mpi"], str(path), 1, len(parsed.lines),
+        section = mpi_section.parse(parsed.sections["mpi"], str(path), 1, len(parsed.lines),
                                     h.first_rank, h.rank_count, h.nranks)
         paths = list(parsed.events)
         out.append((h, section, lambda line, paths=paths: None if line == NONE else paths[line]))
@@ -214,4 +214,4 @@ def test_matrix_of_the_run(capture_program, tmp_path):
 def test_capture_off_by_environment(capture_program, tmp_path):
     run([capture_program, tmp_path / "prof"], nranks=2, TINYPROF_MPI="0")
     for path in (tmp_path / "prof").glob("mpicap.*.tp"):
-        assert "mpi" not in _reader.parse_file(str(path)).sections
+        assert "mpi" not in reader.parse_file(str(path)).sections

@@ -13,8 +13,8 @@ from typing import Dict, List, Tuple
 import pytest
 
 import tinyprof
-from tinyprof import _layout
-from tinyprof._format import escape
+from tinyprof.format import layout
+from tinyprof.format.encoding import escape
 
 from conftest import BIN, MPICXX, ROOT, run
 from test_vectors import RankScript, run_cxx
@@ -176,12 +176,12 @@ def test_snapshots_hold_what_each_rank_had_recorded(build, tmp_path, nranks, lev
     files = min(2, nprocs) if level == "multiple" else nprocs
     assert result.stderr.count("below MPI_THREAD_MULTIPLE") == (level == "funneled")
     assert tinyprof.snapshots(str(out)) == [1, 2, 3, 4]
-    heads = {(out / "snapshots" / f"{k:06d}" / _layout.file_name("snap", 0, files)).read_bytes().split(b"\n")[3]
+    heads = {(out / "snapshots" / f"{k:06d}" / layout.file_name("snap", 0, files)).read_bytes().split(b"\n")[3]
              for k in range(1, 5)}
     assert heads == {b"set snapshot 1", b"set snapshot 2 over 1", b"set snapshot 3 over 2", b"set snapshot 4 over 3"}
     for k in range(1, 5):
-        directory = _layout.snapshot_dir(str(out), k)
-        assert sorted(os.listdir(directory)) == [_layout.file_name("snap", i, files) for i in range(files)]
+        directory = layout.snapshot_dir(str(out), k)
+        assert sorted(os.listdir(directory)) == [layout.file_name("snap", i, files) for i in range(files)]
         prof = tinyprof.read(str(out), snapshot=k)
         for rank in range(nprocs):
             assert prof.series(STEP, rank, "it") == expected_steps(rank, k), (k, rank)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof._tracesection import NONE, encode, make_block
+from tinyprof.format.trace_section import NONE, encode, make_block
 from conftest import run
 from test_mpi_capture import LIB
 

@@ -1,6 +1,6 @@
 """The transport view in C++ (TINYPROF_UCX=1): the header's transport and
-ucx blocks byte for byte as tinyprof._mpisection writes them, its reading of
-UCX's protocol tables as tinyprof._ucx's, and real runs of transport.cpp
+ucx blocks byte for byte as tinyprof.format.mpi_section writes them, its reading of
+UCX's protocol tables as tinyprof.runtime.ucx's, and real runs of transport.cpp
 linked with libtinyprof_mpi under MPIR_CVAR_NOLOCAL=1 (docs/native.md)."""
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import tinyprof
-from tinyprof import _mpisection, _ucx
-from tinyprof._mpisection import NONE
+from tinyprof.format import mpi_section
+from tinyprof.runtime import ucx as _ucx
+from tinyprof.format.mpi_section import NONE
 
 from conftest import ROOT, run
 from test_mpi_capture import driver_input, linked, random_section
@@ -28,7 +29,7 @@ def random_transport(rng: random.Random):
                rng.choice(["tag_send", "tag_recv", "put"]), rng.choice(["", "eager short", "rendezvous zcopy"]),
                rng.choice(["", "tcp/eth0", "sysv/memory, cma/memory"]))
         rows[key] = (rng.randint(1, 9), rng.choice([0, 8, 2**40]))
-    states = [(r, rng.choice(_mpisection.UCX_STATES)) for r in rng.sample(range(6), rng.randint(0, 3))]
+    states = [(r, rng.choice(mpi_section.UCX_STATES)) for r in rng.sample(range(6), rng.randint(0, 3))]
     return [(*k, *v) for k, v in rows.items()], states
 
 
@@ -42,7 +43,7 @@ def test_encoder_matches_the_python_codec(build):
             "transport " + "|".join("" if v == NONE else str(v) for v in row) + "\n" for row in transport) + \
             "".join(f"ucx {rank} {state}\n" for rank, state in states)
         out = subprocess.run([str(exe)], input=text.encode(), capture_output=True, check=True, timeout=30).stdout
-        assert out == _mpisection.encode(comms, ops, peers, transport, states)
+        assert out == mpi_section.encode(comms, ops, peers, transport, states)
 
 
 def test_tables_read_as_python_reads_them(build):

@@ -15,7 +15,7 @@ from typing import Callable, List
 import pytest
 
 import tinyprof
-from tinyprof._format import escape, format_value
+from tinyprof.format.encoding import escape, format_value
 
 from conftest import EPOCH, ROOT, run
 

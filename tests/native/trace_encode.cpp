@@ -1,6 +1,6 @@
 // Prints the `trace` block of the rows read from stdin, through the header's
 // encoder: the codec identity test (test_trace.py) compares it with
-// tinyprof._tracesection.make_block + encode. One row a line, fields
+// tinyprof.format.trace_section.make_block + encode. One row a line, fields
 // separated by spaces, `-` for NONE:
 //   rank <r> <local0> <offset0> <local1> <offset1> <error> <dropped events> <dropped calls>
 //   comm <name>

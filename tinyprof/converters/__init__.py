@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from .._profile import Profile
+from ..analysis.profile import Profile
 
 TARGETS = ("hatchet", "callflow", "csv", "perfetto")
 

@@ -16,10 +16,10 @@ import re
 import sys
 from typing import List, Optional
 
-from .._profile import Profile
+from ..analysis.profile import Profile
 
 from . import _callflow_fixes
-from ._values import aggregate
+from ..analysis.values import aggregate
 from .hatchet import write_aggregates
 
 

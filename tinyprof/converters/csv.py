@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Tuple
 
 import numpy as np
 
-from .._layout import write_atomic
-from .._profile import Profile
+from ..format.layout import write_atomic
+from ..analysis.profile import Profile
 from . import ConvertError
 from .dataframe import to_dataframe
 

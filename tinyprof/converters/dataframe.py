@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Sequence, Tuple, Union
 
 import numpy as np
 
-from .._profile import _PER_SECOND, Profile
+from ..analysis.profile import _PER_SECOND, Profile
 
-from ._values import as_profile, check_columns, consistent, occurrences
+from ..analysis.values import as_profile, check_columns, consistent, occurrences
 
 if TYPE_CHECKING:                       # pandas is imported when to_dataframe runs
     import pandas

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from .._profile import Profile
+from ..analysis.profile import Profile
 
 from . import _jsonsplit
-from ._values import MPI_VALUES, Aggregates, aggregate, as_profile, check_columns, mpi_per_node
+from ..analysis.values import (MPI_VALUES, Aggregates, aggregate, as_profile, check_columns,
+                               mpi_per_node)
 
 if TYPE_CHECKING:                       # hatchet is imported when a function needs it
     import hatchet

@@ -22,9 +22,9 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from .. import _trace
-from .._layout import write_atomic
-from .._profile import Profile
+from ..analysis import trace as _trace
+from ..format.layout import write_atomic
+from ..analysis.profile import Profile
 from . import ConvertError
 
 

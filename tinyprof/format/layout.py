@@ -12,7 +12,7 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from ._format import FormatError
+from .encoding import FormatError
 
 SUFFIX = ".tp"
 SNAPSHOTS = "snapshots"       # subdirectory of an output directory holding the snapshots

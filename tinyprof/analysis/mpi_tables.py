@@ -8,9 +8,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _mpisection
-from ._reader import ParsedFile
-from ._mpisection import NONE
+from ..format import mpi_section
+from ..format.reader import ParsedFile
+from ..format.mpi_section import NONE
 
 Callpath = Tuple[str, ...]
 
@@ -41,7 +41,7 @@ def load(files: Sequence[ParsedFile]) -> MpiData:
         if payload is None:
             continue
         h = f.header
-        s = _mpisection.parse(payload, f.path, f.section_lines.get("mpi", 0), len(f.parents),
+        s = mpi_section.parse(payload, f.path, f.section_lines.get("mpi", 0), len(f.parents),
                               h.first_rank, h.rank_count, h.nranks)
         data.recorded = True
         paths = f.paths
@@ -64,7 +64,7 @@ def load(files: Sequence[ParsedFile]) -> MpiData:
 def table(data: MpiData, units_per_second: float) -> Any:
     """``Profile.mpi``: one row per (callpath, rank, comm, op, size bucket)."""
     import pandas as pd
-    rows = [(path, rank, comm, op, k, *_mpisection.bucket_range(k), calls, nbytes,
+    rows = [(path, rank, comm, op, k, *mpi_section.bucket_range(k), calls, nbytes,
              t / units_per_second) for path, rank, comm, op, k, calls, nbytes, t in data.ops]
     frame = pd.DataFrame(rows, columns=MPI_COLUMNS)
     return frame.astype({"rank": "int64", "bucket": "int64", "size_min": "int64",

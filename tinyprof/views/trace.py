@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-from . import _trace
-from ._profile import Profile
-from ._summary import _UNITS, _align, _printable
+from ..analysis import trace as _trace
+from ..analysis.profile import Profile
+from .summary import _UNITS, _align, _printable
 
 
 def _unit(seconds: float) -> Tuple[str, float]:

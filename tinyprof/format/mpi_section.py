@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from ._format import MAX_NATURAL, FormatError, _natural
+from .encoding import MAX_NATURAL, FormatError, _natural
 
 NONE = -1       # a row's line outside any event, a completion call's communicator
 

@@ -21,11 +21,14 @@ from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from . import _annotate, _assemble, _eventmap, _layout, _lifecycle
-from ._collect import LocalEvent, collect
-from ._format import NO_RUN, Header, env_run_id
-from ._settings import Settings
-from ._snapshot import Snapshotter
+from .. import annotate
+from . import assemble, lifecycle as _lifecycle
+from ..annotate import metrics as _eventmap
+from ..format import layout
+from .collect import LocalEvent, collect
+from ..format.encoding import NO_RUN, Header, env_run_id
+from .settings import Settings
+from .snapshots import Snapshotter
 
 # Environment variables by which MPI launchers tell a process its rank and size.
 _LAUNCH_VARS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
@@ -124,10 +127,10 @@ class Session:
         """Make the session live: agree on the run id and the snapshot clock
         (collective over the communicator), attach to the lifecycle events,
         start periodic snapshots. Nothing when profiling is off."""
-        if not _annotate.enabled():
+        if not annotate.enabled():
             return self
         if _lifecycle.take_inherited():     # a fork child profiling itself: from scratch
-            _annotate.impl.reset()
+            annotate.impl.reset()
         settings = self.settings
         _eventmap.configure(settings.metrics)
         run, start = _run_id(), self.clock()
@@ -135,7 +138,7 @@ class Session:
         if settings.mpi:
             self._start_capture(comm)
         if settings.trace:
-            _annotate.impl.trace(settings.trace_limit)
+            annotate.impl.trace(settings.trace_limit)
             if self.capture is not None:
                 self.capture.trace(settings.trace_limit)
         if comm is not None:
@@ -184,7 +187,7 @@ class Session:
         if comm is None:
             self.warn("mpi", "mpi=True, but MPI is not running (mpi4py): no MPI data is recorded")
             return
-        from . import _capture
+        from . import capture as _capture
         try:
             self.capture = _capture.Capture.start()
         except Exception as e:      # Unavailable, or an unexpected loader failure
@@ -204,9 +207,9 @@ class Session:
         if not self.settings.trace:
             return
         if self.private is not None:
-            from . import _clocksync
+            from . import clocksync
             with self.paused():
-                sync = _clocksync.sync(self.private)
+                sync = clocksync.sync(self.private)
         else:
             sync = (time.perf_counter_ns(), 0, 0)
         self.syncs = [self.syncs[0], sync] if self.syncs else [sync]
@@ -233,7 +236,7 @@ class Session:
             self.capture.trace(0)
             self.capture.stop()
         if self.settings.trace:
-            _annotate.impl.trace(0)
+            annotate.impl.trace(0)
         self.private, self.groups = None, {}
 
     def forked(self) -> None:
@@ -245,17 +248,17 @@ class Session:
 
     # -- writing ---------------------------------------------------------------------
 
-    def header_maker(self, kind: str, number: int) -> _assemble.HeaderMaker:
+    def header_maker(self, kind: str, number: int) -> assemble.HeaderMaker:
         """Headers of the files of set ``kind`` (flush or snapshot) ``number``."""
         s = self.settings
-        return functools.partial(_assemble.header, s.name, s.metrics, self.run, kind, number)
+        return functools.partial(assemble.header, s.name, s.metrics, self.run, kind, number)
 
     def flush(self) -> Optional[str]:
         """Write everything recorded so far as flush set ``self.flushes``;
         collective over the communicator. Returns the output directory."""
         if not self.live:
             return None
-        impl = _annotate.impl
+        impl = annotate.impl
         mpi = self.private is not None and _live_mpi() is not None
         if mpi and self.settings.trace:
             self._sync_clock()
@@ -269,9 +272,9 @@ class Session:
         self.flushes += 1                   # every attempt takes a number, on all ranks alike
         parts = self._parts(events, trace)
         if mpi:
-            from . import _mpi         # imports mpi4py, which is running already
+            from . import mpi_flush         # imports mpi4py, which is running already
             with self.paused():
-                written = _mpi.flush(self.private, self.settings, self.stem, make_header,
+                written = mpi_flush.flush(self.private, self.settings, self.stem, make_header,
                                      events, executions, self.groups, parts)
         else:
             written = self._flush_alone(make_header(1, 0, 1, 0, 1), events, executions, parts)
@@ -283,11 +286,11 @@ class Session:
         """This rank's trace block for a map of node ids to lines. Reads the
         records now, before the event map is copied, so that every node they
         name has a line."""
-        from . import _tracerank
-        core = _annotate.impl.trace_records()
+        from . import trace_block
+        core = annotate.impl.trace_records()
         calls = self.capture.trace_calls() if self.capture is not None else None
-        clock = _tracerank.clock_of(self.syncs)
-        return functools.partial(_tracerank.block, self.rank, clock, core, calls)
+        clock = trace_block.clock_of(self.syncs)
+        return functools.partial(trace_block.block, self.rank, clock, core, calls)
 
     def _parts(self, events: Sequence[LocalEvent], trace: Optional[Callable]
                ) -> Dict[str, Callable[[Dict[tuple, int]], bytes]]:
@@ -300,7 +303,7 @@ class Session:
         capture = self.capture
         if capture is not None:
             def mpi(lines: Dict[tuple, int]) -> bytes:
-                from ._mpisection import encode_section
+                from ..format.mpi_section import encode_section
                 return encode_section(capture.section(self.rank, by_node(lines)))
             parts["mpi"] = mpi
         if trace is not None:
@@ -317,7 +320,7 @@ class Session:
         position = {e.node.id: i for i, e in enumerate(events)}
         mpi = b""
         if self.capture is not None:
-            from ._mpisection import encode_section
+            from ..format.mpi_section import encode_section
             mpi = encode_section(self.capture.section(self.rank, position))
         if self.settings.trace and not self.settings.frequency:
             return mpi, [("trace", self._trace_part()(position))]
@@ -328,15 +331,15 @@ class Session:
         outdir = self.settings.outdir
         lines = {e.path: i for i, e in enumerate(events)}
         sections = [(name, part(lines)) for name, part in parts.items()]
-        data = _assemble.build_file(header, [events], [executions], sections=sections)
-        path = _layout.set_file(outdir, self.stem, 0, 1)
-        failure = _layout.write_file(outdir, path, data)
+        data = assemble.build_file(header, [events], [executions], sections=sections)
+        path = layout.set_file(outdir, self.stem, 0, 1)
+        failure = layout.write_file(outdir, path, data)
         if failure:
             self.warn(outdir, f"cannot write profile file {path}: {failure}; "
                       "the data stays in memory for the next flush")
             return False
-        for stale in _layout.stale_sets(outdir, self.stem, 1):
-            _layout.remove(stale)
+        for stale in layout.stale_sets(outdir, self.stem, 1):
+            layout.remove(stale)
         return True
 
     def warn(self, key: str, message: str) -> None:
@@ -356,7 +359,7 @@ class Session:
         snap = self.snapshotter
         if not self.live or snap is None:
             return
-        impl = _annotate.impl
+        impl = annotate.impl
         need = bool(impl.root().children) and \
             fingerprint(impl.root(), impl.executions()) != self.flushed
         try:
@@ -413,7 +416,7 @@ class Session:
         rank's file, then wait until every rank's is there (the first rank to
         die makes mpiexec kill the rest)."""
         snap = self.snapshotter
-        if not self.live or snap is None or not _annotate.impl.root().children:
+        if not self.live or snap is None or not annotate.impl.root().children:
             return
         timeout = _lifecycle.TERM_TIMEOUT
         if snap.comm is not None:
@@ -427,7 +430,7 @@ class Session:
         worker.join(timeout)
         outdir = self.settings.outdir
         while self.size > 1 and time.monotonic() < end and \
-                not _layout.snapshot_is_complete(outdir, k):
+                not layout.snapshot_is_complete(outdir, k):
             time.sleep(0.01)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from ._format import FormatError, _natural
+from .encoding import FormatError, _natural
 
 # (event line, rank, bytes kept from the base's field, the bytes that follow)
 Splice = Tuple[int, int, int, bytes]

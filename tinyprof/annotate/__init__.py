@@ -1,7 +1,7 @@
 """The annotation API: ``Event`` (context manager and decorator) and ``event``.
 
-The hot path is the C core ``tinyprof._core`` when it was built, else the
-pure-Python ``tinyprof._pyevent``; ``TINYPROF_PURE=1`` forces the latter.
+The hot path is the C core ``tinyprof.annotate._core`` when it was built, else the
+pure-Python ``tinyprof.annotate.pyevent``; ``TINYPROF_PURE=1`` forces the latter.
 ``TINYPROF=0`` replaces both with a no-op that records nothing. Both
 implementations follow the same rules (docs/events.md): an exit out of order
 never raises, and misuse of an Event object warns once and is ignored.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional, TypeVar
 
-from . import _eventmap
+from . import metrics
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,12 +31,12 @@ def _load_impl():
             return _core
         except ImportError:
             pass
-    from . import _pyevent
-    return _pyevent
+    from . import pyevent
+    return pyevent
 
 
 impl = _load_impl()
-impl.set_metric_keys(_eventmap.keys, _eventmap.warn_undeclared)
+impl.set_metric_keys(metrics.keys, metrics.warn_undeclared)
 
 
 class _NullEvent:

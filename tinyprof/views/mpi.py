@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .._mpisection import encode_members
-from .._profile import _PER_SECOND, Profile
-from .._summary import _UNITS as _TIME_UNITS, _printable
+from ..format.mpi_section import encode_members
+from ..analysis.profile import _PER_SECOND, Profile
+from .summary import _UNITS as _TIME_UNITS, _printable
 
-from . import ConvertError
+from ..converters import ConvertError
 
 Callpath = Tuple[str, ...]
 KEYS = ("callpath", "comm", "op", "bucket", "rank", "transport")   # what rows can be grouped by

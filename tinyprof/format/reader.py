@@ -2,7 +2,7 @@
 
 The header, name table and sections are parsed here, in Python. The event
 lines, which hold the values, are parsed by the C extension ``_parse``
-(tinyprof/_parse.c) straight into flat numpy arrays, releasing the GIL. This
+(tinyprof/format/_parse.c) straight into flat numpy arrays, releasing the GIL. This
 module keeps the pure-Python parser as the reference: it reads version-1
 files, it is used when the extension is not built or ``TINYPROF_PURE=1``,
 and it reparses any file the C parser rejects, so that errors carry its
@@ -20,8 +20,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ._format import (FORMAT_VERSION, MAX_NATURAL, FormatError, Header, _natural, _RUN_RE,
-                      escape, format_value, unescape)
+from .encoding import (FORMAT_VERSION, MAX_NATURAL, FormatError, Header, _natural, _RUN_RE, escape,
+                       format_value, unescape)
 
 try:
     from . import _parse
@@ -151,7 +151,7 @@ def parse_data(path: str, data: bytes, parser: str = "auto") -> ParsedFile:
     if parser == "auto" and (_parse is None or os.environ.get("TINYPROF_PURE", "") not in ("", "0")):
         parser = "python"
     if parser == "c" and _parse is None:
-        raise RuntimeError("tinyprof._parse, the C parser, is not built")
+        raise RuntimeError("tinyprof.format._parse, the C parser, is not built")
     return _Parser(path, data, parser).parse()
 
 

@@ -12,9 +12,9 @@ from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
-from .._profile import _PER_SECOND, Profile, read
+from .profile import _PER_SECOND, Profile, read
 
-from . import ConvertError
+from ..converters import ConvertError
 
 STATISTICS = ("sum", "mean", "min", "max")
 

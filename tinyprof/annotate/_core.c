@@ -7,7 +7,7 @@
  * The open-event stack is a contextvars.ContextVar holding the current Node
  * (unset means the root), so threads and asyncio tasks each have their own.
  * Exits out of order never raise (docs/events.md); argument checks beyond
- * the trivial ones and misuse warnings are tinyprof._args's, shared with
+ * the trivial ones and misuse warnings are tinyprof.annotate.args's, shared with
  * the pure-Python twin.
  *
  * Thread safety rests on the GIL: no Python code runs while the tree or the
@@ -837,11 +837,11 @@ typedef struct {
 
 static PyTypeObject EventType;
 
-/* A function of tinyprof._args (new reference), imported on first need. */
+/* A function of tinyprof.annotate.args (new reference), imported on first need. */
 static PyObject *
 args_fn(const char *attr)
 {
-    PyObject *mod = PyImport_ImportModule("tinyprof._args");
+    PyObject *mod = PyImport_ImportModule("tinyprof.annotate.args");
     if (mod == NULL)
         return NULL;
     PyObject *fn = PyObject_GetAttrString(mod, attr);
@@ -876,7 +876,7 @@ keyword_slot(PyObject *key)
 /* An Event's metric values: the tuple (keys, value, ...), keys a tuple of str
  * (a call site's own keyword tuple when it holds only metrics), each value an
  * exact float or an exact int a double holds (made a double when stored).
- * NULL without an error when a value is anything else: tinyprof._args then
+ * NULL without an error when a value is anything else: tinyprof.annotate.args then
  * decides, as it does for the pure-Python twin. No dict per Event. */
 static PyObject *
 metric_values(PyObject *kwnames, PyObject *const *values, Py_ssize_t nmetric)
@@ -907,7 +907,7 @@ metric_values(PyObject *kwnames, PyObject *const *values, Py_ssize_t nmetric)
     return out;
 }
 
-/* The same tuple from tinyprof._args's dict of floats. */
+/* The same tuple from tinyprof.annotate.args's dict of floats. */
 static PyObject *
 metric_values_of(PyObject *dict)
 {
@@ -946,7 +946,7 @@ event_args_trivial(PyObject *name, PyObject *is_common, PyObject *loop,
     return 1;
 }
 
-/* Everything else: tinyprof._args.event_args, which _pyevent.Event uses too,
+/* Everything else: tinyprof.annotate.args.event_args, which _pyevent.Event uses too,
  * normalises or raises. kwargs (the metric values) is NULL or a dict. */
 static int
 event_args(PyObject **name, PyObject *is_common, PyObject *loop, PyObject *kwargs,
@@ -975,7 +975,7 @@ event_args(PyObject **name, PyObject *is_common, PyObject *loop, PyObject *kwarg
     }
     if (!ok) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_SystemError, "tinyprof._args.event_args gave a bad result");
+            PyErr_SetString(PyExc_SystemError, "tinyprof.annotate.args.event_args gave a bad result");
         Py_DECREF(r);
         return -1;
     }
@@ -988,7 +988,7 @@ event_args(PyObject **name, PyObject *is_common, PyObject *loop, PyObject *kwarg
     return failed ? -1 : 0;
 }
 
-/* Warn once per kind (tinyprof._args.warn_misuse) that `name` was misused. */
+/* Warn once per kind (tinyprof.annotate.args.warn_misuse) that `name` was misused. */
 static int
 warn_misuse(const char *kind, PyObject *name)
 {
@@ -1065,7 +1065,7 @@ event_vectorcall_new(PyObject *type, PyObject *const *args, size_t nargsf, PyObj
         if (PyErr_Occurred())
             return NULL;
     }
-    PyObject *kwargs = NULL;            /* the rest: tinyprof._args, with the metrics as a dict */
+    PyObject *kwargs = NULL;            /* the rest: tinyprof.annotate.args, with the metrics as a dict */
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, k);
         if (keyword_slot(key) < 0 &&
@@ -1699,7 +1699,7 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "tinyprof._core",
-    .m_doc = "The C annotation hot path (same interface as tinyprof._pyevent).",
+    .m_doc = "The C annotation hot path (same interface as tinyprof.annotate.pyevent).",
     .m_size = -1,
     .m_methods = module_methods,
 };

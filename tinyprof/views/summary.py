@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._profile import Profile
+from ..analysis.profile import Profile
 
 Callpath = Tuple[str, ...]
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
@@ -21,7 +21,7 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     run's time summed over ranks); its imbalance (max over mean) and slowest
     rank. ``source``, the path the profile was read from, goes into the last
     line, which says where to look next."""
-    from .converters._values import aggregate
+    from ..analysis.values import aggregate
 
     agg = aggregate(profile, "sum")
     ran = agg.count > 0

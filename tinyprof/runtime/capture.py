@@ -20,10 +20,11 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from . import _mpisection, _ucx
-from ._mpisection import NONE, Communicator
+from ..format import mpi_section
+from . import ucx as _ucx
+from ..format.mpi_section import NONE, Communicator
 
-LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libtinyprof_mpi.so")
+LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libtinyprof_mpi.so")
 ABI = 2                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
 _OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS, _TR_FIELDS, _EP_FIELDS, _UCX_FIELDS = 7, 5, 4, 8, 6, 7
 _SELFLIKE, _PRIVATE = 1, 2
@@ -119,8 +120,8 @@ class Capture:
     def start(cls) -> "Capture":
         """Load, hook and enable the library; :class:`Unavailable` if it cannot work."""
         lib = _hook()
-        from . import _annotate
-        address = getattr(_annotate.impl, "_source_address", None)
+        from .. import annotate
+        address = getattr(annotate.impl, "_source_address", None)
         lib.tinyprof_mpi_set_source(address() if address is not None else None)
         lib.tinyprof_mpi_enable(1)
         return cls(lib, address is not None)
@@ -154,7 +155,7 @@ class Capture:
         finally:
             self.lib.tinyprof_mpi_pause(0)
 
-    def section(self, rank: int, lines: Dict[int, int]) -> _mpisection.Section:
+    def section(self, rank: int, lines: Dict[int, int]) -> mpi_section.Section:
         """What this rank recorded so far, as an ``mpi`` section of one rank:
         ``lines`` maps node ids to the file's event lines (others: NONE)."""
         comms, index = self._comms(lines)
@@ -162,13 +163,13 @@ class Capture:
                for node, comm, op, k, calls, nbytes, t in self._table("tinyprof_mpi_ops", _OP_FIELDS)]
         peers = [(rank, lines.get(node, NONE), index.get(comm, NONE), peer, messages, nbytes)
                  for node, comm, peer, messages, nbytes in self._table("tinyprof_mpi_peers", _PEER_FIELDS)]
-        section = _mpisection.Section(comms, _summed(ops, 5), _summed(peers, 4))
+        section = mpi_section.Section(comms, _summed(ops, 5), _summed(peers, 4))
         if self.ucx is not None:
             section.transport = self._transport(rank, lines)
             section.ucx = [(rank, "used" if section.transport else self.ucx)]
         return section
 
-    def _transport(self, rank: int, lines: Dict[int, int]) -> List[_mpisection.TransportRow]:
+    def _transport(self, rank: int, lines: Dict[int, int]) -> List[mpi_section.TransportRow]:
         """The UCP operations counted so far, each with the protocol and
         transport UCX selects for its endpoint, operation and size."""
         tables: Dict[int, Dict[str, _ucx.Table]] = {}

@@ -9,9 +9,9 @@ import os
 from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
-from . import _deltasection
-from ._format import FormatError, encode_file
-from ._reader import ParsedFile, parse_data, parse_file
+from . import delta as _deltasection
+from .encoding import FormatError, encode_file
+from .reader import ParsedFile, parse_data, parse_file
 
 Callpath = Tuple[str, ...]
 

@@ -32,11 +32,12 @@ import time
 import warnings
 from typing import Any, Callable, ContextManager, List, Optional, Sequence, Tuple
 
-from . import _annotate, _layout
-from ._assemble import Base, HeaderMaker, RankPart, assemble, rank_part
-from ._collect import LocalEvent, collect
-from ._format import relabel
-from ._settings import Settings
+from .. import annotate
+from ..format import layout
+from .assemble import Base, HeaderMaker, RankPart, assemble, rank_part
+from .collect import LocalEvent, collect
+from ..format.encoding import relabel
+from .settings import Settings
 
 # Seconds a stopping snapshot thread may take to finish the snapshot in progress.
 STOP_TIMEOUT = 5.0
@@ -99,7 +100,7 @@ class Snapshotter:
     def _part(self, k: int) -> Tuple[bool, RankPart, Base, Sequence[Tuple[str, bytes]]]:
         """This rank's part of snapshot ``k``: whether it is full, the part
         (whole, or since ``over``), the base it leaves, and its whole sections."""
-        impl = _annotate.impl
+        impl = annotate.impl
         if impl.root() is not self.root:        # a reset: a new event map, nothing to build on
             self.root, self.base, self.fresh = impl.root(), {}, self.root is not None
         full = self._full(k)
@@ -163,9 +164,9 @@ class Snapshotter:
         data = assemble(header, [part], header.set_base is not None, sections)
         del part
         outdir = self.settings.outdir
-        directory = _layout.snapshot_dir(outdir, k)
-        path = _layout.set_file(directory, self.stem, self.rank, self.size)
-        failure = _layout.write_file(directory, path, data)
+        directory = layout.snapshot_dir(outdir, k)
+        path = layout.set_file(directory, self.stem, self.rank, self.size)
+        failure = layout.write_file(directory, path, data)
         if failure:
             self.warn(outdir, f"cannot write snapshot file {path}: {failure}; "
                       "the data stays in memory for the next attempt")
@@ -174,7 +175,7 @@ class Snapshotter:
         self.last = max(self.last, k)
         self._commit(k, base, header.set_base is None)
         if self.settings.keep == "last" and self.rank == 0:
-            _layout.prune_snapshots(outdir)
+            layout.prune_snapshots(outdir)
         return True
 
     def _complete_skipped(self, k: int, data: bytes, base: Optional[int]) -> None:
@@ -185,10 +186,10 @@ class Snapshotter:
         if k <= self.last + 1:          # nothing skipped: no directory listing
             return
         outdir = self.settings.outdir
-        for j in _layout.snapshot_numbers(outdir):
+        for j in layout.snapshot_numbers(outdir):
             if self.last < j < k and (base is None or base < j):
-                directory = _layout.snapshot_dir(outdir, j)
-                _layout.write_file(directory, _layout.set_file(directory, self.stem, self.rank,
+                directory = layout.snapshot_dir(outdir, j)
+                layout.write_file(directory, layout.set_file(directory, self.stem, self.rank,
                                                                self.size),
                                    relabel(data, "snapshot", j, base))
 
@@ -278,7 +279,7 @@ class Snapshotter:
         """Take part in snapshot ``k``; the number of the next one, agreed by all ranks."""
         import numpy as np
         from mpi4py import MPI
-        from ._mpi import group_of
+        from .mpi_flush import group_of
         comm, settings = self.comm, self.settings
         cpu = time.thread_time()
         with self.lock:
@@ -301,9 +302,9 @@ class Snapshotter:
                 header.set_base = None if full else self.over
                 data = assemble(header, parts, not full)
                 del parts
-                directory = _layout.snapshot_dir(settings.outdir, k)
-                path = _layout.set_file(directory, self.stem, index, naggs)
-                failure = _layout.write_file(directory, path, data)
+                directory = layout.snapshot_dir(settings.outdir, k)
+                path = layout.set_file(directory, self.stem, index, naggs)
+                failure = layout.write_file(directory, path, data)
                 if failure:
                     ok = 0
                     self.warn(settings.outdir, f"cannot write snapshot file {path}: "
@@ -319,7 +320,7 @@ class Snapshotter:
         if agreed[0]:
             self._commit(k, base, full)
             if settings.keep == "last" and self.rank == 0:
-                _layout.prune_snapshots(settings.outdir)
+                layout.prune_snapshots(settings.outdir)
         if agreed[2]:
             self.deltas = self.chain_length()
         self._ended()

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from . import _tracesection
+from ..format import trace_section
 
 Callpath = Tuple[str, ...]
 
@@ -90,7 +90,7 @@ def from_files(files: Sequence[Any], callpaths: Sequence[Callpath], nranks: int,
                              "or TINYPROF_TRACE=1")
         h = f.header
         paths = np.array([index[p] for p in f.paths], np.int64)
-        for b in _tracesection.parse(f.sections["trace"], f.path, f.section_lines["trace"],
+        for b in trace_section.parse(f.sections["trace"], f.path, f.section_lines["trace"],
                                      len(f.parents), h.first_rank, h.rank_count, h.nranks):
             dropped[b.rank] = b.dropped
             threads = np.array(b.threads, np.int64)
@@ -168,7 +168,7 @@ def match(trace: Trace, endpoints: np.ndarray) -> Dict[str, np.ndarray]:
     call, kind, peer, tag, nbytes, comm, rank = endpoints.T if len(endpoints) else \
         np.zeros((7, 0), np.int64)
     keyed = []
-    for k, (src, dst) in ((_tracesection.SEND, (rank, peer)), (_tracesection.RECV, (peer, rank))):
+    for k, (src, dst) in ((trace_section.SEND, (rank, peer)), (trace_section.RECV, (peer, rank))):
         sel = np.flatnonzero(kind == k)
         order = sel[np.lexsort((trace.calls["start"][call[sel]], tag[sel], comm[sel], dst[sel],
                                 src[sel]))]

@@ -20,7 +20,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-from ._version import __version__
+from .._version import __version__
 
 if TYPE_CHECKING:       # numpy is loaded at the first flush or read, not on import
     import numpy as np

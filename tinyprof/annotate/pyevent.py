@@ -18,7 +18,7 @@ import time
 from array import array
 from typing import Any, Callable, Dict, Optional
 
-from ._args import event_args, warn_misuse
+from .args import event_args, warn_misuse
 
 _clock: Callable[[], int] = time.perf_counter_ns
 

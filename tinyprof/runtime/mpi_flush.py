@@ -24,11 +24,12 @@ except ImportError:     # another Python
 import numpy as np
 from mpi4py import MPI
 
-from . import _assemble, _layout, _mpisection
-from ._assemble import HeaderMaker
-from ._collect import LocalEvent
-from ._format import Header, encode_consistent, encode_file, encode_rank_field
-from ._settings import Settings
+from . import assemble
+from ..format import layout, mpi_section
+from .assemble import HeaderMaker
+from .collect import LocalEvent
+from ..format.encoding import Header, encode_consistent, encode_file, encode_rank_field
+from .settings import Settings
 
 Callpath = Tuple[str, ...]
 Meta = Tuple[Callpath, int, bool]        # callpath, loop mode, is_common hint
@@ -86,12 +87,12 @@ def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
         sections = _sections(gathered_parts, header, len(order))
         state[0] = _write(outdir, stem, header, ranks, order, loops, sections)
         if rank == 0 and state[0]:
-            state[1] = not _layout.stale_sets(outdir, stem, naggs)
+            state[1] = not layout.stale_sets(outdir, stem, naggs)
     comm.Allreduce(MPI.IN_PLACE, state, op=MPI.MIN)   # everyone knows: the new set is complete
     if state[0] and not state[1]:
         if rank == 0:
-            for path in _layout.stale_sets(outdir, stem, naggs):
-                _layout.remove(path)
+            for path in layout.stale_sets(outdir, stem, naggs):
+                layout.remove(path)
         comm.Barrier()          # no rank returns, and reads, before the old set is gone
     t3 = time.perf_counter()
     last_timings.clear()
@@ -166,7 +167,7 @@ def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callp
         if payload not in seen:          # ranks alike send alike: decode each kind once
             seen.add(payload)
             for path, loop in _decode_paths(payload, known, base):
-                loops[path] = _assemble.merged_loop(loops.get(path), loop)
+                loops[path] = assemble.merged_loop(loops.get(path), loop)
     return list(loops), loops
 
 
@@ -335,9 +336,9 @@ def _sections(parts: Dict[str, List[bytes]], header: Header,
     mpi = [p for p in parts.get("mpi", ()) if p]
     if mpi:
         first, count, where = header.first_rank, header.rank_count, "rank payload"
-        merged = _mpisection.merge([_mpisection.parse(p, where, 1, nlines, first, count,
+        merged = mpi_section.merge([mpi_section.parse(p, where, 1, nlines, first, count,
                                                       header.nranks) for p in mpi])
-        out.append(("mpi", _mpisection.encode_section(merged)))
+        out.append(("mpi", mpi_section.encode_section(merged)))
     trace = b"".join(parts.get("trace", ()))
     if trace:
         out.append(("trace", trace))
@@ -351,11 +352,11 @@ def _write(outdir: str, stem: str, header: Header, ranks: List[_Row],
     n = len(order)
     header.executions = [row.executions for row in ranks]
     consistent = [_merge_consistent(ranks, i) if ranks[0].offset else b"" for i in range(n)]
-    names, parents, ids = _assemble.name_table(order)
+    names, parents, ids = assemble.name_table(order)
     data = encode_file(header, names, parents, ids, [loops[p] for p in order], consistent, ranks,
                        sections)
-    path = _layout.set_file(outdir, stem, header.file_index, header.file_count)
-    failure = _layout.write_file(outdir, path, data)
+    path = layout.set_file(outdir, stem, header.file_index, header.file_count)
+    failure = layout.write_file(outdir, path, data)
     if failure:
         warnings.warn(f"tinyprof: cannot write profile file {path}: {failure}; "
                       "the profile is incomplete", RuntimeWarning, stacklevel=2)

@@ -109,7 +109,7 @@ static int parse_value(Parser *p, const char *s, const char *e, double *out)
     return 0;
 }
 
-/* Are the queued tokens canonical (as tinyprof._format.format_value writes
+/* Are the queued tokens canonical (as tinyprof.format.encoding.format_value writes
  * them)? Called with the GIL: PyOS_double_to_string allocates. */
 static int check_pending(Parser *p)
 {

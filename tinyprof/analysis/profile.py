@@ -7,9 +7,10 @@ import os
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _chain, _layout, _mpitables
-from ._format import FormatError, Header
-from ._reader import ParsedFile
+from ..format import chain, layout
+from . import mpi_tables
+from ..format.encoding import FormatError, Header
+from ..format.reader import ParsedFile
 
 Callpath = Tuple[str, ...]
 
@@ -108,8 +109,8 @@ class Profile:
         return [values[bounds[e]:bounds[e + 1]].tolist() for e in range(nexec)]
 
     @cached_property
-    def _mpi(self) -> _mpitables.MpiData:
-        return _mpitables.load(self._files)
+    def _mpi(self) -> mpi_tables.MpiData:
+        return mpi_tables.load(self._files)
 
     @property
     def mpi_recorded(self) -> bool:
@@ -123,7 +124,7 @@ class Profile:
         ``rank``, ``comm`` (``""`` for completion calls: Wait*, Test*), ``op``
         (``"Allreduce"``), ``bucket``, ``size_min`` and ``size_max`` (bytes per
         call), ``calls``, ``bytes`` and ``time`` (seconds). Empty without capture."""
-        return _mpitables.table(self._mpi, _PER_SECOND[self.unit])
+        return mpi_tables.table(self._mpi, _PER_SECOND[self.unit])
 
     @property
     def transport(self) -> Any:
@@ -134,7 +135,7 @@ class Profile:
         and ``transport`` as UCX selected them (``""`` for receives: the
         sender selects), ``calls`` and ``bytes``. Empty without it; see
         :attr:`ucx` for why a rank has no rows."""
-        return _mpitables.transport(self._mpi)
+        return mpi_tables.transport(self._mpi)
 
     @property
     def ucx(self) -> Dict[int, str]:
@@ -150,7 +151,7 @@ class Profile:
         on every member), ``size``, ``world_ranks`` (a tuple in rank order;
         empty for COMM_SELF and its kind) and ``created`` (the creating
         callpath, None for predefined ones or outside any event)."""
-        return _mpitables.communicators(self._mpi)
+        return mpi_tables.communicators(self._mpi)
 
     def comm_matrix(self, callpath: Optional[Sequence[str]] = None, comm: Optional[str] = None,
                     metric: str = "bytes") -> Any:
@@ -158,14 +159,14 @@ class Profile:
         "messages"``: the messages) that rank i sent point-to-point to world
         rank j, within ``callpath`` and the regions below it (None: the whole
         run), on communicator ``comm`` (None: all)."""
-        return _mpitables.matrix(self._mpi, self.nranks, callpath, comm, metric)
+        return mpi_tables.matrix(self._mpi, self.nranks, callpath, comm, metric)
 
     @cached_property
     def trace(self) -> Any:
         """The trace (``Profiler(trace=True)``): every occurrence and MPI call
         of every rank on one clock, messages matched (a ``tinyprof._trace.Trace``;
         docs/trace.md). Raises ValueError when the profile holds no trace."""
-        from . import _trace
+        from . import trace as _trace
         return _trace.from_files(self._files, self.callpaths, self.nranks, self.unit)
 
     def critical_path(self) -> Any:
@@ -173,21 +174,21 @@ class Profile:
         segments in time order: ``rank``, ``callpath`` (a tuple), ``op`` (the MPI
         operation, ``""`` for computation), ``start`` (seconds since the first
         record) and ``duration`` (seconds). See docs/trace.md."""
-        from . import _trace
+        from . import trace as _trace
         return _trace.critical_path(self.trace)
 
     def critical_path_summary(self) -> Any:
         """The critical path per (rank, callpath), largest first: ``time`` on
         the path and ``mpi``, its part in MPI calls (seconds), and ``share``
         of the path's length."""
-        from . import _trace
+        from . import trace as _trace
         return _trace.critical_path_summary(self.trace)
 
     def wait_states(self) -> Any:
         """Waiting time in MPI calls per (callpath, rank), in seconds, largest
         first: ``late_sender``, ``late_receiver``, ``wait_collective``,
         ``wait_barrier`` and ``total`` (Scalasca's patterns; docs/trace.md)."""
-        from . import _trace
+        from . import trace as _trace
         return _trace.wait_states(self.trace)
 
     def _check_metric(self, metric: str, consistent: bool) -> None:
@@ -219,9 +220,9 @@ def read(path: Union[str, "os.PathLike[str]"], snapshot: Optional[int] = None,
     path = os.fspath(path)
     number = snapshot
     if snapshot is not None:
-        paths = _layout.profile_files(_layout.snapshot_dir(path, snapshot))
+        paths = layout.profile_files(layout.snapshot_dir(path, snapshot))
     else:
-        paths, number = _layout.newest(path)
+        paths, number = layout.newest(path)
     files = _parse_all(paths, threads)
     _check_set(files)
     profile = Profile(files)
@@ -235,15 +236,15 @@ def _parse_all(paths: List[str], threads: Optional[int]) -> List[ParsedFile]:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     threads = min(len(paths), threads or 1)
     if threads < 2:
-        return [_chain.parse(p) for p in paths]
+        return [chain.parse(p) for p in paths]
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="tinyprof-read") as pool:
-        return list(pool.map(_chain.parse, paths))
+        return list(pool.map(chain.parse, paths))
 
 
 def snapshots(path: Union[str, "os.PathLike[str]"]) -> List[int]:
     """Numbers of the complete snapshots in the output directory ``path``,
     oldest first (``Profiler(keep="all")`` keeps every one; ``"last"`` the newest)."""
-    return _layout.complete_snapshots(os.fspath(path))
+    return layout.complete_snapshots(os.fspath(path))
 
 
 def _check_set(files: List[ParsedFile]) -> None:

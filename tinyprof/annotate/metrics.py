@@ -17,7 +17,7 @@ from typing import Any, Dict, Sequence, Tuple
 
 keys: Dict[str, bool] = {}          # declared metric key -> consistent?
 _warned: set = set()
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # all of tinyprof
 
 
 def configure(declared: Sequence[Tuple[str, bool]]) -> None:

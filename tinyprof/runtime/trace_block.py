@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import _tracesection
-from ._tracesection import NONE, Clock
+from ..format import trace_section
+from ..format.trace_section import NONE, Clock
 
 if TYPE_CHECKING:
-    from ._capture import CallTrace
+    from .capture import CallTrace
 
 
 def block(rank: int, clock: Clock, core: Tuple[bytes, int], mpi: Optional["CallTrace"],
@@ -53,9 +53,9 @@ def block(rank: int, clock: Clock, core: Tuple[bytes, int], mpi: Optional["CallT
         endpoints = mpi.endpoints.copy()
         endpoints[:, 5] = comm_of(endpoints[:, 5])
         endpoints, dropped = endpoints[endpoints[:, 5] != NONE], mpi.dropped
-    b = _tracesection.make_block(rank, clock, events, calls, ops, endpoints, names,
+    b = trace_section.make_block(rank, clock, events, calls, ops, endpoints, names,
                                  (core[1], dropped))
-    return _tracesection.encode([b])
+    return trace_section.encode([b])
 
 
 def clock_of(syncs: List[Tuple[int, int, int]]) -> Clock:

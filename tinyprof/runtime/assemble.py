@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import _deltasection, _mpisection
-from ._collect import LocalEvent
-from ._format import Header, encode_consistent, encode_file, encode_rank_field
-from ._mpisection import NONE
+from ..format import delta as _deltasection, mpi_section
+from .collect import LocalEvent
+from ..format.encoding import Header, encode_consistent, encode_file, encode_rank_field
+from ..format.mpi_section import NONE
 
 Callpath = Tuple[str, ...]
 # (nranks, first rank, rank count, file index, file count) -> the header of that file
@@ -151,7 +151,7 @@ def _merged_mpi(header: Header, parts: Sequence[RankPart], where: Sequence[List[
     for part, local in zip(parts, where):
         if not part.mpi:
             continue
-        s = _mpisection.parse(part.mpi, "rank payload", 1, len(part.events), part.rank, 1,
+        s = mpi_section.parse(part.mpi, "rank payload", 1, len(part.events), part.rank, 1,
                               header.nranks)
         move = local + [NONE]           # index NONE (-1): outside any event, kept
         s.comms = [replace(c, created=move[c.created]) for c in s.comms]
@@ -160,8 +160,8 @@ def _merged_mpi(header: Header, parts: Sequence[RankPart], where: Sequence[List[
         sections.append(s)
     if not sections:
         return b""
-    merged = _mpisection.merge(sections)
-    return _mpisection.encode_section(merged)
+    merged = mpi_section.merge(sections)
+    return mpi_section.encode_section(merged)
 
 
 def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],

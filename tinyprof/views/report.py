@@ -1,7 +1,7 @@
 """``tinyprof report``: a profile as one self-contained HTML file.
 
 The page holds the profile's numbers as JSON, its own script and style
-(``_report.js``, ``_report.css``) and plotly.js, inlined from the ``plotly``
+(``report.js``, ``report.css``) and plotly.js, inlined from the ``plotly``
 package (the ``tinyprof[report]`` extra): it fetches nothing, so it works
 offline, from a mail attachment or a cluster's file system. Plotly because it
 is maintained, inlines into one file, and draws what we need (heatmaps of
@@ -21,10 +21,10 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _layout
-from ._profile import _PER_SECOND, Profile, read, snapshots
-from ._summary import _tree_order
-from .converters._values import aggregate, mpi_per_node
+from ..format import layout
+from ..analysis.profile import _PER_SECOND, Profile, read, snapshots
+from .summary import _tree_order
+from ..analysis.values import aggregate, mpi_per_node
 
 MAX_POINTS = 400        # per callpath in the iteration plot
 MAX_SNAPSHOTS = 200     # snapshots read for the time series (evenly sampled)
@@ -50,7 +50,7 @@ def write(profile_or_path: Union[Profile, str, "os.PathLike[str]"],
     else:
         source = os.fspath(profile_or_path)
         profile = read(source)
-    _layout.write_atomic(os.fspath(output), render(build(profile, source)).encode("utf-8"))
+    layout.write_atomic(os.fspath(output), render(build(profile, source)).encode("utf-8"))
     return os.fspath(output)
 
 
@@ -78,10 +78,10 @@ def render(data: Dict[str, Any]) -> str:
     title = f"tinyprof report: {data['name']}".replace("&", "&amp;").replace("<", "&lt;")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{title}</title><style>{asset('_report.css')}</style>"
+            f"<title>{title}</title><style>{asset('report.css')}</style>"
             f"<script>{plotly_js()}</script></head>\n<body>"
             f'<script type="application/json" id="tinyprof-data">{payload}</script>\n'
-            f"<script>{asset('_report.js')}</script></body></html>\n")
+            f"<script>{asset('report.js')}</script></body></html>\n")
 
 
 def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
@@ -225,12 +225,12 @@ def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
     recorded. None without capture."""
     if not profile.mpi_recorded:
         return None
-    from .converters import mpitable
+    from . import mpi
 
-    groups = sorted(mpitable.group(profile, ("comm", "op", "bucket")), key=lambda g: -g[3])
+    groups = sorted(mpi.group(profile, ("comm", "op", "bucket")), key=lambda g: -g[3])
     per_second = _PER_SECOND[profile.unit]
     times = _numbers(np.array([g[3] for g in groups], dtype=np.float64) / per_second)
-    rows = [[comm or "(completion)", op, mpitable.size_range(bucket), calls, nbytes, time]
+    rows = [[comm or "(completion)", op, mpi.size_range(bucket), calls, nbytes, time]
             for ((comm, op, bucket), calls, nbytes, _), time in zip(groups, times)]
     per_node = mpi_per_node(profile)
     matrix = profile.comm_matrix()
@@ -245,11 +245,11 @@ def _transport(profile: Profile) -> Optional[Dict[str, Any]]:
     UCX state. None when not recorded."""
     if not profile._mpi.ucx:
         return None
-    from .converters import mpitable
+    from . import mpi
 
     rows = [[_where(key[0]), *key[1:], calls, nbytes]
-            for key, calls, nbytes in mpitable.transport_rows(profile)]
-    return {"rows": rows, "states": mpitable.ucx_states(profile)}
+            for key, calls, nbytes in mpi.transport_rows(profile)]
+    return {"rows": rows, "states": mpi.ucx_states(profile)}
 
 
 def _trace(profile: Profile) -> Optional[Dict[str, Any]]:
@@ -258,7 +258,7 @@ def _trace(profile: Profile) -> Optional[Dict[str, Any]]:
         trace = profile.trace
     except ValueError:
         return None
-    from . import _trace as analysis
+    from ..analysis import trace as analysis
 
     path = analysis.critical_path(trace)
     summary = analysis.critical_path_summary(trace, path)
