@@ -1,10 +1,12 @@
-"""The package's imports flow one way: no module imports another that
-(directly or through others) imports it back, lazy imports included."""
+"""The package's imports flow one way: down the layers of
+docs/architecture.md, with no private name crossing a layer, and no module
+importing another that (directly or through others) imports it back. Lazy
+imports count as much as the ones at the top."""
 from __future__ import annotations
 
 import ast
 import os
-from typing import Dict, List, Set
+from typing import Dict, Iterator, List, Set, Tuple
 
 import tinyprof
 
@@ -26,15 +28,17 @@ def _modules() -> Dict[str, str]:
     return found
 
 
-def _imports(module: str, path: str, known: Set[str]) -> Set[str]:
-    """Modules of the package that ``module`` imports, anywhere in its source."""
+def _edges(module: str, path: str, known: Set[str]) -> Iterator[Tuple[str, str, str]]:
+    """(imported module, imported name or "", local name) for every import of
+    the package in ``module``'s source, anywhere in it."""
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
-    out: Set[str] = set()
     if not path:
-        return out
+        return
     for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name in known)
+            for a in node.names:
+                if a.name in known:
+                    yield a.name, "", a.asname or a.name
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -43,8 +47,97 @@ def _imports(module: str, path: str, known: Set[str]) -> Set[str]:
                 base = f"{parent}.{base}" if base else parent
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                out.add(sub if sub in known else base)
-    return {m for m in out if m in known and m != module}
+                local = alias.asname or alias.name
+                if sub in known:
+                    yield sub, "", local
+                elif base in known:
+                    yield base, alias.name, local
+
+
+def _imports(module: str, path: str, known: Set[str]) -> Set[str]:
+    """Modules of the package that ``module`` imports, anywhere in its source."""
+    return {m for m, _, _ in _edges(module, path, known) if m != module}
+
+
+# Each subpackage is one layer and imports only the layers listed for it; the
+# modules at the top (what a user runs: cli, tune, demo, __main__ and their
+# helpers) may import any layer, and no layer imports them, except _version.
+LAYERS = {
+    "annotate": set(),
+    "format": set(),
+    "runtime": {"annotate", "format"},
+    "analysis": {"format"},
+    "views": {"analysis", "format"},
+    "converters": {"analysis", "format"},
+}
+LEAVES = {"tinyprof._version"}
+# converters.mpitable is the documented path of views.mpi, kept as a re-export.
+ALLOWED = {("tinyprof.converters.mpitable", "tinyprof.views.mpi")}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "top"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _violations() -> List[str]:
+    modules = _modules()
+    known = set(modules)
+    found = []
+    for module, path in sorted(modules.items()):
+        layer = _layer(module)
+        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+        imported = {}
+        for target, name, local in _edges(module, path, known):
+            there = _layer(target)
+            if target == module or (module, target) in ALLOWED:
+                continue
+            if layer != "top" and there != layer and target not in LEAVES and there not in LAYERS[layer]:
+                found.append(f"{module} ({layer}) imports {target} ({there})")
+            # a leading underscore means "this module only" (or, on a module, "this package only")
+            if _private(name) or (target.rpartition(".")[0] != package and target not in LEAVES
+                                  and any(_private(p) for p in target.split(".")[1:])):
+                found.append(f"{module} imports the private {target} {name}".rstrip())
+            if not name:
+                imported[local] = target
+        # module._name on a module of another layer
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)) if path else ():
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in imported and _private(node.attr)
+                    and imported[node.value.id] != module):
+                found.append(f"{module} reads {imported[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_layers_import_only_the_layers_below():
+    assert _violations() == []
+
+
+def test_the_top_holds_only_what_a_user_runs():
+    modules = _modules()
+    top = [m for m in modules if _layer(m) == "top" and m.count(".") == 1]
+    assert len(top) <= 12, sorted(top)
+    assert {_layer(m) for m in modules} == set(LAYERS) | {"top"}
+
+
+def test_the_layer_check_finds_climbs(tmp_path, monkeypatch):
+    """A view importing the runtime, and a private name across layers, are found."""
+    pkg = tmp_path / "tinyprof"
+    for sub in list(LAYERS) + [""]:
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "runtime" / "session.py").write_text("_hidden = 1\n")
+    (pkg / "views" / "bad.py").write_text("from ..runtime import session\nfrom ..format import _x\n"
+                                         "print(session._hidden)\n")
+    (pkg / "format" / "_x.py").write_text("")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE_DIR", str(pkg))
+    assert _violations() == ["tinyprof.views.bad (views) imports tinyprof.runtime.session (runtime)",
+                             "tinyprof.views.bad imports the private tinyprof.format._x",
+                             "tinyprof.views.bad reads tinyprof.runtime.session._hidden"]
 
 
 def _cycle(graph: Dict[str, Set[str]]) -> List[str]:

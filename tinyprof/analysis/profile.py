@@ -38,7 +38,7 @@ class Profile:
             (head.set_kind, head.set_number) if head.format_version >= 2 else None)
         self.files: List[str] = [f.path for f in files]
         self.snapshot: Optional[int] = None     # set by read(): the snapshot number read
-        self._files = files
+        self.parsed: List[ParsedFile] = files     # the files as read, by first rank
         self._firsts = [f.header.first_rank for f in files]
         order: Dict[Callpath, None] = {}
         for f in files:
@@ -47,12 +47,12 @@ class Profile:
 
     def __repr__(self) -> str:
         return (f"<tinyprof.Profile {self.name!r}: {self.nranks} ranks, "
-                f"{len(self.callpaths)} callpaths, {len(self._files)} file(s)>")
+                f"{len(self.callpaths)} callpaths, {len(self.parsed)} file(s)>")
 
     def _locate(self, rank: int) -> Tuple[ParsedFile, int]:
         if not 0 <= rank < self.nranks:
             raise IndexError(f"rank {rank} out of range: the profile has {self.nranks} ranks")
-        f = self._files[bisect.bisect_right(self._firsts, rank) - 1]
+        f = self.parsed[bisect.bisect_right(self._firsts, rank) - 1]
         return f, rank - f.header.first_rank
 
     def executions(self, rank: int) -> int:
@@ -62,7 +62,7 @@ class Profile:
 
     def _event(self, callpath: Sequence[str]):
         callpath = tuple(callpath)
-        for f in self._files:
+        for f in self.parsed:
             ev = f.events.get(callpath)
             if ev is not None:
                 return ev
@@ -77,7 +77,7 @@ class Profile:
     def value(self, callpath: Sequence[str], metric: str) -> Optional[float]:
         """The value of a consistent metric on ``callpath`` (None if never given)."""
         self._check_metric(metric, consistent=True)
-        for f in self._files:
+        for f in self.parsed:
             ev = f.events.get(tuple(callpath))
             if ev is not None and metric in ev.consistent:
                 return ev.consistent[metric]
@@ -103,19 +103,20 @@ class Profile:
         base = int(f.exec_base[r])
         bounds = ev.offsets[base:base + nexec + 1]
         if metric == "time":
-            values = ev.times / _PER_SECOND[self.unit]
+            values = ev.times / PER_SECOND[self.unit]
         else:
             values = ev.metrics[metric]
         return [values[bounds[e]:bounds[e + 1]].tolist() for e in range(nexec)]
 
     @cached_property
-    def _mpi(self) -> mpi_tables.MpiData:
-        return mpi_tables.load(self._files)
+    def mpi_data(self) -> mpi_tables.MpiData:
+        """Every rank's MPI rows as read; the tables below are built from it."""
+        return mpi_tables.load(self.parsed)
 
     @property
     def mpi_recorded(self) -> bool:
         """Whether MPI communication was recorded (``Profiler(mpi=True)``)."""
-        return self._mpi.recorded
+        return self.mpi_data.recorded
 
     @property
     def mpi(self) -> Any:
@@ -124,7 +125,7 @@ class Profile:
         ``rank``, ``comm`` (``""`` for completion calls: Wait*, Test*), ``op``
         (``"Allreduce"``), ``bucket``, ``size_min`` and ``size_max`` (bytes per
         call), ``calls``, ``bytes`` and ``time`` (seconds). Empty without capture."""
-        return mpi_tables.table(self._mpi, _PER_SECOND[self.unit])
+        return mpi_tables.table(self.mpi_data, PER_SECOND[self.unit])
 
     @property
     def transport(self) -> Any:
@@ -135,7 +136,7 @@ class Profile:
         and ``transport`` as UCX selected them (``""`` for receives: the
         sender selects), ``calls`` and ``bytes``. Empty without it; see
         :attr:`ucx` for why a rank has no rows."""
-        return mpi_tables.transport(self._mpi)
+        return mpi_tables.transport(self.mpi_data)
 
     @property
     def ucx(self) -> Dict[int, str]:
@@ -143,7 +144,7 @@ class Profile:
         MPI traffic: ``"used"``; ``"unused"`` (UCX is there but carried none:
         MPICH's own shared memory between ranks of a node, another netmod);
         ``"unavailable"`` (this MPI does not call UCX)."""
-        return dict(sorted(self._mpi.ucx.items()))
+        return dict(sorted(self.mpi_data.ucx.items()))
 
     @property
     def communicators(self) -> Any:
@@ -151,7 +152,7 @@ class Profile:
         on every member), ``size``, ``world_ranks`` (a tuple in rank order;
         empty for COMM_SELF and its kind) and ``created`` (the creating
         callpath, None for predefined ones or outside any event)."""
-        return mpi_tables.communicators(self._mpi)
+        return mpi_tables.communicators(self.mpi_data)
 
     def comm_matrix(self, callpath: Optional[Sequence[str]] = None, comm: Optional[str] = None,
                     metric: str = "bytes") -> Any:
@@ -159,7 +160,7 @@ class Profile:
         "messages"``: the messages) that rank i sent point-to-point to world
         rank j, within ``callpath`` and the regions below it (None: the whole
         run), on communicator ``comm`` (None: all)."""
-        return mpi_tables.matrix(self._mpi, self.nranks, callpath, comm, metric)
+        return mpi_tables.matrix(self.mpi_data, self.nranks, callpath, comm, metric)
 
     @cached_property
     def trace(self) -> Any:
@@ -167,7 +168,7 @@ class Profile:
         of every rank on one clock, messages matched (a ``tinyprof._trace.Trace``;
         docs/trace.md). Raises ValueError when the profile holds no trace."""
         from . import trace as _trace
-        return _trace.from_files(self._files, self.callpaths, self.nranks, self.unit)
+        return _trace.from_files(self.parsed, self.callpaths, self.nranks, self.unit)
 
     def critical_path(self) -> Any:
         """The critical path through the traced run, as a pandas DataFrame of
@@ -202,7 +203,7 @@ class Profile:
                              f"use Profile.{use}")
 
 
-_PER_SECOND = {"ns": 1e9}
+PER_SECOND = {"ns": 1e9}
 
 
 def read(path: Union[str, "os.PathLike[str]"], snapshot: Optional[int] = None,

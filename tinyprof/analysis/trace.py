@@ -136,10 +136,10 @@ def _nest_calls(trace: Trace) -> None:
     sel = np.flatnonzero(c["path"] >= 0)
     if not len(sel) or not len(ev["rank"]):
         return
-    track = _pair_key(np.concatenate([ev["rank"], c["rank"][sel]]),
+    track = pair_key(np.concatenate([ev["rank"], c["rank"][sel]]),
                       np.concatenate([ev["thread"], c["thread"][sel]]))
     _, track = np.unique(track, return_inverse=True)
-    group = _pair_key(track.ravel(), np.concatenate([ev["path"], c["path"][sel]]))
+    group = pair_key(track.ravel(), np.concatenate([ev["path"], c["path"][sel]]))
     mid = c["start"][sel] + (c["end"][sel] - c["start"][sel]) // 2
     time = np.concatenate([ev["start"], mid])
     is_call = np.r_[np.zeros(len(ev["rank"]), bool), np.ones(len(sel), bool)]
@@ -216,12 +216,12 @@ def collective_instances(trace: Trace) -> Tuple[np.ndarray, int]:
     if not len(sel):
         return inst, 0
     order = sel[np.lexsort((c["start"][sel], c["rank"][sel], c["comm"][sel]))]
-    key = _pair_key(c["comm"][order], c["rank"][order])
+    key = pair_key(c["comm"][order], c["rank"][order])
     new = np.ones(len(order), bool)
     new[1:] = key[1:] != key[:-1]
     first = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
     seq = np.arange(len(order)) - first                    # k on its (comm, rank)
-    _, ids = np.unique(_pair_key(c["comm"][order], seq), return_inverse=True)
+    _, ids = np.unique(pair_key(c["comm"][order], seq), return_inverse=True)
     inst[order] = ids.ravel()
     return inst, int(ids.max()) + 1
 
@@ -304,7 +304,7 @@ def wait_states(trace: Trace) -> Any:
     _, _, wait, kind = _dependencies(trace)
     c = trace.calls
     sel = np.flatnonzero(kind > 0)
-    scale = _SECONDS[trace.unit]
+    scale = SECONDS[trace.unit]
     frame = pd.DataFrame({"path": c["path"][sel], "rank": c["rank"][sel],
                           "kind": np.array(WAIT_KINDS)[kind[sel] - 1], "wait": wait[sel] * scale})
     table = frame.pivot_table(index=["path", "rank"], columns="kind", values="wait",
@@ -317,7 +317,7 @@ def wait_states(trace: Trace) -> Any:
                              kind="stable").reset_index(drop=True)
 
 
-_SECONDS = {"ns": 1e-9}
+SECONDS = {"ns": 1e-9}
 _MAX = np.iinfo(np.int64).max
 
 
@@ -327,13 +327,13 @@ def _callpath(trace: Trace, path: int) -> Callpath:
 
 # -- the critical path -----------------------------------------------------------------
 
-def _main_threads(trace: Trace) -> np.ndarray:
+def main_threads(trace: Trace) -> np.ndarray:
     """Per rank, the thread that made the most MPI calls, or for a rank with
     none, the one with the most occurrences: the thread the path follows."""
     main = np.full(trace.nranks, -1, np.int64)
     for cols in (trace.ev, trace.calls):          # calls last: they decide
         if len(cols["rank"]):
-            keys, counts = np.unique(_pair_key(cols["rank"], cols["thread"]), return_counts=True)
+            keys, counts = np.unique(pair_key(cols["rank"], cols["thread"]), return_counts=True)
             rank, thread = keys >> 32, keys & 0xFFFFFFFF
             order = np.lexsort((-counts, rank))
             first = order[np.unique(rank[order], return_index=True)[1]]
@@ -341,7 +341,7 @@ def _main_threads(trace: Trace) -> np.ndarray:
     return main
 
 
-def _pair_key(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+def pair_key(high: np.ndarray, low: np.ndarray) -> np.ndarray:
     """One sortable int64 per pair of naturals below 2^31 and 2^32 (ranks,
     communicators; OS thread ids, sequence numbers): 1-D sorts are ~10x
     faster than sorting rows."""
@@ -412,7 +412,7 @@ def critical_path(trace: Trace) -> Any:
     in_call = label >= ncp
     call = np.where(in_call, label - ncp, 0)
     path = np.where(in_call, c["path"][call] if len(c["path"]) else -1, label)
-    scale = _SECONDS[trace.unit]
+    scale = SECONDS[trace.unit]
     return pd.DataFrame({
         "rank": rank,
         "callpath": [_callpath(trace, p) for p in path.tolist()],
@@ -428,7 +428,7 @@ def _path(trace: Trace) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     c = trace.calls
     if not len(trace.ev["rank"]) and not len(c["rank"]):
         return (np.zeros(0, np.int64),) * 4
-    main = _main_threads(trace)
+    main = main_threads(trace)
     dep, dep_start, _, _ = _dependencies(trace)
     rows = {r: (_rows(trace.ev, r, int(main[r])), _rows(c, r, int(main[r])))
             for r in range(trace.nranks) if main[r] >= 0}

@@ -12,9 +12,9 @@ from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
-from .profile import _PER_SECOND, Profile, read
+from .profile import PER_SECOND, Profile, read
 
-from ..converters import ConvertError
+from . import ConvertError
 
 STATISTICS = ("sum", "mean", "min", "max")
 
@@ -62,9 +62,9 @@ def occurrences(profile: Profile) -> Occurrences:
     keys = [k for k, c in profile.metrics if not c]
     parts: List[List[np.ndarray]] = [[] for _ in range(5)]
     metrics: Dict[str, List[np.ndarray]] = {k: [] for k in keys}
-    slots = [_slots(f) for f in profile._files]
+    slots = [_slots(f) for f in profile.parsed]
     for i, path in enumerate(profile.callpaths):
-        for f, (slot_rank, slot_exec) in zip(profile._files, slots):
+        for f, (slot_rank, slot_exec) in zip(profile.parsed, slots):
             ev = f.events.get(path)
             if ev is None or len(ev.times) == 0:
                 continue
@@ -113,9 +113,9 @@ def aggregate(profile: Profile, statistic: str = "sum") -> Aggregates:
     time_inc = np.full(shape, 0.0 if statistic == "sum" else np.nan)
     inconsistent = [k for k, c in profile.metrics if not c]
     metrics = {k: np.full(shape, np.nan) for k, _ in profile.metrics}
-    scale = _PER_SECOND[profile.unit]
+    scale = PER_SECOND[profile.unit]
     index = {path: i for i, path in enumerate(profile.callpaths)}
-    for f in profile._files:
+    for f in profile.parsed:
         row, rank, first, n = _segments(f, index)
         count[row, rank] = n
         time_inc[row, rank] = _reduce(f.values.times, first, n, statistic)
@@ -189,7 +189,7 @@ def mpi_per_node(profile: Profile) -> Dict[str, np.ndarray]:
     ``()``) belong to no callpath and are left out."""
     index = {path: i for i, path in enumerate(profile.callpaths)}
     shape = (len(profile.callpaths), profile.nranks)
-    inside = [r for r in profile._mpi.ops if r[0]]
+    inside = [r for r in profile.mpi_data.ops if r[0]]
     node = np.array([index[r[0]] for r in inside], dtype=np.int64)
     rank = np.array([r[1] for r in inside], dtype=np.int64)
     parent = parents(profile)
@@ -200,7 +200,7 @@ def mpi_per_node(profile: Profile) -> Dict[str, np.ndarray]:
         out[name], out[f"{name} (inc)"] = exclusive, inclusive(exclusive, parent)
     # Summed in ns as integers: one division keeps the times exact.
     for name in ("time", "time (inc)"):
-        out[name] = out[name] / _PER_SECOND[profile.unit]
+        out[name] = out[name] / PER_SECOND[profile.unit]
     return out
 
 

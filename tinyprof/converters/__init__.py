@@ -9,7 +9,8 @@
 - :mod:`.csv`: the paper's "standard CSV", one row per value, or the MPI table;
 - :mod:`.perfetto`: Chrome trace-event JSON of a traced profile, for the
   Perfetto UI;
-- :mod:`.mpitable`: the text tables of ``tinyprof mpi``.
+- :mod:`.mpitable`: the text tables of ``tinyprof mpi`` (kept here by name;
+  they live in :mod:`tinyprof.views.mpi`).
 
 pandas, hatchet and CallFlow are imported inside the functions that need
 them, so that importing tinyprof never does.
@@ -18,17 +19,20 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import TYPE_CHECKING
 
-from ..analysis.profile import Profile
+from ..analysis import ConvertError
+
+if TYPE_CHECKING:   # not at run time: cli and every command import ConvertError, light
+    from ..analysis.profile import Profile
 
 TARGETS = ("hatchet", "callflow", "csv", "perfetto")
 
 
-class ConvertError(ValueError):
-    """A profile that the chosen target cannot hold as it is."""
+__all__ = ["TARGETS", "ConvertError", "convert"]
 
 
-def convert(profile: Profile, target: str, out: "str | os.PathLike[str]",
+def convert(profile: "Profile", target: str, out: "str | os.PathLike[str]",
             statistic: str = "sum", table: str = "values") -> str:
     """Write ``profile`` as ``target`` (one of :data:`TARGETS`) to ``out``; returns the
     path written (a file, or for CallFlow the file inside the directory ``out``).

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..analysis.profile import _PER_SECOND, Profile
+from ..analysis.profile import PER_SECOND, Profile
 
 from ..analysis.values import as_profile, check_columns, consistent, occurrences
 
@@ -50,7 +50,7 @@ def to_dataframe(profile_or_path: Union[Profile, str, "os.PathLike[str]"],
         "callpath_id": occ.callpath,
         "callpath": _labels(profile.callpaths, occ.callpath),
         "rank": occ.rank, "execution": occ.execution, "iteration": occ.iteration,
-        "time": occ.time_ns / _PER_SECOND[profile.unit],
+        "time": occ.time_ns / PER_SECOND[profile.unit],
         **occ.metrics,
         **{k: v[occ.callpath] for k, v in consistent(profile).items()}})
     return frame

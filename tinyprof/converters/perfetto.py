@@ -57,9 +57,9 @@ def _us(ns: np.ndarray) -> List[float]:
 
 
 def _metadata(trace: _trace.Trace) -> List[Dict[str, Any]]:
-    main = _trace._main_threads(trace)
+    main = _trace.main_threads(trace)
     out: List[Dict[str, Any]] = []
-    keys = np.unique(np.concatenate([_trace._pair_key(c["rank"], c["thread"])
+    keys = np.unique(np.concatenate([_trace.pair_key(c["rank"], c["thread"])
                                      for c in (trace.ev, trace.calls)]))
     pairs = np.column_stack([keys >> 32, keys & 0xFFFFFFFF])
     for rank in np.unique(pairs[:, 0]).tolist():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from .encoding import FormatError, _natural
+from .encoding import FormatError, natural
 
 # (event line, rank, bytes kept from the base's field, the bytes that follow)
 Splice = Tuple[int, int, int, bytes]
@@ -38,7 +38,7 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int,
     if not head.startswith(b"fields "):
         raise fail("expected 'fields <count>'", 0)
     try:
-        n = _natural(head[7:])
+        n = natural(head[7:])
     except ValueError:
         raise fail(f"bad count {head[7:47]!r}", 0) from None
     if n > rest.count(b"\n"):
@@ -49,7 +49,7 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int,
     pos, previous = 0, (-1, -1)
     for i, row in enumerate(rows, 1):
         try:
-            items = [_natural(t) for t in row.split(b"|")]
+            items = [natural(t) for t in row.split(b"|")]
             at, rank, keep, length = items
         except ValueError:
             raise fail(f"bad row {row[:60]!r} (expected line|rank|keep|length)", i) from None

@@ -27,7 +27,7 @@ if TYPE_CHECKING:       # numpy is loaded at the first flush or read, not on imp
 
 FORMAT_VERSION = 2
 NO_RUN = "0" * 16              # the run id of writers that were given none
-_RUN_RE = re.compile("[0-9a-f]{16}")
+RUN_RE = re.compile("[0-9a-f]{16}")
 
 
 class FormatError(ValueError):
@@ -156,7 +156,7 @@ def env_run_id() -> Optional[str]:
     """``TINYPROF_RUN_ID`` if it is a run id (16 lowercase hex digits), else None:
     it overrides the drawn run id, for reproducible files."""
     value = os.environ.get("TINYPROF_RUN_ID", "")
-    return value if _RUN_RE.fullmatch(value) else None
+    return value if RUN_RE.fullmatch(value) else None
 
 
 def _rle(counts: Sequence[int]) -> str:
@@ -239,7 +239,7 @@ _NAT = re.compile("0|[1-9][0-9]*")
 _NAT_B = re.compile(rb"0|[1-9][0-9]*")
 
 
-def _natural(token, limit: int = MAX_NATURAL) -> int:
+def natural(token, limit: int = MAX_NATURAL) -> int:
     """A str or bytes natural in its one spelling, at most ``limit``; else ValueError.
     The length is checked first: a huge token never becomes a huge int."""
     pattern = _NAT if isinstance(token, str) else _NAT_B

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from .encoding import MAX_NATURAL, FormatError, _natural
+from .encoding import MAX_NATURAL, FormatError, natural
 
 NONE = -1       # a row's line outside any event, a completion call's communicator
 
@@ -99,9 +99,9 @@ def decode_members(text: str, size: int) -> Tuple[int, ...]:
     for item in text.split(","):
         head, _, step_text = item.partition(":")
         a_text, dash, b_text = head.partition("-")
-        a = _natural(a_text)
-        b = _natural(b_text) if dash else a
-        step = _natural(step_text) if step_text else 1
+        a = natural(a_text)
+        b = natural(b_text) if dash else a
+        step = natural(step_text) if step_text else 1
         if b < a or (b - a) % step or len(out) + (b - a) // step + 1 > size:
             raise ValueError(item)
         out.extend(range(a, b + 1, step))
@@ -272,7 +272,7 @@ class _Payload:
 
     def number(self, text: str, what: str, bound: int = MAX_NATURAL + 1, low: int = 0) -> int:
         try:
-            v = _natural(text)
+            v = natural(text)
         except ValueError:
             v = None
         if v is None or not low <= v < bound:

@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .encoding import (FORMAT_VERSION, MAX_NATURAL, FormatError, Header, _natural, _RUN_RE, escape,
+from .encoding import (FORMAT_VERSION, MAX_NATURAL, FormatError, Header, natural, RUN_RE, escape,
                        format_value, unescape)
 
 try:
@@ -218,7 +218,7 @@ class _Parser:
         safe for memory, without counting the lines of the whole file."""
         value = self.keyed(key)
         try:
-            n = _natural(value)
+            n = natural(value)
         except ValueError:
             raise self.fail(f"bad {key} count: {value[:40]!r}") from None
         left = self.lines_left() if exact else self.stop - self.pos
@@ -232,7 +232,7 @@ class _Parser:
             raise self.fail(f"not a tinyprof profile (first line {first!r})", 1)
         text = self.keyed("tinyprof")
         try:
-            version = _natural(text)
+            version = natural(text)
         except ValueError:
             version = 0
         if not version:
@@ -333,9 +333,9 @@ class _Parser:
         name = field("name", lambda v: _unescape_canonical(v, strict))
         run, kind, number, base = "", "", 0, None
         if strict:
-            run = field("run", _matching(_RUN_RE))
+            run = field("run", _matching(RUN_RE))
             kind, number, base = field("set", _set)
-        nranks = field("nranks", lambda v: _natural(v, MAX_NRANKS))
+        nranks = field("nranks", lambda v: natural(v, MAX_NRANKS))
         first, count = field("ranks", _pair)
         index, nfiles = field("file", _pair)
         if not (nranks >= 1 and count >= 1 and first + count <= nranks):
@@ -374,7 +374,7 @@ class _Parser:
 
     def index(self, token: bytes, bound: int, what: str) -> int:
         try:
-            return _natural(token, bound - 1)
+            return natural(token, bound - 1)
         except ValueError:
             raise self.fail(f"bad callpath: {what} {token[:40]!r} (must be below {bound})") from None
 
@@ -494,7 +494,7 @@ class _Parser:
                                 "after the event lines")
             name, start = m[1].decode(), self.pos
             try:
-                n = _natural(m[2])
+                n = natural(m[2])
             except ValueError:
                 n = MAX_NATURAL
             if n >= self.stop - start or self.data[start + n] != 0x0A:
@@ -607,7 +607,7 @@ def _is_time(token: bytes) -> bool:
 
 def _pair(text: str) -> Tuple[int, int]:
     a, b = text.split(" ")
-    return _natural(a), _natural(b)
+    return natural(a), natural(b)
 
 
 def _set(text: str) -> Tuple[str, int, Optional[int]]:
@@ -617,12 +617,12 @@ def _set(text: str) -> Tuple[str, int, Optional[int]]:
     if over:
         if kind != "snapshot" or len(over) != 2 or over[0] != "over":
             raise ValueError(text)
-        base = _natural(over[1])
-        if base >= _natural(number):
+        base = natural(over[1])
+        if base >= natural(number):
             raise ValueError(text)
     if kind not in ("flush", "snapshot"):
         raise ValueError(text)
-    return kind, _natural(number), base
+    return kind, natural(number), base
 
 
 def _metrics(text: str, strict: bool) -> List[Tuple[str, bool]]:
@@ -646,7 +646,7 @@ def _runs(text: str, strict: bool) -> List[Tuple[int, int]]:
     runs: List[Tuple[int, int]] = []
     for item in (text.split(",") if strict else filter(None, text.split(","))):
         n, star, k = item.partition("*")
-        run = (_natural(n), _natural(k) if star else 1)
+        run = (natural(n), natural(k) if star else 1)
         if run[1] < 1 or strict and ((star and run[1] < 2) or (runs and runs[-1][0] == run[0])):
             raise ValueError(text)
         runs.append(run)

@@ -25,7 +25,7 @@ _TITLES = {0: "tagged message by ucp_tag_send*",
            4: "active message by ucp_am_send*",
            6: "remote memory write by ucp_put*",
            7: "remote memory read by ucp_get*"}
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 # (low, high, protocol, transport) rows of one table
 Table = List[Tuple[float, float, str, str]]
@@ -52,8 +52,8 @@ def title(code: int) -> Optional[str]:
 def _size(text: str) -> float:
     if text == "inf":
         return math.inf
-    unit = text[-1:] if text[-1:] in _UNITS and not text[-1:].isdigit() else ""
-    return int(text[:len(text) - len(unit)]) * _UNITS[unit]
+    unit = text[-1:] if text[-1:] in UNITS and not text[-1:].isdigit() else ""
+    return int(text[:len(text) - len(unit)]) * UNITS[unit]
 
 
 def parse_tables(text: str) -> Dict[str, Table]:

@@ -10,19 +10,22 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..format.mpi_section import encode_members
-from ..analysis.profile import _PER_SECOND, Profile
-from .summary import _UNITS as _TIME_UNITS, _printable
+from ..analysis.profile import PER_SECOND, Profile
+from .text import UNITS as TIME_UNITS, align, printable
 
-from ..converters import ConvertError
+from ..analysis import ConvertError
 
 Callpath = Tuple[str, ...]
+__all__ = ["KEYS", "DEFAULT_BY", "SORTS", "Row", "group", "table", "transport_rows", "ucx_states",
+           "transport", "communicators", "size_range"]
+
 KEYS = ("callpath", "comm", "op", "bucket", "rank", "transport")   # what rows can be grouped by
 DEFAULT_BY = ("callpath", "comm", "op", "bucket")
 _SORT_COLUMN = {"time": 3, "bytes": 2, "calls": 1}   # in a Row
 SORTS = tuple(_SORT_COLUMN)
 _FIELD = {"callpath": 0, "rank": 1, "comm": 2, "op": 3, "bucket": 4}   # in an op row
 _HEAD = {"callpath": "callpath", "comm": "comm", "op": "op", "bucket": "size", "rank": "rank"}
-_UNITS = ("", "K", "M", "G", "T", "P", "E")            # binary: 1K = 1024 bytes
+BYTE_UNITS = ("", "K", "M", "G", "T", "P", "E")       # binary: 1K = 1024 bytes
 
 # One row of the table: its key (values of the --by fields) and calls, bytes, time in ns.
 Row = Tuple[tuple, int, int, int]
@@ -38,7 +41,7 @@ def group(profile: Profile, by: Sequence[str] = DEFAULT_BY, callpaths: Sequence[
     unknown = [k for k in by if k not in KEYS or k == "transport"]
     if unknown:
         raise ConvertError(f"cannot group by {unknown[0]!r}: use {', '.join(KEYS[:-1])}")
-    data = profile._mpi
+    data = profile.mpi_data
     for name in comms:
         if name not in data.comms:
             raise ConvertError(f"no communicator {name!r} in profile {profile.name!r} "
@@ -67,10 +70,10 @@ def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
     the unit (s, ms, us, ns) of the profile's whole MPI time."""
     if sort not in SORTS:
         raise ConvertError(f"cannot sort by {sort!r}: use {', '.join(SORTS)}")
-    ops = profile._mpi.ops
+    ops = profile.mpi_data.ops
     calls, nbytes, total = (sum(r[i] for r in ops) for i in (5, 6, 7))
-    seconds = 1 / _PER_SECOND[profile.unit]
-    unit, scale = next(((u, s) for u, s in _TIME_UNITS if total * seconds >= s), _TIME_UNITS[-1])
+    seconds = 1 / PER_SECOND[profile.unit]
+    unit, scale = next(((u, s) for u, s in TIME_UNITS if total * seconds >= s), TIME_UNITS[-1])
     head = (f"{profile.name}: {profile.nranks} ranks, {calls} MPI calls, {nbytes} bytes, "
             f"{total * seconds / scale:.3f} {unit} in MPI (summed over ranks)")
     shown = sorted(rows, key=lambda r: -r[_SORT_COLUMN[sort]])[:limit]   # stable: ties in key order
@@ -81,7 +84,7 @@ def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
                       f"{t * seconds / scale:.3f}", f"{b / c:.1f}",
                       f"{100 * t / total if total else 0:.2f}"))
     numbers = [i for i, k in enumerate(by) if k == "rank"] + list(range(len(by), len(lines[0])))
-    out = [head, *_align(lines, right=numbers)]
+    out = [head, *align(lines, right=numbers)]
     hidden = len(rows) - len(shown)
     if hidden:
         out.append(f"({hidden} more {'row' if hidden == 1 else 'rows'} not shown: --limit)")
@@ -115,7 +118,7 @@ def transport_rows(profile: Profile, callpaths: Sequence[str] = (),
     key order), in the regions ``callpaths`` and below (all if none)."""
     inside = _within(profile, callpaths)
     sums: Dict[tuple, List[int]] = {}
-    for path, rank, op, ucp, protocol, link, calls, nbytes in profile._mpi.transport:
+    for path, rank, op, ucp, protocol, link, calls, nbytes in profile.mpi_data.transport:
         if inside(path):
             acc = sums.setdefault((path, *((rank,) if by_rank else ()), op, ucp, protocol, link), [0, 0])
             acc[0] += calls
@@ -126,7 +129,7 @@ def transport_rows(profile: Profile, callpaths: Sequence[str] = (),
 def ucx_states(profile: Profile) -> Dict[str, List[int]]:
     """The ranks in each UCX state (``used``, ``unused``, ``unavailable``)."""
     states: Dict[str, List[int]] = {}
-    for rank, state in sorted(profile._mpi.ucx.items()):
+    for rank, state in sorted(profile.mpi_data.ucx.items()):
         states.setdefault(state, []).append(rank)
     return states
 
@@ -136,7 +139,7 @@ def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = F
     """The transport view as a text table: per callpath (and rank), MPI op,
     UCP op, protocol and transport, the calls and bytes, most bytes first,
     under a line saying on which ranks UCX carried the MPI traffic."""
-    if not profile._mpi.ucx:
+    if not profile.mpi_data.ucx:
         raise ConvertError(f"profile {profile.name!r} holds no transport view "
                            "(record with Profiler(ucx=True) or TINYPROF_UCX=1)")
     rows = transport_rows(profile, callpaths, by_rank)
@@ -154,7 +157,7 @@ def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = F
     lines = [head] + [(_cell("callpath", key[0]), *map(str, key[1:-4]), key[-4] or "-", key[-3],
                        key[-2] or _unclassified(key[-3]), key[-1] or "-", str(c), str(b), f"{b / c:.1f}")
                       for key, c, b in rows[:limit]]
-    out += _align(lines, right=[i for i, h in enumerate(head) if h in ("rank", "calls", "bytes",
+    out += align(lines, right=[i for i, h in enumerate(head) if h in ("rank", "calls", "bytes",
                                                                         "avg bytes/call")])
     hidden = len(rows) - len(lines) + 1
     if hidden:
@@ -172,10 +175,10 @@ def communicators(profile: Profile) -> str:
     order (``self`` for COMM_SELF and its kind: each rank alone) and the
     callpath that created it (``-``: predefined or outside any event)."""
     lines = [("comm", "size", "ranks", "created")]
-    for name, (size, members, created) in sorted(profile._mpi.comms.items()):
+    for name, (size, members, created) in sorted(profile.mpi_data.comms.items()):
         lines.append((name, str(size), encode_members(members) if members else "self",
                       _cell("callpath", created or ())))
-    return "\n".join(_align(lines, right=(1,)))
+    return "\n".join(align(lines, right=(1,)))
 
 
 def size_range(bucket: int) -> str:
@@ -186,22 +189,15 @@ def size_range(bucket: int) -> str:
 
 def _binary(exponent: int) -> str:
     """2**exponent in binary units: ``512``, ``1K``, ``16E``."""
-    return f"{1 << exponent % 10}{_UNITS[exponent // 10]}"
+    return f"{1 << exponent % 10}{BYTE_UNITS[exponent // 10]}"
 
 
 def _cell(key: str, value) -> str:
     if key == "callpath":
-        return "<".join(map(_printable, value)) if value else "-"   # (): outside any event
+        return "<".join(map(printable, value)) if value else "-"   # (): outside any event
     if key == "comm":
         return value or "-"                                          # completion calls
     if key == "bucket":
         return size_range(value)
     return str(value)
 
-
-def _align(lines: Sequence[Sequence[str]], right: Sequence[int]) -> List[str]:
-    """Columns padded to their widest cell: those in ``right`` right-aligned."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    return ["  ".join(c.rjust(w) if i in right else c.ljust(w)
-                      for i, (c, w) in enumerate(zip(line, widths))).rstrip()
-            for line in lines]

@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from ..format import layout
-from ..analysis.profile import _PER_SECOND, Profile, read, snapshots
-from .summary import _tree_order
+from ..analysis.profile import PER_SECOND, Profile, read, snapshots
+from .text import tree_order
 from ..analysis.values import aggregate, mpi_per_node
 
 MAX_POINTS = 400        # per callpath in the iteration plot
@@ -86,7 +86,7 @@ def render(data: Dict[str, Any]) -> str:
 
 def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
     """The report's data: plain lists and numbers (JSON)."""
-    order = _tree_order(profile.callpaths)
+    order = tree_order(profile.callpaths)
     row = {path: i for i, path in enumerate(profile.callpaths)}
     index = np.array([row[p] for p in order], dtype=np.int64)
     position = {path: i for i, path in enumerate(order)}
@@ -140,7 +140,7 @@ def _iterations(profile: Profile, row: Dict[tuple, int], position: Dict[tuple, i
     to at most MAX_POINTS points (a bin keeps its smallest min, mean of
     means and largest max)."""
     acc: Dict[int, List[np.ndarray]] = {}        # callpath row -> [min, max, sum, n] (exec, iteration)
-    for f in profile._files:
+    for f in profile.parsed:
         v = f.values
         first = np.cumsum(v.counts) - v.counts
         execution = v.slots - f.exec_base[np.searchsorted(f.exec_base, v.slots, side="right") - 1]
@@ -228,7 +228,7 @@ def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
     from . import mpi
 
     groups = sorted(mpi.group(profile, ("comm", "op", "bucket")), key=lambda g: -g[3])
-    per_second = _PER_SECOND[profile.unit]
+    per_second = PER_SECOND[profile.unit]
     times = _numbers(np.array([g[3] for g in groups], dtype=np.float64) / per_second)
     rows = [[comm or "(completion)", op, mpi.size_range(bucket), calls, nbytes, time]
             for ((comm, op, bucket), calls, nbytes, _), time in zip(groups, times)]
@@ -243,7 +243,7 @@ def _transport(profile: Profile) -> Optional[Dict[str, Any]]:
     """The transport view summed over ranks: per callpath, MPI op, UCP op,
     protocol and transport, calls and bytes, most bytes first; each rank's
     UCX state. None when not recorded."""
-    if not profile._mpi.ucx:
+    if not profile.mpi_data.ucx:
         return None
     from . import mpi
 
@@ -266,7 +266,7 @@ def _trace(profile: Profile) -> Optional[Dict[str, Any]]:
     kinds = list(analysis.WAIT_KINDS)
     return {
         "length": float(path["duration"].sum()),
-        "wall": float(trace.wall_time * analysis._SECONDS[trace.unit]),
+        "wall": float(trace.wall_time * analysis.SECONDS[trace.unit]),
         "ranks": int(path["rank"].nunique()),
         "critical": [[int(r.rank), _where(r.callpath), float(r.time), float(r.mpi), float(r.share)]
                      for r in summary.head(TOP_ROWS).itertuples()],

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shlex
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Optional
 
 import numpy as np
 
 from ..analysis.profile import Profile
+from .text import UNITS, align, printable, tree_order
 
-Callpath = Tuple[str, ...]
-_UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
 
 
 def summary(profile: Profile, source: Optional[str] = None) -> str:
@@ -28,13 +27,13 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     roots = np.array([len(p) == 1 for p in profile.callpaths])
     run_total = float(agg.time_inc[roots].sum())
     biggest = float(agg.time_inc.max()) if agg.time_inc.size else 0.0
-    unit, scale = next(((u, s) for u, s in _UNITS if biggest >= s), _UNITS[-1])
+    unit, scale = next(((u, s) for u, s in UNITS if biggest >= s), UNITS[-1])
     table = [("callpath", "ranks", "min", "mean", "max", "excl mean", "% run", "imbalance",
               "slowest")]
     row_of = {path: i for i, path in enumerate(profile.callpaths)}
-    for path in _tree_order(profile.callpaths):
+    for path in tree_order(profile.callpaths):
         i = row_of[path]
-        label = "  " * (len(path) - 1) + _printable(path[-1])
+        label = "  " * (len(path) - 1) + printable(path[-1])
         ranks = np.flatnonzero(ran[i])
         if not len(ranks):
             table.append((label, f"0/{profile.nranks}", *["-"] * 7))
@@ -51,28 +50,4 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     where = source if source is not None else "PROFILE"
     tail = (f"Next: tinyprof report {shlex.quote(where)} -o report.html  (call tree, ranks, heatmap, "
             "MPI in a browser; docs/guide.md#analysing-a-profile)")
-    return "\n".join([head, *_align(table), "", tail])
-
-
-def _tree_order(paths: Sequence[Callpath]) -> List[Callpath]:
-    """``paths`` (parents first) in pre-order, siblings in order of appearance."""
-    children: Dict[Callpath, List[Callpath]] = {}
-    for path in paths:
-        children.setdefault(path[:-1], []).append(path)
-    out: List[Callpath] = []
-    stack = children.get((), [])[::-1]
-    while stack:
-        path = stack.pop()
-        out.append(path)
-        stack.extend(children.get(path, [])[::-1])
-    return out
-
-
-def _printable(name: str) -> str:
-    return name if name.isprintable() else repr(name)[1:-1]
-
-
-def _align(table: Sequence[Sequence[str]]) -> List[str]:
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return ["  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))])
-            for row in table]
+    return "\n".join([head, *align(table), "", tail])

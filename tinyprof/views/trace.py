@@ -6,15 +6,15 @@ from typing import Any, Optional, Tuple
 
 from ..analysis import trace as _trace
 from ..analysis.profile import Profile
-from .summary import _UNITS, _align, _printable
+from .text import UNITS, align, printable
 
 
 def _unit(seconds: float) -> Tuple[str, float]:
-    return next(((u, s) for u, s in _UNITS if seconds >= s), _UNITS[-1])
+    return next(((u, s) for u, s in UNITS if seconds >= s), UNITS[-1])
 
 
 def _where(callpath: Tuple[str, ...], op: str = "") -> str:
-    text = "<".join(map(_printable, callpath)) or "(outside every event)"
+    text = "<".join(map(printable, callpath)) or "(outside every event)"
     return f"{text} [MPI_{op}]" if op else text
 
 
@@ -23,7 +23,7 @@ def critical_path(profile: Profile, limit: Optional[int] = 20, segments: bool = 
     (rank, callpath), largest first (``segments``: every segment in order)."""
     trace = profile.trace
     path = _trace.critical_path(trace)
-    scale = _trace._SECONDS[trace.unit]
+    scale = _trace.SECONDS[trace.unit]
     length, wall = float(path["duration"].sum()), trace.wall_time * scale
     unit, s = _unit(max(length, wall))
     hops = int((path["rank"].diff().fillna(0) != 0).sum())
@@ -65,7 +65,7 @@ def wait_states(profile: Profile, limit: Optional[int] = 20) -> str:
 def _left(table, column: int) -> list:
     """Aligned lines, ``column`` (the callpath) moved first: left-aligned."""
     order = [column] + [i for i in range(len(table[0])) if i != column]
-    return _align([[row[i] for i in order] for row in table])
+    return align([[row[i] for i in order] for row in table])
 
 
 def _more(shown: int, total: int) -> list:
