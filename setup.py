@@ -1,9 +1,9 @@
 """Build the optional native parts of tinyprof.
 
 - ``tinyprof.annotate._core``: the C core of the annotation hot path. If it cannot be
-  compiled, tinyprof runs on its pure-Python fallback (tinyprof/_annotate.py).
+  compiled, tinyprof runs on its pure-Python fallback (tinyprof/annotate/__init__.py).
 - ``tinyprof.format._parse``: the C parser of a profile's event lines. Without it,
-  the reader's pure-Python reference parser reads the files (tinyprof/_reader.py).
+  the reader's pure-Python reference parser reads the files (tinyprof/format/reader.py).
 - ``tinyprof/libtinyprof_mpi.so``: the PMPI library of MPI capture, built
   with the environment's MPI C compiler (``$MPICC``, else ``mpicc`` beside
   this Python, else on PATH). Without one, or if it fails to compile, the

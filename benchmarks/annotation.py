@@ -32,7 +32,7 @@ from tinyprof import annotate
 from tinyprof.annotate import metrics as _eventmap, pyevent  # noqa: E402
 
 try:
-    from tinyprof import _core
+    from tinyprof.annotate import _core
 except ImportError:
     _core = None
 
@@ -147,13 +147,13 @@ def measure(cases: List[Callable[[int], None]], repeats: int, n: int) -> Dict[st
     times: Dict[str, List[float]] = {case.__name__: [] for case in cases}
     for _ in range(repeats):
         for case in cases:
-            for mod in (_core, _pyevent):
+            for mod in (_core, pyevent):
                 if mod is not None:
                     mod.reset()
             start = perf_counter_ns()
             case(n)
             times[case.__name__].append((perf_counter_ns() - start) / n)
-    for mod in (_core, _pyevent):
+    for mod in (_core, pyevent):
         if mod is not None:
             mod.reset()
     return times

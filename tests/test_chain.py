@@ -1,4 +1,4 @@
-"""Delta snapshots read back through their chains (tinyprof/_chain.py), and
+"""Delta snapshots read back through their chains (tinyprof/format/chain.py), and
 every way a chain can be broken gives a clear FormatError.
 
 Files are made by the writer's own pieces (``_assemble.rank_part`` and

@@ -1,4 +1,4 @@
-"""Tests of the C hot path ``tinyprof._core`` against the reference ``_pyevent``.
+"""Tests of the C hot path ``tinyprof.annotate._core`` against the reference ``_pyevent``.
 
 The same event programs run on both implementations with the same injected
 clock and must leave identical event maps. The general annotation tests are in
@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tinyprof import annotate
 from tinyprof.annotate import metrics as _eventmap, pyevent
 
-core = pytest.importorskip("tinyprof._core", reason="the C core was not built")
-pure = _pyevent
+core = pytest.importorskip("tinyprof.annotate._core", reason="the C core was not built")
+pure = pyevent
 BOTH = [core, pure]
 
 
@@ -764,14 +764,14 @@ def test_values_cost_at_most_eight_bytes_each():
 
 
 def test_stub_declares_exactly_the_public_names():
-    """tinyprof/_core.pyi (for type checkers) against the built module."""
+    """tinyprof/annotate/_core.pyi (for type checkers) against the built module."""
     stub = ast.parse(Path(core.__file__).with_name("_core.pyi").read_text())
 
     def declared(body):
         return ({n.name for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} |
                 {n.target.id for n in body if isinstance(n, ast.AnnAssign)})
     assert declared(stub.body) == {n for n in vars(core) if not n.startswith("__")}
-    assert Path(core.__file__).with_name("py.typed").exists()
+    assert (Path(core.__file__).parent.parent / "py.typed").exists()   # the package is typed
     for cls in (n for n in stub.body if isinstance(n, ast.ClassDef)):
         for member in declared(cls.body):
             assert hasattr(getattr(core, cls.name), member), (cls.name, member)

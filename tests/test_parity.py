@@ -1,4 +1,4 @@
-"""One set of programs run through both hot paths: the C core ``tinyprof._core``
+"""One set of programs run through both hot paths: the C core ``tinyprof.annotate._core``
 and the pure-Python ``tinyprof.annotate.pyevent`` (what ``TINYPROF_PURE=1`` selects).
 
 Each program gets an injected clock and declared metric keys; the recorded
@@ -20,8 +20,8 @@ import pytest
 
 from tinyprof.annotate import args as _args, metrics as _eventmap, pyevent
 
-core = pytest.importorskip("tinyprof._core", reason="the C core was not built")
-BOTH = [core, _pyevent]
+core = pytest.importorskip("tinyprof.annotate._core", reason="the C core was not built")
+BOTH = [core, pyevent]
 
 
 def fake_clock():
@@ -361,7 +361,7 @@ def test_constructor_arguments_are_checked_alike(args, kwargs):
         except (TypeError, ValueError) as exc:
             return type(exc), str(exc)
         return e.name, type(e.name), e.is_common, e.loop, type(e.loop), e.values
-    assert make(core) == make(_pyevent)
+    assert make(core) == make(pyevent)
 
 
 def test_normalised_arguments():

@@ -1,4 +1,4 @@
-"""The C parser of event lines (tinyprof/_parse.c) against the pure-Python
+"""The C parser of event lines (tinyprof/format/_parse.c) against the pure-Python
 reference (tinyprof/reader.py): the same files accepted, the same values read.
 
 - the fuzz corpus of tests/test_fuzz.py, mutated copies re-checksummed so that
@@ -27,7 +27,7 @@ from tinyprof.format import reader
 from tinyprof.runtime.collect import LocalEvent
 from tinyprof.format.encoding import FormatError, Header
 
-pytestmark = pytest.mark.skipif(reader._parse is None, reason="tinyprof._parse not built")
+pytestmark = pytest.mark.skipif(reader._parse is None, reason="tinyprof.format._parse not built")
 COPIES = 1500
 
 

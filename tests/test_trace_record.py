@@ -19,8 +19,8 @@ from tinyprof.format.encoding import FormatError
 from tinyprof.format.reader import parse_file
 from tinyprof.format.trace_section import NONE, make_block, encode, parse
 
-core = pytest.importorskip("tinyprof._core", reason="the C core was not built")
-BOTH = [core, _pyevent]
+core = pytest.importorskip("tinyprof.annotate._core", reason="the C core was not built")
+BOTH = [core, pyevent]
 
 
 def quads(mod) -> list:

@@ -1,6 +1,6 @@
-/* tinyprof._core: the C annotation hot path.
+/* tinyprof.annotate._core: the C annotation hot path.
  *
- * Same interface and semantics as tinyprof/_pyevent.py (the reference): Event,
+ * Same interface and semantics as tinyprof/annotate/pyevent.py (the reference): Event,
  * Node, root(), current(), executions(), reset(), set_clock(),
  * set_metric_keys(). The call tree is the event map: one Node per callpath,
  * children in a dict (first-entry order), times in a growable int64 buffer.
@@ -392,7 +392,7 @@ static PyMethodDef node_methods[] = {
 
 static PyTypeObject NodeType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tinyprof._core.Node",
+    .tp_name = "tinyprof.annotate._core.Node",
     .tp_doc = "One callpath of the event map: its values and its children.",
     .tp_basicsize = sizeof(Node),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -750,7 +750,7 @@ record(Node *node, int64_t start, int64_t end, PyObject *values)
 }
 
 /* Store the metric values (floats) of the occurrence just recorded on `node`,
- * as tinyprof/_pyevent.py's _record_metrics does: a consistent value once per
+ * as tinyprof/annotate/pyevent.py's _record_metrics does: a consistent value once per
  * callpath; an inconsistent one at the occurrence's index of its column (NaN
  * where an occurrence gave none; NaN given is "none", so it never wipes a
  * loop-2 sum, which adds up per execution). Columns are bytearrays: they
@@ -1231,7 +1231,7 @@ static PyGetSetDef event_getset[] = {
 
 static PyTypeObject EventType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tinyprof._core.Event",
+    .tp_name = "tinyprof.annotate._core.Event",
     .tp_doc = "Event(name, is_common=True, loop=0, **values)\n--\n\n"
               "A profiled region: ``with Event(\"solve\"):`` or ``@Event(\"solve\")``.",
     .tp_basicsize = sizeof(Event),
@@ -1312,13 +1312,13 @@ method_repr(Method *m)
 {
     const char *name = m->is_exit ? "__exit__" : "__enter__";
     if (m->self == NULL)
-        return PyUnicode_FromFormat("<method '%s' of 'tinyprof._core.Event' objects>", name);
+        return PyUnicode_FromFormat("<method '%s' of 'tinyprof.annotate._core.Event' objects>", name);
     return PyUnicode_FromFormat("<bound method Event.%s of %R>", name, m->self);
 }
 
 static PyTypeObject MethodType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tinyprof._core.EventMethod",
+    .tp_name = "tinyprof.annotate._core.EventMethod",
     .tp_basicsize = sizeof(Method),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
     .tp_vectorcall_offset = offsetof(Method, vectorcall),
@@ -1477,7 +1477,7 @@ static PyGetSetDef wrapper_getset[] = {
 
 static PyTypeObject WrapperType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tinyprof._core.EventWrapper",
+    .tp_name = "tinyprof.annotate._core.EventWrapper",
     .tp_doc = "A function decorated with a tinyprof.Event.",
     .tp_basicsize = sizeof(Wrapper),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
@@ -1659,7 +1659,7 @@ static PyMethodDef null_methods[] = {
 
 static PyTypeObject NullEventType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tinyprof._core.NullEvent",
+    .tp_name = "tinyprof.annotate._core.NullEvent",
     .tp_doc = "What Event is when TINYPROF=0: it records nothing.",
     .tp_basicsize = sizeof(PyObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1698,7 +1698,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "tinyprof._core",
+    .m_name = "tinyprof.annotate._core",
     .m_doc = "The C annotation hot path (same interface as tinyprof.annotate.pyevent).",
     .m_size = -1,
     .m_methods = module_methods,

@@ -1,4 +1,4 @@
-"""Types of tinyprof._core, the C annotation hot path (built from _core.c).
+"""Types of tinyprof.annotate._core, the C annotation hot path (built from _core.c).
 
 Same interface as the pure-Python tinyprof._pyevent; semantics in docs/events.md.
 """

@@ -1,13 +1,13 @@
-/* tinyprof._parse: the event lines of a format-version-2 file, parsed in C.
+/* tinyprof.format._parse: the event lines of a format-version-2 file, parsed in C.
  *
- * The reader (tinyprof/_reader.py) parses the header, name table and sections
+ * The reader (tinyprof/format/reader.py) parses the header, name table and sections
  * in Python and hands the event lines to parse_events(), which checks them
  * against docs/format.md's grammar and returns every value in flat typed
  * buffers, with no Python object per value. It releases the GIL while it
  * scans, so several files parse on several cores.
  *
  * It only says whether the lines are valid: on any violation it returns None
- * and the pure-Python reference parser (tinyprof/_reader.py) reparses the
+ * and the pure-Python reference parser (tinyprof/format/reader.py) reparses the
  * file to raise the FormatError with its message, file and line. The two are
  * tested against each other (tests/test_reader_parity.py), so they accept
  * exactly the same files and read the same values.
@@ -355,7 +355,7 @@ static PyBufferProcs block_buffer = {block_getbuffer, NULL};
 
 static PyTypeObject BlockType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tinyprof._parse.Block",
+    .tp_name = "tinyprof.format._parse.Block",
     .tp_basicsize = sizeof(Block),
     .tp_dealloc = block_dealloc,
     .tp_as_buffer = &block_buffer,
@@ -387,7 +387,7 @@ PyDoc_STRVAR(parse_events_doc,
 "Parse the ``nevents`` event lines of a version-2 file starting at byte ``pos``\n"
 "(before ``stop``). ``executions``: int64 bytes, the executions of each rank of\n"
 "the file. Returns None if any line breaks the grammar, else a tuple of the\n"
-"position after the lines and Blocks of native values (see tinyprof/_parse.pyi).");
+"position after the lines and Blocks of native values (see tinyprof/format/_parse.pyi).");
 
 static PyObject *parse_events(PyObject *self, PyObject *args)
 {
@@ -488,8 +488,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "tinyprof._parse",
-    "The event lines of a profile file, parsed in C (see tinyprof/_reader.py).", -1, methods,
+    PyModuleDef_HEAD_INIT, "tinyprof.format._parse",
+    "The event lines of a profile file, parsed in C (see tinyprof/format/reader.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

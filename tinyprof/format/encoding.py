@@ -2,7 +2,7 @@
 
 The grammar is specified in docs/format.md, which is the contract shared with
 the C++ writer (native/include/tinyprof/tinyprof.hpp) and the reader
-(tinyprof/_reader.py). Change them together.
+(tinyprof/format/reader.py). Change them together.
 
 Writing is split in two so that the flush can spread it over ranks: every rank
 encodes its own values with :func:`encode_rank_field` (one bytes field per

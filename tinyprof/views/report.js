@@ -1,4 +1,4 @@
-// The page of `tinyprof report` (tinyprof/_report.py): draws the data of the
+// The page of `tinyprof report` (tinyprof/views/report.py): draws the data of the
 // element #tinyprof-data with plotly.js, inlined beside it. No network.
 "use strict";
 (function () {
