@@ -27,9 +27,10 @@ from typing import Callable, Dict, List, Optional
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # numpy's idle BLAS threads off our cores
 
-import tinyprof  # noqa: E402  (after the environment setting)
+import tinyprof
 from tinyprof import annotate
-from tinyprof.annotate import metrics as _eventmap, pyevent  # noqa: E402
+from tinyprof.annotate import metrics as _eventmap
+from tinyprof.annotate import pyevent
 
 try:
     from tinyprof.annotate import _core
@@ -46,7 +47,7 @@ class Trivial:
 
     __slots__ = ()
 
-    def __enter__(self) -> "Trivial":
+    def __enter__(self) -> Trivial:
         return self
 
     def __exit__(self, *exc) -> None:

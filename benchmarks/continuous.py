@@ -45,7 +45,7 @@ from typing import Dict, List, Tuple
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # numpy's idle BLAS threads off our cores
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-import tinyprof     # noqa: E402  (light: the rest loads with Profiler(), in the fixed cost)
+import tinyprof
 
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 MODES = {"off": {"TINYPROF": "0"}, "on": {}, "snapshots": {}}
@@ -68,7 +68,8 @@ def run_demo(ranks: int, steps: int, frequency: float, env: Dict[str, str],
 
 def written(outdir: str) -> Dict[str, List[float]]:
     """Per complete snapshot: files, bytes, occurrences held; and the final profile's bytes."""
-    from tinyprof.format import chain as _chain, layout
+    from tinyprof.format import chain as _chain
+    from tinyprof.format import layout
     out: Dict[str, List[float]] = {"files": [], "bytes": [], "values": [], "full": []}
     for k in tinyprof.snapshots(outdir):
         paths = layout.profile_files(layout.snapshot_dir(outdir, k))

@@ -90,8 +90,8 @@ def _rank_times(rng: np.random.Generator, paths: List[tuple], parent: np.ndarray
 
 def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
     """The profile of ``nranks`` ranks, one file per RANKS_PER_FILE ranks."""
-    from tinyprof.runtime import assemble
     from tinyprof.format import encoding, layout
+    from tinyprof.runtime import assemble
 
     paths = _tree()
     names, parents, ids = assemble.name_table(paths)
@@ -121,8 +121,8 @@ def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
 
 def write_caliper(profile, path: str) -> None:
     """json-split with one row per value: path, rank, execution, iteration, inclusive time."""
-    from tinyprof.converters import _jsonsplit
     from tinyprof.analysis.values import occurrences
+    from tinyprof.converters import _jsonsplit
 
     occ = occurrences(profile)
     _jsonsplit.write(path, profile.callpaths, occ.callpath,
@@ -183,9 +183,8 @@ def side_by_side(paths: Dict[str, str], repeat: int, once: List[str]) -> Dict[st
     """Median seconds of each load in ``paths``, interleaved in this process
     (the formats in ``once`` load only in the first round), and of parsing
     the tinyprof files: C parser, reference parser, read on 1 and 2 threads."""
-    from tinyprof.format import reader
-
     import tinyprof
+    from tinyprof.format import reader
 
     files = [os.path.join(paths["tinyprof"], f) for f in sorted(os.listdir(paths["tinyprof"]))]
     cases = {fmt: functools.partial(loader, paths[fmt]) for fmt, loader in loaders().items()

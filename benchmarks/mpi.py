@@ -51,7 +51,7 @@ from typing import Dict, List
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from continuous import MPIEXEC, run_demo      # noqa: E402
+from continuous import MPIEXEC, run_demo
 
 CASES = ("Allreduce", "Sendrecv", "Event")
 UCX_GOAL = 150.0                    # ns added per MPI call by ucx=True (the goal)

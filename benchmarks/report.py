@@ -32,11 +32,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, os.pardir, "tests"))
 
-import formats                       # noqa: E402  (benchmarks/formats.py)
-from _browser import Browser         # noqa: E402  (tests/_browser.py)
+import formats  # noqa: E402  (benchmarks/formats.py)
+from _browser import Browser  # noqa: E402  (tests/_browser.py)
 
-import tinyprof                      # noqa: E402
-from tinyprof.views import report as _report         # noqa: E402
+import tinyprof  # noqa: E402
+from tinyprof.views import report as _report  # noqa: E402
 
 READY = """new Promise((done) => { const poll = () => document.body &&
     document.body.dataset.ready === "1" ? done(performance.now()) : setTimeout(poll, 5); poll(); })"""

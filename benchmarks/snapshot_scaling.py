@@ -38,8 +38,8 @@ def worker(outdir: str, repeats: int) -> None:
     from mpi4py import MPI
 
     import tinyprof
-    from tinyprof.format import layout
     from tinyprof import _sweep
+    from tinyprof.format import layout
     from tinyprof.runtime.mpi_flush import group_of
 
     comm = MPI.COMM_WORLD

@@ -12,7 +12,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _browser import Browser, free_port, serving  # noqa: E402
+from _browser import Browser, free_port, serving
 
 VIEWS = (("supergraph", "#/super_graph", "#ensemble-supergraph-overview g.callsite"),
          ("cct", "#/cct", "#cct-overview g.node.cct-node"))

@@ -13,9 +13,10 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import tinyprof  # noqa: E402
-from tinyprof.converters import convert  # noqa: E402
-from test_perfetto import open_in_perfetto  # noqa: E402
+from test_perfetto import open_in_perfetto
+
+import tinyprof
+from tinyprof.converters import convert
 
 
 def main() -> None:

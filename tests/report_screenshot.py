@@ -13,8 +13,9 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tinyprof.views import report as _report  # noqa: E402
-from _browser import Browser  # noqa: E402
+from _browser import Browser
+
+from tinyprof.views import report as _report
 
 
 def main() -> None:

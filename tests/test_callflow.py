@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
-
-import tinyprof
 from _browser import Browser, free_port, serving
 from test_convert import NRANKS, assert_same, expected, make_profile
+
+import tinyprof
 
 pd = pytest.importorskip("pandas")
 pytest.importorskip("callflow")

@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof.runtime import assemble as _assemble
-from tinyprof.format import chain as _chain, delta as _deltasection, layout
-from tinyprof.runtime.collect import LocalEvent
+from tinyprof.format import chain as _chain
+from tinyprof.format import delta as _deltasection
+from tinyprof.format import layout
 from tinyprof.format.encoding import FormatError, Header, relabel
+from tinyprof.runtime import assemble as _assemble
+from tinyprof.runtime.collect import LocalEvent
 
 RUN = "00000000000000ab"
 

@@ -16,7 +16,8 @@ import time
 import pytest
 
 import tinyprof
-from tinyprof.format import chain as _chain, layout
+from tinyprof.format import chain as _chain
+from tinyprof.format import layout
 from tinyprof.runtime import session as _session
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,7 +98,7 @@ def test_sigkill_at_random_instants_leaves_a_readable_recent_state(tmp_path, mon
     for attempt in range(3):
         out = tmp_path / f"out{attempt}"
         pause = rng.uniform(0, 0.3)
-        until_one = lambda: bool(tinyprof.snapshots(out))     # noqa: E731
+        until_one = lambda: bool(tinyprof.snapshots(out))
         start = []
 
         def later():

@@ -20,10 +20,12 @@ import pytest
 
 import tinyprof
 from tinyprof import annotate
-from tinyprof.runtime import assemble, collect as _collect
-from tinyprof.format import encoding as _format, layout
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError
+from tinyprof.format import encoding as _format
+from tinyprof.format import layout
+from tinyprof.runtime import assemble
+from tinyprof.runtime import collect as _collect
 
 pd = pytest.importorskip("pandas")
 ht = pytest.importorskip("hatchet")

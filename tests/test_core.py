@@ -24,10 +24,12 @@ from array import array
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tinyprof import annotate
-from tinyprof.annotate import metrics as _eventmap, pyevent
+from tinyprof.annotate import metrics as _eventmap
+from tinyprof.annotate import pyevent
 
 core = pytest.importorskip("tinyprof.annotate._core", reason="the C core was not built")
 pure = pyevent

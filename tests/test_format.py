@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import os
 import struct
-import zlib
 import tempfile
+import zlib
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -21,11 +21,13 @@ from hypothesis import strategies as st
 
 import tinyprof
 from tinyprof import annotate
-from tinyprof.runtime import assemble, collect as _collect
-from tinyprof.format import encoding, layout, reader as _reader
-from tinyprof.runtime.collect import LocalEvent
+from tinyprof.format import encoding, layout
+from tinyprof.format import reader as _reader
 from tinyprof.format.encoding import Header, escape, format_value, unescape
 from tinyprof.format.layout import file_name
+from tinyprof.runtime import assemble
+from tinyprof.runtime import collect as _collect
+from tinyprof.runtime.collect import LocalEvent
 
 impl = annotate.impl
 PROPERTY = settings(max_examples=150, deadline=None,

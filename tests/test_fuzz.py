@@ -22,11 +22,11 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
+from tinyprof.format.encoding import FormatError, Header
+from tinyprof.format.layout import file_name, write_atomic
+from tinyprof.format.reader import ParsedFile, parse_file
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
-from tinyprof.format.encoding import FormatError, Header
-from tinyprof.format.reader import ParsedFile, parse_file
-from tinyprof.format.layout import file_name, write_atomic
 
 SEED = int(os.environ.get("TINYPROF_FUZZ_SEED") or random.randrange(2**32))
 STRICT_COPIES = 3000         # must read as FormatError or the original data

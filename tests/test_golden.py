@@ -17,9 +17,10 @@ import pytest
 
 import tinyprof
 from tinyprof import annotate
-from tinyprof.runtime import assemble, collect as _collect
 from tinyprof.format.encoding import Header
 from tinyprof.format.reader import parse_file
+from tinyprof.runtime import assemble
+from tinyprof.runtime import collect as _collect
 
 impl = annotate.impl
 Event = tinyprof.Event

@@ -13,7 +13,6 @@ import urllib.request
 from typing import List, Optional, Tuple
 
 import pytest
-
 from _browser import free_port, serving
 
 GUIDE = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "guide.md")

@@ -9,9 +9,9 @@ import signal
 
 import numpy as np
 import pytest
+from test_convert import NRANKS, make_profile
 
 import tinyprof
-from test_convert import NRANKS, make_profile
 
 ht = pytest.importorskip("hatchet")
 pd = pytest.importorskip("pandas")

@@ -18,7 +18,8 @@ import textwrap
 import pytest
 
 import tinyprof
-from tinyprof.runtime import assemble, session as _session
+from tinyprof.runtime import assemble
+from tinyprof.runtime import session as _session
 from tinyprof.runtime.settings import Settings
 from tinyprof.runtime.snapshots import Snapshotter
 

@@ -15,15 +15,15 @@ import sys
 from typing import List, Optional, Tuple
 
 import pytest
+from test_convert import record_ranks, write_profile
 
 import tinyprof
 from tinyprof import annotate
-from tinyprof.runtime import collect as _collect
-from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError
+from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
+from tinyprof.runtime import collect as _collect
 from tinyprof.views import mpi
-from test_convert import record_ranks, write_profile
 
 pd = pytest.importorskip("pandas")
 ht = pytest.importorskip("hatchet")

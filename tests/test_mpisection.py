@@ -5,11 +5,21 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tinyprof.format.encoding import FormatError
-from tinyprof.format.mpi_section import (NONE, Communicator, bucket, bucket_range, decode_members,
-                                         encode, encode_members, merge, parse)
+from tinyprof.format.mpi_section import (
+    NONE,
+    Communicator,
+    bucket,
+    bucket_range,
+    decode_members,
+    encode,
+    encode_members,
+    merge,
+    parse,
+)
 
 COMMS = [Communicator("COMM_WORLD.split1@4", 2, (4, 6), 3),
          Communicator("COMM_WORLD", 8, tuple(range(8)), NONE),

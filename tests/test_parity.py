@@ -18,7 +18,9 @@ from array import array
 
 import pytest
 
-from tinyprof.annotate import args as _args, metrics as _eventmap, pyevent
+from tinyprof.annotate import args as _args
+from tinyprof.annotate import metrics as _eventmap
+from tinyprof.annotate import pyevent
 
 core = pytest.importorskip("tinyprof.annotate._core", reason="the C core was not built")
 BOTH = [core, pyevent]

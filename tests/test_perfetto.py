@@ -12,11 +12,11 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from _browser import Browser, free_port, wait_for_port
 
 import tinyprof
 from tinyprof.converters import ConvertError, convert
 from tinyprof.converters.perfetto import to_perfetto
-from _browser import Browser, free_port, wait_for_port
 
 # What Perfetto UI v52 fetches from the internet and vizviewer's live-reload
 # channel: blocked or absent offline, and harmless (the trace loads locally).

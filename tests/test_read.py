@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 import tinyprof
 from tinyprof import FormatError
+from tinyprof.format.encoding import Header
+from tinyprof.format.layout import file_name, write_atomic
+from tinyprof.format.reader import parse_file
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
-from tinyprof.format.encoding import Header
-from tinyprof.format.reader import parse_file
-from tinyprof.format.layout import file_name, write_atomic
 
 HERE = os.path.join(os.path.dirname(__file__), "golden")
 GOLDEN, GOLDEN_V1 = os.path.join(HERE, "fig3-v2.tp"), os.path.join(HERE, "fig3.tp")

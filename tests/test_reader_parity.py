@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from test_fuzz import SEED, content, mutated, real_profiles, resum
-from tinyprof.runtime import assemble
+
 from tinyprof.format import reader
-from tinyprof.runtime.collect import LocalEvent
 from tinyprof.format.encoding import FormatError, Header
+from tinyprof.runtime import assemble
+from tinyprof.runtime.collect import LocalEvent
 
 pytestmark = pytest.mark.skipif(reader._parse is None, reason="tinyprof.format._parse not built")
 COPIES = 1500

@@ -10,13 +10,13 @@ import sys
 
 import numpy as np
 import pytest
-
-import tinyprof
-from tinyprof.views import report as _report
-from tinyprof.runtime import session
-from tinyprof.cli import main
 from _browser import Browser
 from test_convert import NRANKS, make_profile
+
+import tinyprof
+from tinyprof.cli import main
+from tinyprof.runtime import session
+from tinyprof.views import report as _report
 
 pytest.importorskip("plotly")
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")

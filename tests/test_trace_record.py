@@ -11,13 +11,14 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tinyprof
 from tinyprof.annotate import pyevent
 from tinyprof.format.encoding import FormatError
 from tinyprof.format.reader import parse_file
-from tinyprof.format.trace_section import NONE, make_block, encode, parse
+from tinyprof.format.trace_section import NONE, encode, make_block, parse
 
 core = pytest.importorskip("tinyprof.annotate._core", reason="the C core was not built")
 BOTH = [core, pyevent]

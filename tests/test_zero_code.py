@@ -9,10 +9,10 @@ import sys
 import textwrap
 
 import pytest
+from test_mpi_large import MPIEXEC, needs_mpi
 
 import tinyprof
 from tinyprof.runtime import capture
-from test_mpi_large import MPIEXEC, needs_mpi
 
 APP = textwrap.dedent("""
     import sys

@@ -13,9 +13,9 @@ Annotate regions, flush, read back::
 
 The file format is specified in docs/format.md.
 """
+from ._version import __version__
 from .annotate import Event, event
 from .runtime.profiler import Profiler, flush
-from ._version import __version__
 
 __all__ = ["Event", "event", "Profiler", "flush", "read", "snapshots", "Profile", "FormatError",
            "to_hatchet", "to_dataframe", "__version__"]
@@ -24,7 +24,8 @@ __all__ = ["Event", "event", "Profiler", "flush", "read", "snapshots", "Profile"
 # (benchmarks/annotation.py measures it): no numpy (reading does), no pandas or
 # hatchet (the converters do).
 _LAZY = {"FormatError": ".format", "read": ".analysis.profile", "snapshots": ".analysis.profile",
-         "Profile": ".analysis.profile", "to_hatchet": ".converters.hatchet", "to_dataframe": ".converters.dataframe"}
+         "Profile": ".analysis.profile", "to_hatchet": ".converters.hatchet",
+         "to_dataframe": ".converters.dataframe"}
 
 
 def __getattr__(name: str):

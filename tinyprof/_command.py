@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .format.encoding import FormatError
 from .converters import ConvertError
+from .format.encoding import FormatError
 
 
 def run(prog: str, args: argparse.Namespace) -> int:

@@ -19,8 +19,8 @@ from typing import List, Optional
 
 from . import _command, tune
 from ._version import __version__
-from .converters import TARGETS
 from .analysis.values import STATISTICS
+from .converters import TARGETS
 from .views.mpi import DEFAULT_BY, KEYS, SORTS
 
 
@@ -67,8 +67,8 @@ def _mpi(args: argparse.Namespace) -> int:
 
 
 def _trace_command(args: argparse.Namespace) -> int:
-    from .views import trace as _tracetext
     from .analysis.profile import read
+    from .views import trace as _tracetext
 
     profile = read(args.profile)
     limit = args.limit or None

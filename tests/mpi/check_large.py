@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import sys
 
+from _workload import SELFKEYS, all_errors, record, snapshot, verify
 from mpi4py import MPI
 
 import tinyprof
 from tinyprof.runtime import mpi_flush
-from _workload import SELFKEYS, all_errors, record, snapshot, verify
 
 
 def main() -> int:

@@ -15,11 +15,11 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
+from _workload import all_errors
 from mpi4py import MPI
 
 import tinyprof
 from tinyprof.runtime import capture as _capture
-from _workload import all_errors
 
 pytestmark = [pytest.mark.mpi,
               pytest.mark.skipif(not os.path.exists(_capture.LIBRARY),

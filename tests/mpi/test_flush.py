@@ -12,12 +12,12 @@ import os
 import warnings
 
 import pytest
+from _workload import SELFKEYS, all_errors, record, snapshot, verify
 from mpi4py import MPI
 
 import tinyprof
-from tinyprof.runtime import mpi_flush
 from tinyprof.format.layout import file_name
-from _workload import SELFKEYS, all_errors, record, snapshot, verify
+from tinyprof.runtime import mpi_flush
 
 pytestmark = [pytest.mark.mpi, pytest.mark.filterwarnings("error")]
 

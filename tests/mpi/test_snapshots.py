@@ -11,11 +11,11 @@ import os
 import time
 
 import pytest
+from _workload import all_errors
 from mpi4py import MPI
 
 import tinyprof
 from tinyprof.format import layout
-from _workload import all_errors
 
 pytestmark = [pytest.mark.mpi]
 STEP = ("main", "step")

@@ -13,15 +13,16 @@ import sys
 
 import numpy as np
 import pytest
+from _workload import all_errors
 
 import tinyprof
 from tinyprof import annotate
 from tinyprof.format import trace_section
 from tinyprof.format.reader import parse_file
-from _workload import all_errors
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from test_golden import GOLDEN, RUN, fig2     # noqa: E402  (tests/, for the golden program)
+from test_golden import GOLDEN, RUN, fig2
+
 
 def _fake_clock_class():
     """tests/conftest.py's FakeClock (that conftest is not this suite's)."""

@@ -13,11 +13,11 @@ import time
 
 import numpy as np
 import pytest
+from _workload import all_errors
 from mpi4py import MPI
 
 import tinyprof
 from tinyprof import Event
-from _workload import all_errors
 
 pytestmark = [pytest.mark.mpi]
 SLACK = 0.25        # seconds a loaded machine may add to a step, at most

@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..format import mpi_section
-from ..format.reader import ParsedFile
 from ..format.mpi_section import NONE
+from ..format.reader import ParsedFile
 
 Callpath = Tuple[str, ...]
 
@@ -46,7 +46,7 @@ def load(files: Sequence[ParsedFile]) -> MpiData:
         data.recorded = True
         paths = f.paths
 
-        def path(line: int) -> Callpath:
+        def path(line: int, paths: Sequence[Callpath] = paths) -> Callpath:
             return () if line == NONE else paths[line]
         names = [c.name for c in s.comms] + [""]         # index NONE (-1): no communicator
         for c in s.comms:

@@ -8,9 +8,9 @@ from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..format import chain, layout
-from . import mpi_tables
 from ..format.encoding import FormatError, Header
 from ..format.reader import ParsedFile
+from . import mpi_tables
 
 Callpath = Tuple[str, ...]
 
@@ -206,7 +206,7 @@ class Profile:
 PER_SECOND = {"ns": 1e9}
 
 
-def read(path: Union[str, "os.PathLike[str]"], snapshot: Optional[int] = None,
+def read(path: Union[str, os.PathLike[str]], snapshot: Optional[int] = None,
          threads: Optional[int] = None) -> Profile:
     """Read a profile: its output directory, or any one file of it.
 
@@ -242,7 +242,7 @@ def _parse_all(paths: List[str], threads: Optional[int]) -> List[ParsedFile]:
         return list(pool.map(chain.parse, paths))
 
 
-def snapshots(path: Union[str, "os.PathLike[str]"]) -> List[int]:
+def snapshots(path: Union[str, os.PathLike[str]]) -> List[int]:
     """Numbers of the complete snapshots in the output directory ``path``,
     oldest first (``Profiler(keep="all")`` keeps every one; ``"last"`` the newest)."""
     return layout.complete_snapshots(os.fspath(path))

@@ -106,7 +106,8 @@ def from_files(files: Sequence[Any], callpaths: Sequence[Callpath], nranks: int,
             calls.append(np.column_stack([
                 np.full(len(c), b.rank), threads[c[:, 0]] if len(c) else c[:, 0],
                 np.where(c[:, 1] >= 0, paths[np.maximum(c[:, 1], 0)] if len(paths) else -1, -1),
-                b.global_times(c[:, 2]), b.global_times(c[:, 2] + c[:, 3]), op[c[:, 4]] if len(c) else c[:, 4], cm[c[:, 5]],
+                b.global_times(c[:, 2]), b.global_times(c[:, 2] + c[:, 3]),
+                op[c[:, 4]] if len(c) else c[:, 4], cm[c[:, 5]],
                 c[:, 6], c[:, 7]]).reshape(-1, len(CALL_COLUMNS)))
             p = b.endpoints.copy()
             p[:, 0] += ncalls

@@ -12,14 +12,13 @@ from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
-from .profile import PER_SECOND, Profile, read
-
 from . import ConvertError
+from .profile import PER_SECOND, Profile, read
 
 STATISTICS = ("sum", "mean", "min", "max")
 
 
-def as_profile(profile_or_path: Union[Profile, str, "os.PathLike[str]"]) -> Profile:
+def as_profile(profile_or_path: Union[Profile, str, os.PathLike[str]]) -> Profile:
     """A Profile as is; a path is read (FormatError on bad input)."""
     return profile_or_path if isinstance(profile_or_path, Profile) else read(profile_or_path)
 
@@ -80,7 +79,7 @@ def occurrences(profile: Profile) -> Occurrences:
                                        for k, v in metrics.items()})
 
 
-def _slots(f) -> "tuple[np.ndarray, np.ndarray]":
+def _slots(f) -> tuple[np.ndarray, np.ndarray]:
     """Global rank and execution of each (rank, execution) slot of one file."""
     counts = np.asarray(f.header.executions, dtype=np.int64)
     local = np.repeat(np.arange(len(counts)), counts)
@@ -131,7 +130,7 @@ def aggregate(profile: Profile, statistic: str = "sum") -> Aggregates:
     return Aggregates(statistic, count, time_inc / scale, (time_inc - children) / scale, metrics)
 
 
-def _segments(f, index: Dict[tuple, int]) -> "tuple[np.ndarray, ...]":
+def _segments(f, index: Dict[tuple, int]) -> tuple[np.ndarray, ...]:
     """The values of one file cut by (callpath, rank), all lines at once: for
     each (line, rank) with values, its callpath's row (``index``), its global
     rank, and where its values start in the file's arrays and how many there are.

@@ -47,7 +47,7 @@ class _NullEvent:
     def __init__(self, name: str, is_common: bool = True, loop: int = 0, **values: Any) -> None:
         pass
 
-    def __enter__(self) -> "_NullEvent":
+    def __enter__(self) -> _NullEvent:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -30,7 +30,7 @@ class Node:
                  "execs", "last_exec", "consistent", "metrics")
     _ids = itertools.count(1)
 
-    def __init__(self, name: str, parent: Optional["Node"], loop: int = 0,
+    def __init__(self, name: str, parent: Optional[Node], loop: int = 0,
                  common: bool = True) -> None:
         self.name = name
         self.parent = parent
@@ -142,7 +142,7 @@ class Event:
                                                                        values)
         self._node: Any = None      # the open Node; None: never entered; False: exited
 
-    def __enter__(self) -> "Event":
+    def __enter__(self) -> Event:
         if self._node:
             warn_misuse("enter", self.name, 2)
             return self

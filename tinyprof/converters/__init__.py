@@ -32,7 +32,7 @@ TARGETS = ("hatchet", "callflow", "csv", "perfetto")
 __all__ = ["TARGETS", "ConvertError", "convert"]
 
 
-def convert(profile: "Profile", target: str, out: "str | os.PathLike[str]",
+def convert(profile: Profile, target: str, out: str | os.PathLike[str],
             statistic: str = "sum", table: str = "values") -> str:
     """Write ``profile`` as ``target`` (one of :data:`TARGETS`) to ``out``; returns the
     path written (a file, or for CallFlow the file inside the directory ``out``).

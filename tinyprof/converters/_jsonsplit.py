@@ -35,7 +35,7 @@ def nodes(callpaths: Sequence[Callpath]) -> List[Dict[str, Any]]:
     return out
 
 
-def write(path: "str | os.PathLike[str]", callpaths: Sequence[Callpath], node: np.ndarray,
+def write(path: str | os.PathLike[str], callpaths: Sequence[Callpath], node: np.ndarray,
           values: Sequence[Tuple[str, np.ndarray]], metadata: Dict[str, Any]) -> None:
     """Write one row per entry of ``node`` (an index into ``callpaths``) with the
     value columns ``values`` (name, array aligned with ``node``); NaN is null."""

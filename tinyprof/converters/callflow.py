@@ -17,13 +17,12 @@ import sys
 from typing import List, Optional
 
 from ..analysis.profile import Profile
-
-from . import _callflow_fixes
 from ..analysis.values import aggregate
+from . import _callflow_fixes
 from .hatchet import write_aggregates
 
 
-def write(profile: Profile, directory: "str | os.PathLike[str]", statistic: str = "sum") -> str:
+def write(profile: Profile, directory: str | os.PathLike[str], statistic: str = "sum") -> str:
     """Write ``profile`` as one CallFlow run into ``directory``, times in
     microseconds (CallFlow's views say "μs" whatever the data); returns the file written."""
     os.makedirs(directory, exist_ok=True)
@@ -37,7 +36,7 @@ def run_name(profile: Profile) -> str:
     return re.sub(r"[^\w-]", "_", profile.name) or "profile"
 
 
-def run(directory: "str | os.PathLike[str]", process_only: bool = False,
+def run(directory: str | os.PathLike[str], process_only: bool = False,
         host: Optional[str] = None, port: Optional[int] = None) -> None:
     """Process the runs in ``directory`` with CallFlow (results go to
     ``directory/.callflow``), then serve CallFlow's web app on ``host:port``
@@ -45,7 +44,7 @@ def run(directory: "str | os.PathLike[str]", process_only: bool = False,
     127.0.0.1:5000) unless ``process_only``. Needs the ``tinyprof[callflow]`` extra.
     """
     _callflow_fixes.apply()
-    from server import main as app      # CallFlow's command line lives in package "server"
+    from server import main as app  # CallFlow's command line lives in package "server"
 
     if host is not None:
         app.CALLFLOW_APP_HOST = host

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Tuple
 
 import numpy as np
 
-from ..format.layout import write_atomic
 from ..analysis.profile import Profile
+from ..format.layout import write_atomic
 from . import ConvertError
 from .dataframe import to_dataframe
 
@@ -37,7 +37,7 @@ MPI_COLUMNS = ["rank", "callpath", "comm", "op", "bucket", "size_min", "size_max
                "bytes", "time"]
 
 
-def write(profile: Profile, path: "str | os.PathLike[str]", table: str = "values") -> str:
+def write(profile: Profile, path: str | os.PathLike[str], table: str = "values") -> str:
     """Write the standard CSV of ``profile`` (``table="mpi"``: its MPI table,
     one row per rank, callpath, communicator, op and size bucket) to ``path``
     atomically; needs pandas."""
@@ -62,7 +62,7 @@ def safe_cell(text: str) -> str:
     return f"'{text}" if text.startswith(FORMULA_START) else text
 
 
-def safe_text(frame: "pandas.DataFrame") -> "Tuple[pandas.DataFrame, bool]":
+def safe_text(frame: pandas.DataFrame) -> Tuple[pandas.DataFrame, bool]:
     """A copy of ``frame`` with :func:`safe_cell` applied to the column names
     and every text cell, numeric columns (negative numbers too) as they are;
     and whether a text cell holds a CR."""

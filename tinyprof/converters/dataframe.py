@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Sequence, Tuple, Union
 import numpy as np
 
 from ..analysis.profile import PER_SECOND, Profile
-
 from ..analysis.values import as_profile, check_columns, consistent, occurrences
 
 if TYPE_CHECKING:                       # pandas is imported when to_dataframe runs
@@ -18,8 +17,8 @@ _COLUMNS = ("callpath_id", "callpath", "rank", "execution", "iteration", "time")
 TABLES = ("values", "mpi")
 
 
-def to_dataframe(profile_or_path: Union[Profile, str, "os.PathLike[str]"],
-                 table: str = "values") -> "pandas.DataFrame":
+def to_dataframe(profile_or_path: Union[Profile, str, os.PathLike[str]],
+                 table: str = "values") -> pandas.DataFrame:
     """Every value of the profile (``table="values"``), or its MPI calls (``"mpi"``).
 
     ``"values"``: one row per callpath, rank, execution and iteration.
@@ -56,7 +55,7 @@ def to_dataframe(profile_or_path: Union[Profile, str, "os.PathLike[str]"],
     return frame
 
 
-def _labels(callpaths: Sequence[Callpath], ids: np.ndarray) -> "pandas.Categorical":
+def _labels(callpaths: Sequence[Callpath], ids: np.ndarray) -> pandas.Categorical:
     """The callpath ``callpaths[i]`` of each ``i`` in ``ids``, names joined by ``<``,
     as a categorical; ``i = -1`` (no callpath) is ``""``."""
     import pandas as pd
@@ -67,7 +66,7 @@ def _labels(callpaths: Sequence[Callpath], ids: np.ndarray) -> "pandas.Categoric
     return pd.Categorical.from_codes(code[ids], categories=list(lookup))
 
 
-def _mpi_frame(profile: Profile) -> "pandas.DataFrame":
+def _mpi_frame(profile: Profile) -> pandas.DataFrame:
     """``profile.mpi`` with ``callpath_id`` and the callpath as a ``<``-joined label."""
     frame = profile.mpi
     index = {path: i for i, path in enumerate(profile.callpaths)}

@@ -20,10 +20,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from ..analysis.profile import Profile
-
+from ..analysis.values import MPI_VALUES, Aggregates, aggregate, as_profile, check_columns, mpi_per_node
 from . import _jsonsplit
-from ..analysis.values import (MPI_VALUES, Aggregates, aggregate, as_profile, check_columns,
-                               mpi_per_node)
 
 if TYPE_CHECKING:                       # hatchet is imported when a function needs it
     import hatchet
@@ -37,7 +35,7 @@ MPI_EXCLUSIVE = tuple(f"mpi.{k}" for k in MPI_VALUES)          # mpi.time, mpi.b
 MPI_INCLUSIVE = tuple(f"mpi.{k} (inc)" for k in MPI_VALUES)
 
 
-def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> "hatchet.GraphFrame":
+def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> hatchet.GraphFrame:
     """A hatchet GraphFrame of the profile, values aggregated per (node, rank).
 
     ``statistic`` (``sum``, ``mean``, ``min`` or ``max``) aggregates the
@@ -78,7 +76,7 @@ def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> "hatch
     return hatchet.GraphFrame(graph, frame, exclusive, inclusive, metadata=_metadata(profile, agg))
 
 
-def build_graph(callpaths: Sequence[Callpath]) -> "Tuple[hatchet.graph.Graph, List[hatchet.node.Node]]":
+def build_graph(callpaths: Sequence[Callpath]) -> Tuple[hatchet.graph.Graph, List[hatchet.node.Node]]:
     """A hatchet Graph of the call tree and its Node of each callpath, numbered
     in hatchet's pre-order. Callpaths come parents first."""
     from hatchet.frame import Frame
@@ -99,13 +97,13 @@ def build_graph(callpaths: Sequence[Callpath]) -> "Tuple[hatchet.graph.Graph, Li
     return graph, [made[p] for p in callpaths]
 
 
-def write(profile: Profile, path: "str | os.PathLike[str]", statistic: str = "sum") -> str:
+def write(profile: Profile, path: str | os.PathLike[str], statistic: str = "sum") -> str:
     """Write the rows of :func:`to_hatchet` as json-split for ``GraphFrame.from_caliper``."""
     write_aggregates(profile, aggregate(profile, statistic), path)
     return os.fspath(path)
 
 
-def write_aggregates(profile: Profile, agg: Aggregates, path: "str | os.PathLike[str]",
+def write_aggregates(profile: Profile, agg: Aggregates, path: str | os.PathLike[str],
                      unit: str = "s") -> None:
     """The json-split file of already aggregated values (also CallFlow's
     input), times in ``unit``: "s", or "us" for CallFlow, whose views label

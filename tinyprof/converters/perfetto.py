@@ -23,8 +23,8 @@ from typing import Any, Dict, List
 import numpy as np
 
 from ..analysis import trace as _trace
-from ..format.layout import write_atomic
 from ..analysis.profile import Profile
+from ..format.layout import write_atomic
 from . import ConvertError
 
 
@@ -41,7 +41,7 @@ def to_perfetto(profile: Profile) -> Dict[str, Any]:
                           "origin_ns": trace.origin, "run": profile.run}}
 
 
-def write(profile: Profile, path: "str | os.PathLike[str]", statistic: str = "sum") -> str:
+def write(profile: Profile, path: str | os.PathLike[str], statistic: str = "sum") -> str:
     """Write the JSON of ``profile`` to ``path`` atomically (``statistic`` is
     not used: every occurrence is its own slice)."""
     data = json.dumps(to_perfetto(profile), separators=(",", ":")).encode()

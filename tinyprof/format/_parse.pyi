@@ -5,7 +5,6 @@ The pure-Python twin is the reference parser in tinyprof/format/reader.py
 """
 from typing import List, Optional, Tuple
 
-
 class Block:
     """Parsed values in memory the parser allocated, freed with the last
     view; it exports the buffer protocol (read it with ``numpy.frombuffer``)."""

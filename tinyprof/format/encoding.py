@@ -60,7 +60,7 @@ def unescape(text: str) -> str:
     if "%" not in text:
         return text
 
-    def sub(m: "re.Match[str]") -> str:
+    def sub(m: re.Match[str]) -> str:
         if m.group(1) is None:
             raise ValueError(f"bad escape {m.group()!r}")
         return chr(int(m.group(1), 16))

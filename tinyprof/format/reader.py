@@ -20,8 +20,17 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .encoding import (FORMAT_VERSION, MAX_NATURAL, FormatError, Header, natural, RUN_RE, escape,
-                       format_value, unescape)
+from .encoding import (
+    FORMAT_VERSION,
+    MAX_NATURAL,
+    RUN_RE,
+    FormatError,
+    Header,
+    escape,
+    format_value,
+    natural,
+    unescape,
+)
 
 try:
     from . import _parse
@@ -379,7 +388,7 @@ class _Parser:
             raise self.fail(f"bad callpath: {what} {token[:40]!r} (must be below {bound})") from None
 
     def event(self, line: bytes, i: int, nnames: int, h: Header, exec_base: List[int],
-              lines: "_Lines") -> None:
+              lines: _Lines) -> None:
         parts = line.split(b"|")
         if len(parts) != 3 + h.rank_count:
             raise self.fail(f"event line has {len(parts)} '|'-separated fields, expected "
@@ -574,7 +583,7 @@ class _Lines:
         self.add(parser, parent, ids[-1])
 
 
-def _matching(pattern: "re.Pattern[str]") -> Callable[[str], str]:
+def _matching(pattern: re.Pattern[str]) -> Callable[[str], str]:
     """A header value parser: the value itself if it matches ``pattern``."""
     def parse(text: str) -> str:
         if not pattern.fullmatch(text):
@@ -647,7 +656,7 @@ def _runs(text: str, strict: bool) -> List[Tuple[int, int]]:
     for item in (text.split(",") if strict else filter(None, text.split(","))):
         n, star, k = item.partition("*")
         run = (natural(n), natural(k) if star else 1)
-        if run[1] < 1 or strict and ((star and run[1] < 2) or (runs and runs[-1][0] == run[0])):
+        if run[1] < 1 or (strict and ((star and run[1] < 2) or (runs and runs[-1][0] == run[0]))):
             raise ValueError(text)
         runs.append(run)
     return runs

@@ -43,14 +43,14 @@ class Profiler:
                  comm: Any = None, keep: str = "last", mpi: Optional[bool] = None,
                  trace: Optional[bool] = None, trace_limit: Optional[int] = None,
                  chain: Optional[int] = None, ucx: Optional[bool] = None) -> None:
-        from .settings import Settings     # loaded here: a light `import tinyprof`
+        from .settings import Settings  # loaded here: a light `import tinyprof`
         settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi,
                                    trace, trace_limit, chain, ucx)
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
         self.settings = settings
-        from . import session as _session      # the flush machinery, numpy with it: not on import
+        from . import session as _session  # the flush machinery, numpy with it: not on import
         self.session = _session.begin(settings, comm)
 
     name = property(lambda self: self.settings.name, doc="The profile's name.")
@@ -98,7 +98,8 @@ class Profiler:
     def __repr__(self) -> str:
         s = self.settings
         return (f"tinyprof.Profiler({s.name!r}, frequency={s.frequency:g}, "
-                f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r}, mpi={s.mpi}, ucx={s.ucx}, trace={s.trace})")
+                f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r}, mpi={s.mpi}, "
+                f"ucx={s.ucx}, trace={s.trace})")
 
 
 def flush() -> Optional[str]:

@@ -90,7 +90,7 @@ class Settings:
                outdir: Optional[str] = None, aggregators: Optional[int] = None,
                keep: str = "last", mpi: Optional[bool] = None, trace: Optional[bool] = None,
                trace_limit: Optional[int] = None, chain: Optional[int] = None,
-               ucx: Optional[bool] = None) -> "Settings":
+               ucx: Optional[bool] = None) -> Settings:
         if not isinstance(name, str):
             raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
         if isinstance(frequency, bool) or not isinstance(frequency, numbers.Real):

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .capture import CallTrace
 
 
-def block(rank: int, clock: Clock, core: Tuple[bytes, int], mpi: Optional["CallTrace"],
+def block(rank: int, clock: Clock, core: Tuple[bytes, int], mpi: Optional[CallTrace],
           lines: Dict[int, int]) -> bytes:
     """The encoded block: ``core`` is the core's ``trace_records()``, ``mpi``
     the MPI calls traced (None without capture), ``lines`` maps node ids to

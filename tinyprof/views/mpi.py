@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..format.mpi_section import encode_members
-from ..analysis.profile import PER_SECOND, Profile
-from .text import UNITS as TIME_UNITS, align, printable
-
 from ..analysis import ConvertError
+from ..analysis.profile import PER_SECOND, Profile
+from ..format.mpi_section import encode_members
+from .text import UNITS as TIME_UNITS
+from .text import align, printable
 
 Callpath = Tuple[str, ...]
 __all__ = ["KEYS", "DEFAULT_BY", "SORTS", "Row", "group", "table", "transport_rows", "ucx_states",

@@ -21,10 +21,10 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ..format import layout
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
-from .text import tree_order
 from ..analysis.values import aggregate, mpi_per_node
+from ..format import layout
+from .text import tree_order
 
 MAX_POINTS = 400        # per callpath in the iteration plot
 MAX_SNAPSHOTS = 200     # snapshots read for the time series (evenly sampled)
@@ -40,8 +40,8 @@ class ReportError(Exception):
     """The report cannot be made (plotly is not installed)."""
 
 
-def write(profile_or_path: Union[Profile, str, "os.PathLike[str]"],
-          output: Union[str, "os.PathLike[str]"]) -> str:
+def write(profile_or_path: Union[Profile, str, os.PathLike[str]],
+          output: Union[str, os.PathLike[str]]) -> str:
     """Write the HTML report of a profile (or of the profile at a path) to
     ``output``; returns its path. With a path to an output directory whose
     snapshots were all kept (``keep="all"``), the report also shows them over time."""
@@ -62,7 +62,7 @@ def plotly_js() -> str:
     spec = importlib.util.find_spec("plotly")
     if spec is None or not spec.submodule_search_locations:
         raise ReportError("the report needs plotly: pip install 'tinyprof[report]' (or plotly)")
-    path = os.path.join(list(spec.submodule_search_locations)[0], "package_data", "plotly.min.js")
+    path = os.path.join(next(iter(spec.submodule_search_locations)), "package_data", "plotly.min.js")
     with open(path, encoding="utf-8") as f:
         return f.read()
 

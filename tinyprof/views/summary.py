@@ -11,7 +11,6 @@ from ..analysis.profile import Profile
 from .text import UNITS, align, printable, tree_order
 
 
-
 def summary(profile: Profile, source: Optional[str] = None) -> str:
     """One line per callpath, as a tree, all times in one unit: on how many
     ranks it ran; the min, mean and max across those ranks of each rank's
