@@ -48,11 +48,10 @@ demo: $(DEMO)
 
 test: install test-serial test-mpi test-native
 
-# The annotation tests run twice: C core, then the pure-Python fallback.
+# Lint and type checks first (settings in pyproject.toml), then the serial suite.
 test-serial: install
-	$(PY) -m pyflakes tinyprof tests benchmarks
+	$(BIN)/ruff check --quiet .
 	$(PY) -m pytest -q tests --ignore=tests/mpi --ignore=tests/native
-	TINYPROF_PURE=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_annotate.py
 
 # One line per rank count (rank 0's pytest summary); the whole output on a failure.
 test-mpi: install

@@ -1,5 +1,5 @@
 """An application that finalizes MPI itself while aggregated snapshots run
-(tests/test_continuous.py): ``python _finalize_app.py OUTDIR``, under mpiexec."""
+(tests/runtime/test_continuous.py): ``python _finalize_app.py OUTDIR``, under mpiexec."""
 import sys
 
 from mpi4py import MPI

@@ -1,4 +1,4 @@
-"""The application of tests/test_continuous.py, run under mpiexec (or alone).
+"""The application of tests/runtime/test_continuous.py, run under mpiexec (or alone).
 
     python _snapshot_app.py OUTDIR FREQUENCY KEEP STEPS MODE
 

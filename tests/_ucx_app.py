@@ -1,4 +1,4 @@
-"""The application of tests/test_ucx.py, run under mpiexec.
+"""The application of tests/runtime/test_ucx.py, run under mpiexec.
 
     python _ucx_app.py OUTDIR UCX [SNAPSHOTS]
 

@@ -14,9 +14,7 @@ import pytest
 import tinyprof
 from tinyprof import annotate
 
-impl = annotate.impl
-
-# One fuzz seed per run (tests/test_fuzz.py), printed at the end of every run.
+# One fuzz seed per run (tests/format/test_fuzz.py), printed at the end of every run.
 os.environ.setdefault("TINYPROF_FUZZ_SEED", str(random.randrange(2**32)))
 
 
@@ -39,21 +37,28 @@ class FakeClock:
         self.now += ns
 
 
+@pytest.fixture
+def hot_path():
+    """The annotation hot path under test: the one tinyprof chose (the C core
+    when built). tests/annotate/test_annotate.py runs every test with each twin."""
+    return annotate.impl
+
+
 @pytest.fixture(autouse=True)
-def fresh(tmp_path):
+def fresh(tmp_path, hot_path):
     """Every test starts with an empty event map and a Profiler writing to tmp_path."""
-    impl.reset()
+    hot_path.reset()
     tinyprof.Profiler("test", outdir=tmp_path / "out")
     yield
-    impl.set_clock(None)
-    impl.reset()
+    hot_path.set_clock(None)
+    hot_path.reset()
 
 
 @pytest.fixture
-def clock():
+def clock(hot_path):
     """Install a FakeClock as the hot path's clock (restored by ``fresh``)."""
     c = FakeClock()
-    impl.set_clock(c)
+    hot_path.set_clock(c)
     return c
 
 

@@ -26,6 +26,7 @@ from typing import Any, Callable, List, Optional
 import numpy as np
 
 import tinyprof
+
 from . import Event
 from .runtime import session
 

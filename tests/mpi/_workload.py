@@ -2,7 +2,7 @@
 profile read back holds exactly what every rank recorded.
 
 Shared by test_flush.py (under pytest --with-mpi) and check_large.py (run by
-tests/test_mpi_large.py at 16 and 33 ranks).
+tests/runtime/test_mpi_large.py at 16 and 33 ranks).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 
 Without a list, every A from 1 to P, then the default (no ``aggregators``),
 then a wrong ``is_common`` hint. Rank 0 prints ``ok`` or the differences;
-the exit status is 1 on any difference. Run by tests/test_mpi_large.py at
+the exit status is 1 on any difference. Run by tests/runtime/test_mpi_large.py at
 sizes too big for a pytest process per rank.
 """
 from __future__ import annotations

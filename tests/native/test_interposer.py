@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
+from conftest import BIN, ROOT, run
 
 import tinyprof
-
-from conftest import BIN, ROOT, run
 
 MPICC = BIN / "mpicc"
 LIB = Path(tinyprof.__file__).parent / "libtinyprof_mpi.so"

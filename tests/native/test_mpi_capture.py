@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
+from conftest import FLAGS, MPICXX, ROOT, run
 
 import tinyprof
 from tinyprof.format import mpi_section, reader
 from tinyprof.format.mpi_section import NONE, Communicator
-
-from conftest import FLAGS, MPICXX, ROOT, run
 
 LIB = Path(tinyprof.__file__).parent / "libtinyprof_mpi.so"
 
@@ -182,7 +181,7 @@ def check_run(outdir: Path, nranks: int, aggregators: int) -> None:
             assert callpath(c.created) == (SETUP if made_here else None), c
             assert described.setdefault(c.name, c) == c        # alike in every file
         names = [c.name for c in section.comms]
-        comm = lambda i: None if i == NONE else names[i]       # noqa: E731
+        comm = lambda i: None if i == NONE else names[i]
         ops = {}
         for r, line, c, op, bucket, calls, nbytes, _time in section.ops:
             ops[(r, callpath(line), comm(c), op, bucket)] = (calls, nbytes)

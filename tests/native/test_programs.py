@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
+from conftest import BIN, MPICXX, ROOT, run
+from test_vectors import RankScript, run_cxx
 
 import tinyprof
 from tinyprof.format import layout
 from tinyprof.format.encoding import escape
-
-from conftest import BIN, MPICXX, ROOT, run
-from test_vectors import RankScript, run_cxx
 
 
 @pytest.mark.parametrize("nranks", [1, 3, 4])

@@ -8,11 +8,11 @@ import subprocess
 
 import numpy as np
 import pytest
+from conftest import run
+from test_mpi_capture import LIB
 
 import tinyprof
 from tinyprof.format.trace_section import NONE, encode, make_block
-from conftest import run
-from test_mpi_capture import LIB
 
 OPS = ["Send", "Recv", "Allreduce", "Waitall", "Bcast"]
 

@@ -9,14 +9,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, run
+from test_mpi_capture import driver_input, linked, random_section
 
 import tinyprof
 from tinyprof.format import mpi_section
-from tinyprof.runtime import ucx as _ucx
 from tinyprof.format.mpi_section import NONE
-
-from conftest import ROOT, run
-from test_mpi_capture import driver_input, linked, random_section
+from tinyprof.runtime import ucx as _ucx
 
 TABLES = ROOT / "tests" / "golden" / "ucx_tables.txt"
 LARGE, SMALL = 800_000, 64

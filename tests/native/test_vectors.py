@@ -7,17 +7,16 @@ import math
 import random
 import re
 import struct
-import zlib
 import sys
+import zlib
 from pathlib import Path
 from typing import Callable, List
 
 import pytest
+from conftest import EPOCH, ROOT, run
 
 import tinyprof
 from tinyprof.format.encoding import escape, format_value
-
-from conftest import EPOCH, ROOT, run
 
 # Both writers take the run id and the creation time from the environment,
 # so that their files can be byte-identical.
@@ -101,7 +100,7 @@ def assert_identical(cxx: Path, py: Path) -> None:
 # -- scenarios ----------------------------------------------------------------
 
 def fig2(s: RankScript) -> None:
-    """tests/test_golden.py's Fig. 2 program (rank 1 runs update)."""
+    """tests/format/test_golden.py's Fig. 2 program (rank 1 runs update)."""
     s.profiler("fig2", 3600, "tag:0,mem:1")       # the paper's 5 s: a periodic snapshot could come
     s.add("aggregators", 1)
     r = s.rank
@@ -359,7 +358,7 @@ def test_cxx_profile_reads_back_exactly(build, tmp_path):
     prof = tinyprof.read(str(run_cxx(build, tmp_path, uneven, 3)))
     assert prof.nranks == 3 and prof.metrics == [("tag", True), ("mem", False)]
     assert [prof.executions(r) for r in range(3)] == [2, 3, 0]
-    ns = lambda xs: [[t / 1e9 for t in ex] for ex in xs]   # noqa: E731
+    ns = lambda xs: [[t / 1e9 for t in ex] for ex in xs]
     assert prof.series(("main", "a"), 0) == ns([[0], [1]])
     assert prof.series(("main", "a"), 1) == ns([[10], [11], [12]])
     assert prof.series(("main", "b"), 2) == []

@@ -9,7 +9,7 @@
  * It only says whether the lines are valid: on any violation it returns None
  * and the pure-Python reference parser (tinyprof/format/reader.py) reparses the
  * file to raise the FormatError with its message, file and line. The two are
- * tested against each other (tests/test_reader_parity.py), so they accept
+ * tested against each other (tests/format/test_reader_parity.py), so they accept
  * exactly the same files and read the same values.
  */
 #define PY_SSIZE_T_CLEAN

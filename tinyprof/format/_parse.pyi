@@ -1,7 +1,7 @@
 """Types of tinyprof.format._parse, the C parser of event lines (built from _parse.c).
 
 The pure-Python twin is the reference parser in tinyprof/format/reader.py
-(``parse_file(path, "python")``); tests/test_reader_parity.py keeps them in parity.
+(``parse_file(path, "python")``); tests/format/test_reader_parity.py keeps them in parity.
 """
 from typing import List, Optional, Tuple
 

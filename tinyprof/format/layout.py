@@ -225,7 +225,7 @@ def snapshot_numbers(outdir: str) -> List[int]:
 def prune_snapshots(outdir: str) -> None:
     """keep="last": remove every snapshot older than the newest complete one
     that reading it does not take (its chain of deltas stays)."""
-    import shutil       # here: importing it costs every Profiler() about 1 ms
+    import shutil  # here: importing it costs every Profiler() about 1 ms
     numbers = snapshot_numbers(outdir)
     for k in reversed(numbers):
         needed = chain(outdir, k)

@@ -6,7 +6,7 @@ lines, which hold the values, are parsed by the C extension ``_parse``
 module keeps the pure-Python parser as the reference: it reads version-1
 files, it is used when the extension is not built or ``TINYPROF_PURE=1``,
 and it reparses any file the C parser rejects, so that errors carry its
-messages. tests/test_reader_parity.py holds the two to the same results.
+messages. tests/format/test_reader_parity.py holds the two to the same results.
 """
 from __future__ import annotations
 

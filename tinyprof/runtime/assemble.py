@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..format import delta as _deltasection, mpi_section
-from .collect import LocalEvent
+from ..format import delta as _deltasection
+from ..format import mpi_section
 from ..format.encoding import Header, encode_consistent, encode_file, encode_rank_field
 from ..format.mpi_section import NONE
+from .collect import LocalEvent
 
 Callpath = Tuple[str, ...]
 # (nranks, first rank, rank count, file index, file count) -> the header of that file

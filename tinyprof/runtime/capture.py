@@ -21,8 +21,8 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from ..format import mpi_section
-from . import ucx as _ucx
 from ..format.mpi_section import NONE, Communicator
+from . import ucx as _ucx
 
 LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libtinyprof_mpi.so")
 ABI = 2                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
@@ -117,7 +117,7 @@ class Capture:
         self.ucx: Optional[str] = None  # the transport view: "unused" (hooked) or "unavailable"
 
     @classmethod
-    def start(cls) -> "Capture":
+    def start(cls) -> Capture:
         """Load, hook and enable the library; :class:`Unavailable` if it cannot work."""
         lib = _hook()
         from .. import annotate

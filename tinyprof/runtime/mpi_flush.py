@@ -24,11 +24,11 @@ except ImportError:     # another Python
 import numpy as np
 from mpi4py import MPI
 
-from . import assemble
 from ..format import layout, mpi_section
+from ..format.encoding import Header, encode_consistent, encode_file, encode_rank_field
+from . import assemble
 from .assemble import HeaderMaker
 from .collect import LocalEvent
-from ..format.encoding import Header, encode_consistent, encode_file, encode_rank_field
 from .settings import Settings
 
 Callpath = Tuple[str, ...]

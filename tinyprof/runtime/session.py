@@ -22,11 +22,12 @@ from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence
 import numpy as np
 
 from .. import annotate
-from . import assemble, lifecycle as _lifecycle
 from ..annotate import metrics as _eventmap
 from ..format import layout
-from .collect import LocalEvent, collect
 from ..format.encoding import NO_RUN, Header, env_run_id
+from . import assemble
+from . import lifecycle as _lifecycle
+from .collect import LocalEvent, collect
 from .settings import Settings
 from .snapshots import Snapshotter
 
@@ -123,7 +124,7 @@ class Session:
 
     # -- start and close -------------------------------------------------------------
 
-    def start(self) -> "Session":
+    def start(self) -> Session:
         """Make the session live: agree on the run id and the snapshot clock
         (collective over the communicator), attach to the lifecycle events,
         start periodic snapshots. Nothing when profiling is off."""
@@ -272,7 +273,7 @@ class Session:
         self.flushes += 1                   # every attempt takes a number, on all ranks alike
         parts = self._parts(events, trace)
         if mpi:
-            from . import mpi_flush         # imports mpi4py, which is running already
+            from . import mpi_flush  # imports mpi4py, which is running already
             with self.paused():
                 written = mpi_flush.flush(self.private, self.settings, self.stem, make_header,
                                      events, executions, self.groups, parts)

@@ -34,9 +34,9 @@ from typing import Any, Callable, ContextManager, List, Optional, Sequence, Tupl
 
 from .. import annotate
 from ..format import layout
+from ..format.encoding import relabel
 from .assemble import Base, HeaderMaker, RankPart, assemble, rank_part
 from .collect import LocalEvent, collect
-from ..format.encoding import relabel
 from .settings import Settings
 
 # Seconds a stopping snapshot thread may take to finish the snapshot in progress.
@@ -279,6 +279,7 @@ class Snapshotter:
         """Take part in snapshot ``k``; the number of the next one, agreed by all ranks."""
         import numpy as np
         from mpi4py import MPI
+
         from .mpi_flush import group_of
         comm, settings = self.comm, self.settings
         cpu = time.thread_time()

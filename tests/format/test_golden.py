@@ -24,8 +24,8 @@ from tinyprof.runtime import collect as _collect
 
 impl = annotate.impl
 Event = tinyprof.Event
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "fig3-v2.tp")
-GOLDEN_V1 = os.path.join(os.path.dirname(__file__), "golden", "fig3.tp")
+GOLDEN = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "fig3-v2.tp")
+GOLDEN_V1 = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "fig3.tp")
 RUN = "5f0c9e1d2a3b4c6d"
 
 

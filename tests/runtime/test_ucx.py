@@ -11,14 +11,14 @@ import pytest
 from _browser import Browser
 
 import tinyprof
-from tinyprof.views import report as _report
-from tinyprof.runtime import ucx as _ucx
 from tinyprof.converters import ConvertError
-from tinyprof.views import mpi
 from tinyprof.format.encoding import FormatError
 from tinyprof.format.mpi_section import encode, parse
+from tinyprof.runtime import ucx as _ucx
+from tinyprof.views import mpi
+from tinyprof.views import report as _report
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 needs_mpi = pytest.mark.skipif(
     importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),

@@ -31,7 +31,7 @@ from tinyprof.runtime.collect import LocalEvent
 SEED = int(os.environ.get("TINYPROF_FUZZ_SEED") or random.randrange(2**32))
 STRICT_COPIES = 3000         # must read as FormatError or the original data
 LOOSE_COPIES = 600           # re-checksummed or version 1: FormatError or a readable file
-GOLDEN_V1 = os.path.join(os.path.dirname(__file__), "golden", "fig3.tp")
+GOLDEN_V1 = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "fig3.tp")
 NAMES = ["main", "compute", "é|<+;", "\u2028x", "", "%25", "\ud800", "exchange", "comm"]
 NASTY = [b"0", b"1", b"-1", b"", b" ", b"99999999999999999999", b"1000000000000", b"2*1000000000000",
          b"1_0", b"007", b"nan", b"%", b"\x00", b"\xff", b"flush 99999999999999999999", b"1e3"]

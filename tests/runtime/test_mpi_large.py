@@ -15,7 +15,7 @@ import pytest
 
 from tinyprof.format.layout import file_name
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 needs_mpi = pytest.mark.skipif(

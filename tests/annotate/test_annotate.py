@@ -1,7 +1,8 @@
 """Annotation semantics (paper Section IV-A) through the public API.
 
-Run twice: with the C core (when built) and with ``TINYPROF_PURE=1``. Values
-are checked after a real flush() and read(), with an injected clock.
+Every test runs with each twin of the hot path: the C core (when built) and
+the pure-Python one. Values are checked after a real flush() and read(), with
+an injected clock.
 """
 from __future__ import annotations
 
@@ -18,10 +19,25 @@ import pytest
 import tinyprof
 from tinyprof import annotate
 from tinyprof.annotate import args as _args
+from tinyprof.annotate import metrics, pyevent
 
 impl = annotate.impl
 Event = tinyprof.Event
 NAN = float("nan")
+TWINS = [pyevent] if annotate.impl is pyevent else [annotate.impl, pyevent]
+
+
+@pytest.fixture(params=TWINS, ids=lambda twin: "python" if twin is pyevent else "c")
+def hot_path(request, monkeypatch):
+    """This module's tests run once per twin: ``Event``, ``tinyprof.event``,
+    ``impl`` here and the runtime's ``annotate.impl`` all become that twin's."""
+    twin = request.param
+    twin.set_metric_keys(metrics.keys, metrics.warn_undeclared)
+    for module in (annotate, tinyprof, sys.modules[__name__]):
+        monkeypatch.setattr(module, "Event", twin.Event)
+    monkeypatch.setattr(annotate, "impl", twin)
+    monkeypatch.setattr(sys.modules[__name__], "impl", twin)
+    return twin
 
 
 def same(a, b) -> bool:
@@ -200,13 +216,12 @@ def test_bad_selfkeys_are_rejected(tmp_path):
 
 # -- decorators and recursion -------------------------------------------------
 
-@tinyprof.event
+# Decorated in the test, under the twin it runs with; named at module level.
 def helper(x: int) -> int:
     return 2 * x
 
 
 class Solver:
-    @tinyprof.event(loop=1)
     def step(self, x: int) -> int:
         return x + 1
 
@@ -226,13 +241,15 @@ def test_event_as_decorator(clock, flush_read, assert_ns):
     assert_ns(p, "main<solve", [[5, 2]])
 
 
-def test_bare_event_decorator_uses_qualname_and_options(flush_read):
+def test_bare_event_decorator_uses_qualname_and_options(flush_read, monkeypatch):
+    monkeypatch.setattr(Solver, "step", tinyprof.event(loop=1)(Solver.step))
+    twice = tinyprof.event(helper)
     s = Solver()
     with Event("main"):
         assert [s.step(i) for i in range(4)] == [1, 2, 3, 4]
-        assert helper(2) == 4
+        assert twice(2) == 4
     p = flush_read()
-    assert helper.__name__ == "helper"
+    assert twice.__name__ == "helper"
     assert p.callpaths == [("main",), ("main", "Solver.step"), ("main", "helper")]
     assert [p.loop(c) for c in p.callpaths] == [0, 1, 0]
     assert len(p.series(("main", "Solver.step"), 0)[0]) == 4

@@ -20,7 +20,7 @@ from tinyprof.format import chain as _chain
 from tinyprof.format import layout
 from tinyprof.runtime import session as _session
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
 APP = os.path.join(HERE, "_snapshot_app.py")
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 STEP = ("main", "step")

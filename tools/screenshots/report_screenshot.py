@@ -2,7 +2,7 @@
 profile rendered in headless Chromium, the page's top (call tree, selected
 callpath) and its whole length.
 
-    .venv/bin/python tests/report_screenshot.py PROFILE OUT-PREFIX
+    .venv/bin/python tools/screenshots/report_screenshot.py PROFILE OUT-PREFIX
     (writes OUT-PREFIX-top.png and OUT-PREFIX-full.png)
 """
 from __future__ import annotations
@@ -11,7 +11,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the headless Chromium driver of the browser tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "tests"))
 
 from _browser import Browser
 

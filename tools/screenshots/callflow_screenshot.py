@@ -1,7 +1,7 @@
 """The screenshots of CallFlow in docs/convert.md: ``tinyprof callflow``
 serving a profile, its Super Graph and CCT in headless Chromium.
 
-    .venv/bin/python tests/callflow_screenshot.py PROFILE OUT-PREFIX
+    .venv/bin/python tools/screenshots/callflow_screenshot.py PROFILE OUT-PREFIX
     (writes OUT-PREFIX-supergraph.png and OUT-PREFIX-cct.png)
 """
 from __future__ import annotations
@@ -10,7 +10,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the headless Chromium driver of the browser tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "tests"))
 
 from _browser import Browser, free_port, serving
 

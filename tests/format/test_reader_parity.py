@@ -1,7 +1,7 @@
 """The C parser of event lines (tinyprof/format/_parse.c) against the pure-Python
 reference (tinyprof/reader.py): the same files accepted, the same values read.
 
-- the fuzz corpus of tests/test_fuzz.py, mutated copies re-checksummed so that
+- the fuzz corpus of tests/format/test_fuzz.py, mutated copies re-checksummed so that
   the grammar, not the checksum, decides;
 - random profiles written by the writer (hypothesis), values of every kind;
 - random event lines from the grammar's alphabet (hypothesis), to hit the

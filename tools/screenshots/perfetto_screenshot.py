@@ -2,7 +2,7 @@
 docs/trace.md: served offline by vizviewer, rendered in headless Chromium,
 every rank expanded, one MPI call selected so that its message arrows show.
 
-    .venv/bin/python tests/perfetto_screenshot.py PROFILE OUT.png [--select NAME] [--rank R]
+    .venv/bin/python tools/screenshots/perfetto_screenshot.py PROFILE OUT.png [--select NAME] [--rank R]
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the headless Chromium driver of the browser tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "tests"))
 
 from test_perfetto import open_in_perfetto
 

@@ -19,7 +19,8 @@ from tinyprof.runtime import session
 from tinyprof.views import report as _report
 
 pytest.importorskip("plotly")
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
 
 
 def _seconds(profile, path, rank):

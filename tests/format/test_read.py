@@ -23,7 +23,7 @@ from tinyprof.format.reader import parse_file
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
 
-HERE = os.path.join(os.path.dirname(__file__), "golden")
+HERE = os.path.join(os.path.dirname(__file__), os.pardir, "golden")
 GOLDEN, GOLDEN_V1 = os.path.join(HERE, "fig3-v2.tp"), os.path.join(HERE, "fig3.tp")
 with open(GOLDEN, "rb") as _f:
     VALID = _f.read()
