@@ -73,10 +73,11 @@ def occurrences(profile: Profile) -> Occurrences:
                 part.append(array)
             for k in keys:
                 metrics[k].append(ev.metrics[k])
-    index = [np.concatenate(p).astype(np.int32) if p else np.zeros(0, np.int32) for p in parts[:4]]
+    callpath, rank, execution, iteration = [np.concatenate(p).astype(np.int32) if p
+                                            else np.zeros(0, np.int32) for p in parts[:4]]
     times = np.concatenate(parts[4]) if parts[4] else np.zeros(0, np.int64)
-    return Occurrences(*index, times, {k: np.concatenate(v) if v else np.zeros(0)
-                                       for k, v in metrics.items()})
+    return Occurrences(callpath, rank, execution, iteration, times,
+                       {k: np.concatenate(v) if v else np.zeros(0) for k, v in metrics.items()})
 
 
 def _slots(f) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Any, Dict, Sequence, Tuple
+from types import FrameType
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 keys: Dict[str, bool] = {}          # declared metric key -> consistent?
 _warned: set = set()
@@ -38,7 +39,8 @@ def warn_undeclared(node: Any, key: str) -> None:
 def _user_stacklevel() -> int:
     # The C core warns straight from __exit__, the pure-Python one via more
     # frames: point the warning at the first frame outside tinyprof.
-    frame, level = sys._getframe(2), 2
+    frame: Optional[FrameType] = sys._getframe(2)
+    level = 2
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
     return level

@@ -85,7 +85,7 @@ def reset() -> None:
     """Forget every recorded value (tests, and a fresh profile)."""
     global _first_root, _exec, _trace_dropped
     # In place: _root is the ContextVar's default, which threads started later see.
-    _root.__init__("", None)
+    Node.__init__(_root, "", None)
     _current.set(_root)
     _first_root = None
     _exec = -1
@@ -169,7 +169,9 @@ class Event:
             try:
                 _current.reset(self._token)
             except (ValueError, RuntimeError):   # entered in another context
-                _current.set(node.parent)
+                # An Event's node is never the root: its parent is a Node (no
+                # assert here, the hot path).
+                _current.set(node.parent)  # type: ignore[arg-type]
         else:
             _close_out_of_order(node)
         _record(node, self._start, end, self.values)
@@ -192,10 +194,12 @@ def _close_out_of_order(node: Node) -> None:
     abandoned before, or opened in another context) nothing changes.
     """
     cur = _current.get()
+    # Only the root has no parent, and its depth is 0: cur (depth > 0) and
+    # node (an Event's) are not the root (no assert here, the hot path).
     while cur.depth > node.depth:
-        cur = cur.parent
+        cur = cur.parent  # type: ignore[assignment]
     if cur is node:
-        _current.set(node.parent)
+        _current.set(node.parent)  # type: ignore[arg-type]
 
 
 def _record(node: Node, start: int, end: int, values: Optional[dict]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import os
 import types
+from typing import Any, Dict, Tuple
 
 
 def apply() -> None:
@@ -49,12 +50,12 @@ def _supergraph_from_short_paths(layout) -> None:
 
     def _create_nxg_from_paths(self):
         nxg = nx.DiGraph()
-        unique_paths = {}                       # group path -> a call site with it
+        unique_paths: Dict[Tuple[Any, ...], Any] = {}   # group path -> a call site with it
         for callsite in self.sg.nxg.nodes():
             cs_idx = self.sg.get_idx(callsite, "callsite")
             if cs_idx in self.gp_dict:
                 unique_paths.setdefault(tuple(self.gp_dict[cs_idx]), cs_idx)
-        flow = {}
+        flow: Dict[Tuple[Any, Any], Dict[str, Any]] = {}     # edge -> its attributes
         for path, cs_idx in unique_paths.items():
             if len(path) < 2:
                 continue

@@ -9,6 +9,8 @@ class Block:
     """Parsed values in memory the parser allocated, freed with the last
     view; it exports the buffer protocol (read it with ``numpy.frombuffer``)."""
 
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
 
 def parse_events(data: bytes, pos: int, stop: int, nevents: int, nnames: int, executions: bytes,
                  ncons: int, ninc: int) -> Optional[Tuple[int, Block, Block, Block, Block, Block,

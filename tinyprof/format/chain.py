@@ -133,11 +133,11 @@ def _apply(delta: ParsedFile, before: Dict[Callpath, List[bytes]]) -> Dict[Callp
         after[path] = [consistent[path][0], *(old[1:] if old else [b""] * h.rank_count)]
     for line, rank, keep, text in splices:
         row = after[delta.paths[line]]
-        old = row[1 + rank - h.first_rank]
-        if keep > len(old):
+        field = row[1 + rank - h.first_rank]
+        if keep > len(field):
             raise FormatError(delta.path, None, f"delta section keeps {keep} bytes of rank "
-                                                f"{rank}'s field on line {line}, which has {len(old)}")
-        row[1 + rank - h.first_rank] = old[:keep] + text
+                                                f"{rank}'s field on line {line}, which has {len(field)}")
+        row[1 + rank - h.first_rank] = field[:keep] + text
     return after
 
 

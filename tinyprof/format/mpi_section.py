@@ -193,18 +193,18 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
             raise p.fail(f"bad operation name {fields[3][:80]!r}")
         k = p.number(fields[4], "size bucket", MAX_BUCKET + 1)
         calls = p.number(fields[5], "calls", MAX_NATURAL + 1, low=1)
-        row = (rank, line_no, comm, fields[3], k, calls, p.number(fields[6], "bytes"),
-               p.number(fields[7], "time"))
-        p.ordered(ops, row, _op_key)
-        ops.append(row)
+        op_row = (rank, line_no, comm, fields[3], k, calls, p.number(fields[6], "bytes"),
+                  p.number(fields[7], "time"))
+        p.ordered(ops, op_row, _op_key)
+        ops.append(op_row)
     peers: List[PeerRow] = []
     for fields in p.block("peers", 6):
         rank = p.number(fields[0], "rank", first_rank + count, low=first_rank)
-        row = (rank, p.optional(fields[1], "line", nlines), p.optional(fields[2], "communicator", len(comms)),
-               p.number(fields[3], "peer", nranks), p.number(fields[4], "messages", MAX_NATURAL + 1, low=1),
-               p.number(fields[5], "bytes"))
-        p.ordered(peers, row, _peer_key)
-        peers.append(row)
+        peer_row = (rank, p.optional(fields[1], "line", nlines),
+                    p.optional(fields[2], "communicator", len(comms)), p.number(fields[3], "peer", nranks),
+                    p.number(fields[4], "messages", MAX_NATURAL + 1, low=1), p.number(fields[5], "bytes"))
+        p.ordered(peers, peer_row, _peer_key)
+        peers.append(peer_row)
     transport: List[TransportRow] = []
     ucx: List[StateRow] = []
     viewed = payload.startswith(b"transport ", p.pos)
@@ -218,10 +218,10 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
                 raise p.fail(f"bad UCP operation {fields[3][:80]!r}")
             if not (_TEXT_RE.fullmatch(fields[4]) and _TEXT_RE.fullmatch(fields[5])):
                 raise p.fail("bad protocol or transport text")
-            row = (rank, line_no, *fields[2:6], p.number(fields[6], "calls", MAX_NATURAL + 1, low=1),
-                   p.number(fields[7], "bytes"))
-            p.ordered(transport, row, _transport_key)
-            transport.append(row)
+            tr_row = (rank, line_no, *fields[2:6], p.number(fields[6], "calls", MAX_NATURAL + 1, low=1),
+                      p.number(fields[7], "bytes"))
+            p.ordered(transport, tr_row, _transport_key)
+            transport.append(tr_row)
         for fields in p.block("ucx", 2):
             rank = p.number(fields[0], "rank", first_rank + count, low=first_rank)
             if fields[1] not in UCX_STATES:

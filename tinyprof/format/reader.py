@@ -16,7 +16,7 @@ import stat
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import numpy as np
 
@@ -35,7 +35,13 @@ from .encoding import (
 try:
     from . import _parse
 except ImportError:         # not built: the reference parser does it all
-    _parse = None
+    _parse = None  # type: ignore[assignment]  # a module or None, which mypy cannot type
+
+# What _parse.parse_events returns, its Blocks typed as memoryviews: a Block
+# exports the buffer protocol, but numpy's stubs take only a few concrete
+# buffer types in np.frombuffer (not collections.abc.Buffer).
+_Blocks = Tuple[int, memoryview, memoryview, memoryview, memoryview, memoryview, memoryview,
+                memoryview, memoryview, memoryview, memoryview, List[memoryview]]
 
 # Sections whose payloads the reader keeps (ParsedFile.sections); it skips others.
 KNOWN_SECTIONS = frozenset({"mpi", "trace", "delta"})
@@ -287,13 +293,15 @@ class _Parser:
                 raise self.fail("the C parser rejects the name table or event lines", mark[1] + 1)
             self.pos, self.no = mark
             return None
-        end, parents, ids, loops, cons, given, times, vstart, slots, counts, sstart, columns = got
+        (end, parents, ids, loops, cons_block, given_block, times_block, vstart_block, slots_block,
+         counts_block, sstart_block, columns) = cast(_Blocks, got)
         self.pos, self.no = end, self.no + nevents
-        cons = np.frombuffer(cons, np.float64).reshape(nevents, len(cons_keys)).tolist()
-        given = np.frombuffer(given, np.bool_).reshape(nevents, len(cons_keys)).tolist()
+        cons = np.frombuffer(cons_block, np.float64).reshape(nevents, len(cons_keys)).tolist()
+        given = np.frombuffer(given_block, np.bool_).reshape(nevents, len(cons_keys)).tolist()
         consistent = [{k: x for k, x, g in zip(cons_keys, xs, gs) if g} for xs, gs in zip(cons, given)]
-        times, slots, counts, vstart, sstart = (np.frombuffer(b, np.int64)
-                                                for b in (times, slots, counts, vstart, sstart))
+        times, slots, counts, vstart, sstart = (
+            np.frombuffer(b, np.int64)
+            for b in (times_block, slots_block, counts_block, vstart_block, sstart_block))
         values = Values(np.frombuffer(loops, np.int8).tolist(), consistent, times,
                         {k: np.frombuffer(c, np.float64) for k, c in zip(other_keys, columns)},
                         slots, counts, vstart, sstart)

@@ -218,7 +218,8 @@ def parse(payload: bytes, where: str, line0: int, nlines: int, first: int, count
         m = _CLOCK_RE.fullmatch(r.next_line())
         if m is None or any(abs(int(v)) > _INT64_MAX for v in m.groups()):
             raise r.fail("expected 'clock local0|offset0|local1|offset1|error'")
-        clock = tuple(int(v) for v in m.groups())
+        l0, o0, l1, o1, err = (int(v) for v in m.groups())    # the pattern has 5 groups
+        clock = (l0, o0, l1, o1, err)
         _, tids = _counted(r, b"threads")
         threads = [_nat(r, t, "thread id") for t in tids]
         if threads != sorted(set(threads)):

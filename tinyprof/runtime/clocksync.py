@@ -12,7 +12,7 @@ Imported only under MPI (it imports numpy and uses mpi4py objects).
 from __future__ import annotations
 
 import time
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
@@ -38,7 +38,8 @@ def sync(comm, clock: Callable[[], int] = time.perf_counter_ns) -> Tuple[int, in
             comm.Send(pong, dest=child, tag=_TAG)
         elif step <= rank < 2 * step:                   # ask the parent
             parent = rank - step
-            best_rtt, best = None, 0
+            best_rtt: Optional[int] = None
+            best = 0
             for _ in range(EXCHANGES):
                 t0 = clock()
                 comm.Send(ping, dest=parent, tag=_TAG)
@@ -47,6 +48,7 @@ def sync(comm, clock: Callable[[], int] = time.perf_counter_ns) -> Tuple[int, in
                 if best_rtt is None or t1 - t0 < best_rtt:
                     best_rtt, best = t1 - t0, int(pong[0]) - (t0 + t1) // 2
             comm.Recv(pong, source=parent, tag=_TAG)
+            assert best_rtt is not None         # EXCHANGES >= 1 pings were timed
             offset = int(pong[0]) + best
             error = int(pong[1]) + (best_rtt + 1) // 2
         step *= 2

@@ -39,7 +39,9 @@ def collect(root) -> List[LocalEvent]:
     a callpath is present.
     """
     out: List[LocalEvent] = []
-    stack = [((), -1, child) for child in reversed(list(root.children.values()))]
+    # (path of the parent, its position in out, node)
+    stack: List[Tuple[Tuple[str, ...], int, Any]] = [
+        ((), -1, child) for child in reversed(list(root.children.values()))]
     while stack:
         prefix, parent, node = stack.pop()
         path = prefix + (node.name,)

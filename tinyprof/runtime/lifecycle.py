@@ -98,7 +98,8 @@ def _install_process_hooks() -> None:
     # A main-thread exception ends the rank (and the job); a thread's does not,
     # so only the former rules out the collective exit flush.
     sys.excepthook = _marking(sys.excepthook, lambda *args: True)
-    run = sys.modules.get("mpi4py.run")     # python -m mpi4py: MPI_Abort at exit is coming
+    # python -m mpi4py: MPI_Abort at exit is coming (Any: a module read by attribute name)
+    run: Any = sys.modules.get("mpi4py.run")
     if run is not None and hasattr(run, "set_abort_status"):
         run.set_abort_status = _marking(run.set_abort_status, _abort_status)
 

@@ -93,10 +93,13 @@ class Settings:
                ucx: Optional[bool] = None) -> Settings:
         if not isinstance(name, str):
             raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
-        if isinstance(frequency, bool) or not isinstance(frequency, numbers.Real):
+        # Checked as any object: callers may pass what the annotation rules out
+        # (and typeshed's float is no numbers.Real).
+        given: object = frequency
+        if isinstance(given, bool) or not isinstance(given, numbers.Real):
             raise TypeError(f"tinyprof.Profiler: frequency must be a number of seconds, "
                             f"not {frequency!r}")
-        freq = float(frequency)
+        freq = float(given)
         if not math.isfinite(freq) or freq < 0:
             raise ValueError(f"tinyprof.Profiler: frequency must be a finite number of "
                              f"seconds >= 0, not {frequency!r}")

@@ -7,7 +7,7 @@ integer nanoseconds, so the table is exact to its last printed digit.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
 from ..analysis import ConvertError
 from ..analysis.profile import PER_SECOND, Profile
@@ -21,7 +21,7 @@ __all__ = ["KEYS", "DEFAULT_BY", "SORTS", "Row", "group", "table", "transport_ro
 
 KEYS = ("callpath", "comm", "op", "bucket", "rank", "transport")   # what rows can be grouped by
 DEFAULT_BY = ("callpath", "comm", "op", "bucket")
-_SORT_COLUMN = {"time": 3, "bytes": 2, "calls": 1}   # in a Row
+_SORT_COLUMN: Dict[str, Literal[1, 2, 3]] = {"time": 3, "bytes": 2, "calls": 1}   # in a Row
 SORTS = tuple(_SORT_COLUMN)
 _FIELD = {"callpath": 0, "rank": 1, "comm": 2, "op": 3, "bucket": 4}   # in an op row
 _HEAD = {"callpath": "callpath", "comm": "comm", "op": "op", "bucket": "size", "rank": "rank"}
@@ -58,7 +58,7 @@ def group(profile: Profile, by: Sequence[str] = DEFAULT_BY, callpaths: Sequence[
         acc[0] += row[5]
         acc[1] += row[6]
         acc[2] += row[7]
-    return [(key, *values) for key, values in sorted(sums.items())]
+    return [(key, c, b, t) for key, (c, b, t) in sorted(sums.items())]
 
 
 def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
@@ -71,7 +71,7 @@ def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
     if sort not in SORTS:
         raise ConvertError(f"cannot sort by {sort!r}: use {', '.join(SORTS)}")
     ops = profile.mpi_data.ops
-    calls, nbytes, total = (sum(r[i] for r in ops) for i in (5, 6, 7))
+    calls, nbytes, total = sum(r[5] for r in ops), sum(r[6] for r in ops), sum(r[7] for r in ops)
     seconds = 1 / PER_SECOND[profile.unit]
     unit, scale = next(((u, s) for u, s in TIME_UNITS if total * seconds >= s), TIME_UNITS[-1])
     head = (f"{profile.name}: {profile.nranks} ranks, {calls} MPI calls, {nbytes} bytes, "

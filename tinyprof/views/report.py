@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -33,7 +33,8 @@ TOP_ROWS = 40           # rows of the MPI, critical-path and wait-state tables
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The running [min, max, sum, n] per (execution, iteration) of _iterations:
 # each one's empty value and how two of them combine (NaN: no value).
-_STATS = ((np.inf, np.fmin), (-np.inf, np.fmax), (0.0, np.add), (0.0, np.add))
+_STATS: Tuple[Tuple[float, np.ufunc], ...] = (
+    (np.inf, np.fmin), (-np.inf, np.fmax), (0.0, np.add), (0.0, np.add))
 
 
 class ReportError(Exception):
@@ -199,6 +200,7 @@ def _snapshots(profile: Profile, source: Optional[str], position: Dict[tuple, in
     numbers = snapshots(source) if source and os.path.isdir(source) else []
     if len(numbers) < 2:
         return {"numbers": numbers, "series": []}
+    assert source is not None       # no snapshot numbers without a source
     if len(numbers) > MAX_SNAPSHOTS:
         numbers = [numbers[int(i)] for i in np.linspace(0, len(numbers) - 1, MAX_SNAPSHOTS)]
     totals = np.zeros((len(numbers), len(position)))

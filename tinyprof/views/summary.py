@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -27,8 +27,8 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     run_total = float(agg.time_inc[roots].sum())
     biggest = float(agg.time_inc.max()) if agg.time_inc.size else 0.0
     unit, scale = next(((u, s) for u, s in UNITS if biggest >= s), UNITS[-1])
-    table = [("callpath", "ranks", "min", "mean", "max", "excl mean", "% run", "imbalance",
-              "slowest")]
+    table: List[Tuple[str, ...]] = [("callpath", "ranks", "min", "mean", "max", "excl mean", "% run",
+                                      "imbalance", "slowest")]
     row_of = {path: i for i, path in enumerate(profile.callpaths)}
     for path in tree_order(profile.callpaths):
         i = row_of[path]

@@ -2,7 +2,7 @@
 (``tinyprof critical-path``, ``tinyprof wait-states``)."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ..analysis import trace as _trace
 from ..analysis.profile import Profile
@@ -30,6 +30,7 @@ def critical_path(profile: Profile, limit: Optional[int] = 20, segments: bool = 
     head = [f"{profile.name}: critical path {length / s:.3f} {unit} over {hops + 1} visits to "
             f"{path['rank'].nunique()} of {trace.nranks} ranks; wall time {wall / s:.3f} {unit} "
             f"({100 * length / wall if wall else 100:.2f}%)"]
+    table: List[Tuple[str, ...]]
     if segments:
         rows = path if limit is None else path.head(limit)
         table = [(f"start {unit}", f"duration {unit}", "rank", "where")]
