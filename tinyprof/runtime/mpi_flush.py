@@ -4,10 +4,13 @@
    Common callpaths are only checked (one small allreduce); the non-common
    ones travel, names as integer ids, in one allgather of equal-size buffers.
 2. Aggregation: ranks form A contiguous groups; each group gathers its ranks'
-   encoded rows (equal-size uint8 buffers) to its first rank, the aggregator.
-3. File I/O: each aggregator writes its file with one atomic write.
+   rows (encoded fields, then sections) end to end to its first rank, the
+   aggregator.
+3. File I/O: each aggregator joins the rows (``assemble.assemble_rows``) and
+   writes its file with one atomic write.
 
-Imported only when the application uses MPI (see ``_session.Session.flush``),
+The session hands everything down as data and nothing here calls back up.
+Imported only when the application uses MPI (see ``session.Session.flush``),
 so that ``import tinyprof`` never imports mpi4py. Design notes: docs/flush.md.
 """
 from __future__ import annotations
