@@ -14,7 +14,7 @@ from typing import Dict, List, Sequence
 
 # Kernels per group, and the number of variant events (ranks differ in which one they run).
 LEAVES, VARIANTS = 9, 4
-# Keys of tinyprof._mpi.last_timings, in the order of the flush.
+# Fields of runtime.mpi_flush.FlushStats that time the parts of the flush, in order.
 PARTS = ("encode", "sync", "gather", "write")
 # Columns of a sample: the flush's wall time, its parts, own CPU (maximum over
 # ranks), then own CPU (mean over ranks).
@@ -107,7 +107,7 @@ def sweep(comm, outdir: str, counts: Sequence[int], repeats: int,
     from mpi4py import MPI
 
     from . import Profiler, flush
-    from .runtime import mpi_flush
+    from .runtime import session
 
     rank, size = comm.Get_rank(), comm.Get_size()
     spent = [0.0]
@@ -122,7 +122,8 @@ def sweep(comm, outdir: str, counts: Sequence[int], repeats: int,
             start, cpu = MPI.Wtime(), time.thread_time()
             flush()
             own = time.thread_time() - cpu - spent[0]
-            mine = np.array([MPI.Wtime() - start, *(mpi_flush.last_timings[k] for k in PARTS), own])
+            stats = session.current().last_flush
+            mine = np.array([MPI.Wtime() - start, *(getattr(stats, k) for k in PARTS), own])
             worst, total = np.zeros(len(mine)), np.zeros(len(mine))
             comm.Reduce(mine, worst, op=MPI.MAX, root=0)
             comm.Reduce(mine, total, op=MPI.SUM, root=0)

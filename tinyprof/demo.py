@@ -147,9 +147,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     residual = solve(comm, args.steps, args.rows, args.cols)
     tinyprof.flush()
     elapsed = comm.reduce(MPI.Wtime() - start, op=MPI.MAX)
-    snap = session.current().snapshotter
-    taken = comm.reduce(snap.taken if snap else 0, op=MPI.MAX)
-    cpu = comm.reduce(snap.cpu if snap else 0.0, op=MPI.MAX)
+    snaps = session.current().snapshot_stats()
+    taken = comm.reduce(snaps.taken, op=MPI.MAX)
+    cpu = comm.reduce(snaps.cpu, op=MPI.MAX)
     if comm.Get_rank() == 0:
         print(f"heat: {comm.Get_size()} ranks, {args.steps} steps, residual {residual:.3g}; "
               f"profile in {args.outdir}; {elapsed:.3f} s; "

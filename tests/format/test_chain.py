@@ -120,8 +120,8 @@ def test_malformed_set_lines(tmp_path, line):
 
 def test_a_splice_longer_than_its_base_field_is_refused(tmp_path):
     _, path = _chain_of_three(tmp_path)
-    part = _assemble.RankPart(0, 3, [(-1, "main", 0, {}), (0, "step", 1, {})], [(1, 99, b"5")])
-    quiet = _assemble.RankPart(1, 3, [(-1, "main", 0, {})], [])
+    part = _assemble.RankPart(0, 3, [(-1, "main", 0, b""), (0, "step", 1, b"")], [(1, 99, b"5")])
+    quiet = _assemble.RankPart(1, 3, [(-1, "main", 0, b"")], [])
     _write(tmp_path, 3, 2, [part, quiet])
     with pytest.raises(FormatError, match="keeps 99 bytes of rank 0's field on line 1, which has"):
         tinyprof.read(tmp_path, snapshot=3)

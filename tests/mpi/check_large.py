@@ -16,7 +16,7 @@ from _workload import SELFKEYS, all_errors, record, snapshot, verify
 from mpi4py import MPI
 
 import tinyprof
-from tinyprof.runtime import mpi_flush
+from tinyprof.runtime import session
 
 
 def main() -> int:
@@ -37,8 +37,8 @@ def main() -> int:
     tinyprof.Profiler("wl", selfkeys=SELFKEYS, outdir=hint, aggregators=3)
     tinyprof.flush()
     errors += [f"wrong hint: {e}" for e in verify(comm, hint, snapshot(), 3)]
-    if mpi_flush.last_sync != "full":
-        errors.append(f"wrong hint: phase 1 took the {mpi_flush.last_sync!r} path")
+    if session.current().last_flush.sync_path != "full":
+        errors.append(f"wrong hint: phase 1 took the {session.current().last_flush.sync_path!r} path")
     errors = all_errors(comm, errors)
     if comm.Get_rank() == 0:
         print("\n".join(errors) or f"ok: {size} ranks, A in {list(counts)} and default")

@@ -17,7 +17,7 @@ from mpi4py import MPI
 
 import tinyprof
 from tinyprof.format.layout import file_name
-from tinyprof.runtime import mpi_flush
+from tinyprof.runtime import mpi_flush, session
 
 pytestmark = [pytest.mark.mpi, pytest.mark.filterwarnings("error")]
 
@@ -49,7 +49,7 @@ def test_phase_one_falls_back_to_full_sync_only_on_wrong_hints(world, mpi_tmp_pa
     errors = errs + verify(world, mpi_tmp_path, snapshot(), naggs)
     assert not all_errors(world, errors)
     # One rank cannot disagree with itself.
-    assert mpi_flush.last_sync == ("common" if hint == "right" or world.Get_size() == 1 else "full")
+    assert session.current().last_flush.sync_path == ("common" if hint == "right" or world.Get_size() == 1 else "full")
 
 
 def test_a_rank_without_events(world, mpi_tmp_path):
@@ -59,7 +59,7 @@ def test_a_rank_without_events(world, mpi_tmp_path):
     errs, naggs = _flush(world, mpi_tmp_path, aggregators=3)
     errors = errs + verify(world, mpi_tmp_path, snapshot(), naggs)
     assert not all_errors(world, errors)
-    assert mpi_flush.last_sync == ("common" if world.Get_size() == 1 else "full")
+    assert session.current().last_flush.sync_path == ("common" if world.Get_size() == 1 else "full")
 
 
 def test_no_events_anywhere(world, mpi_tmp_path):

@@ -253,8 +253,8 @@ def test_a_rank_that_skipped_snapshots_completes_those_others_started(tmp_path):
     with tinyprof.Event("main"):
         pass
     settings = Settings.create("s", 3600, outdir=str(tmp_path / "s"), keep="all")
-    header = _session.current().header_maker
-    ranks = [Snapshotter(settings, "s", r, 2, 0.0, header, clock=lambda: 0.0) for r in (0, 1)]
+    run = _session.current().run
+    ranks = [Snapshotter(settings, "s", r, 2, 0.0, run, clock=lambda: 0.0) for r in (0, 1)]
     for k in (1, 2, 3):
         assert ranks[0].take(k)
     assert tinyprof.snapshots(tmp_path / "s") == []
@@ -266,7 +266,7 @@ def test_a_rank_that_skipped_snapshots_completes_those_others_started(tmp_path):
 def test_snapshot_numbers_follow_the_injected_clock(tmp_path):
     now = [100.0]
     settings = Settings.create("s", 2, outdir=str(tmp_path / "s"))
-    snap = Snapshotter(settings, "s", 0, 1, 100.0, _session.current().header_maker,
+    snap = Snapshotter(settings, "s", 0, 1, 100.0, _session.current().run,
                        clock=lambda: now[0])
     assert (snap.due(), snap.forced()) == (0, 1)
     now[0] = 107.5
@@ -274,11 +274,11 @@ def test_snapshot_numbers_follow_the_injected_clock(tmp_path):
 
 
 def test_the_header_names_run_and_set(tmp_path):
-    make = _session.current().header_maker("flush", 7)
-    h = make(4, 2, 2, 1, 2)
+    h = _session.current().label("flush", 7).header(4, 2, 2, 1, 2)
     assert (h.set_kind, h.set_number, h.nranks, h.first_rank, h.rank_count) == ("flush", 7, 4, 2, 2)
     assert h.run == _session.current().run
-    assert assemble.header("n", (), "ab" * 8, "snapshot", 3, 1, 0, 1, 0, 1).set_kind == "snapshot"
+    label = assemble.SetLabel("n", (), "ab" * 8, "snapshot", 3)
+    assert label.header(1, 0, 1, 0, 1).set_kind == "snapshot"
 
 
 # -- deep nesting ----------------------------------------------------------------------

@@ -64,17 +64,17 @@ def test_flush_works_when_mpi4py_cannot_be_imported(run_python, tmp_path):
 def test_flush_is_single_process_while_mpi_is_not_initialised(run_python, tmp_path):
     run_python("import mpi4py\nmpi4py.rc.initialize = False\nfrom mpi4py import MPI\n"
                + RECORD.replace("\n    ", "\n")
-               + "from tinyprof.runtime import mpi_flush as _mpi\n"
-               + "assert not MPI.Is_initialized() and not _mpi.last_timings",
+               + "from tinyprof.runtime import session\n"
+               + "assert not MPI.Is_initialized() and session.current().last_flush is None",
                cwd=tmp_path)
 
 
 @needs_mpi
 def test_flush_is_collective_once_the_application_initialised_mpi(run_python, tmp_path):
     run_python("from mpi4py import MPI\n" + RECORD.replace("\n    ", "\n")
-               + "from tinyprof.runtime import mpi_flush as _mpi\n"
-               + "assert _mpi.last_sync == 'common' and sorted(_mpi.last_timings) == "
-                 "['encode', 'gather', 'sync', 'write']",
+               + "from tinyprof.runtime import session\n"
+               + "stats = session.current().last_flush\n"
+               + "assert stats.sync_path == 'common' and stats.written",
                cwd=tmp_path)
 
 

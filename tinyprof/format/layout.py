@@ -56,6 +56,15 @@ def write_file(directory: str, path: str, data: bytes) -> Optional[str]:
     return None
 
 
+def write_set_file(directory: str, stem: str, index: int, count: int,
+                   data: bytes) -> Optional[str]:
+    """Write file ``index`` of a ``count``-file set into ``directory``
+    (atomically, creating the directory); ``"<path>: <why>"`` if it cannot."""
+    path = set_file(directory, stem, index, count)
+    failure = write_file(directory, path, data)
+    return f"{path}: {failure}" if failure else None
+
+
 def set_file(outdir: str, stem: str, index: int, count: int) -> str:
     """Path of file ``index`` of a ``count``-file set in ``outdir``."""
     return os.path.join(outdir, file_name(stem, index, count))

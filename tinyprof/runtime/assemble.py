@@ -1,42 +1,53 @@
-"""One assembler of file contents, used by the flush and the snapshots alike.
+"""One assembler of file contents, used by every writer: the serial flush,
+the MPI flush's aggregators and the snapshots.
 
 A file holds the event maps of consecutive ranks (docs/format.md): the union
 of their callpaths in pre-order, one name table, per callpath the merged loop
-mode and consistent metrics, and each rank's encoded field. Each rank encodes
-its :class:`RankPart` (:func:`rank_part`, whole or what changed since a
-snapshot) and the file's writer joins the parts (:func:`assemble`). The MPI
-flush (``_mpi.py``) builds the same pieces from gathered rows and calls
-:func:`encode_file` through :func:`name_table` alike.
+mode and consistent metrics, each rank's encoded field, and the sections.
+Each rank encodes its :class:`RankPart` (:func:`rank_part`, whole or what
+changed since a snapshot) and the file's writer joins the parts
+(:func:`assemble`). The MPI flush agrees on the callpaths first and gathers
+each rank's fields as one row; its aggregators join the rows
+(:func:`assemble_rows`). Both merge by the same rules (:func:`merged_loop`,
+:func:`merge_consistent`) and end in the same sections (:func:`merge_mpi`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ..format import delta as _deltasection
 from ..format import mpi_section
 from ..format.encoding import Header, encode_consistent, encode_file, encode_rank_field
-from ..format.mpi_section import NONE
+from ..format.mpi_section import NONE, Section
 from .collect import LocalEvent
 
 Callpath = Tuple[str, ...]
-# (nranks, first rank, rank count, file index, file count) -> the header of that file
-HeaderMaker = Callable[[int, int, int, int, int], Header]
 
 
-def header(name: str, metrics: Sequence[Tuple[str, bool]], run: str, kind: str, number: int,
-           nranks: int, first: int, count: int, index: int, nfiles: int) -> Header:
-    """The header of file ``index`` of ``nfiles``, holding ``count`` ranks from ``first``,
-    of set ``kind`` (flush or snapshot) number ``number`` of run ``run``."""
-    h = Header(name=name, nranks=nranks, first_rank=first, rank_count=count,
-               file_index=index, file_count=nfiles, metrics=list(metrics))
-    h.run, h.set_kind, h.set_number = run, kind, number
-    return h
+@dataclass(frozen=True)
+class SetLabel:
+    """What every file of one set says of the run: given by the session, so
+    that the writers below it need nothing of it."""
+
+    name: str
+    metrics: Tuple[Tuple[str, bool], ...]
+    run: str
+    kind: str           # "flush" or "snapshot"
+    number: int
+
+    def header(self, nranks: int, first: int, count: int, index: int, nfiles: int) -> Header:
+        """The header of file ``index`` of ``nfiles``, holding ``count`` ranks from ``first``."""
+        h = Header(name=self.name, nranks=nranks, first_rank=first, rank_count=count,
+                   file_index=index, file_count=nfiles, metrics=list(self.metrics))
+        h.run, h.set_kind, h.set_number = self.run, self.kind, self.number
+        return h
 
 
 # A callpath of a rank, as a rank sends it to its file's writer: (position of
-# its parent in the rank's list (-1: a root), last name, loop mode, consistent metrics).
-RankEvent = Tuple[int, str, int, Dict[str, float]]
+# its parent in the rank's list (-1: a root), last name, loop mode, its
+# consistent field).
+RankEvent = Tuple[int, str, int, bytes]
 # What the fields of a rank held at a base snapshot: per hot-path node, the
 # occurrences written for good (all but the newest, which may still change),
 # the bytes they take, and the bytes of the rest.
@@ -47,30 +58,33 @@ Base = Dict[object, Tuple[int, int, bytes]]
 class RankPart:
     """One rank's share of a file: its callpaths in pre-order, the fields that
     differ from a base (all non-empty ones when there is none) as (position,
-    bytes kept from the base's field, new bytes), and its ``mpi`` payload,
+    bytes kept from the base's field, new bytes), and its ``mpi`` section,
     whose lines are positions in ``events``."""
 
     rank: int
     executions: int
     events: List[RankEvent]
     splices: List[Tuple[int, int, bytes]]
-    mpi: bytes = b""
+    mpi: Optional[Section] = None
 
 
 def rank_part(events: Sequence[LocalEvent], rank: int, executions: int,
-              inconsistent: Sequence[str], base: Optional[Base] = None,
-              mpi: bytes = b"") -> Tuple[RankPart, Base]:
+              metrics: Sequence[Tuple[str, bool]], base: Optional[Base] = None,
+              mpi: Optional[Section] = None) -> Tuple[RankPart, Base]:
     """The part of ``events`` and what the fields now hold (a new base).
 
     With ``base`` (a snapshot's previous state, keyed by ``LocalEvent.node``),
     only what changed since: a field grows at its end but for its newest
     occurrence, so its new bytes are encoded from the base's count on.
     """
+    consistent = [k for k, c in metrics if c]
+    inconsistent = [k for k, c in metrics if not c]
     listed: List[RankEvent] = []
     splices: List[Tuple[int, int, bytes]] = []
     now: Base = {}
     for i, (e, parent) in enumerate(zip(events, _parents(events))):
-        listed.append((parent, e.path[-1], e.loop, e.consistent))
+        listed.append((parent, e.path[-1], e.loop,
+                       encode_consistent(e.consistent, consistent) if consistent else b""))
         columns = e.metric_columns(inconsistent)
         if base is None:
             text = encode_rank_field(e.times, e.execs, columns)
@@ -92,7 +106,7 @@ def assemble(header: Header, parts: Sequence[RankPart], delta: bool = False,
              sections: Sequence[Tuple[str, bytes]] = ()) -> bytes:
     """The file of ``parts`` (consecutive ranks, lowest first): the rank fields
     in the event lines, or with ``delta`` (a file ``over`` a base snapshot)
-    in a ``delta`` section. The parts' ``mpi`` payloads are merged into the
+    in a ``delta`` section. The parts' ``mpi`` sections are merged into the
     file's; ``sections`` follow as given (their lines are the file's).
 
     Lines are the union of the ranks' callpaths in order of first appearance
@@ -103,11 +117,11 @@ def assemble(header: Header, parts: Sequence[RankPart], delta: bool = False,
     parents: List[int] = []
     names: List[str] = []
     loops: List[int] = []
-    values: List[Dict[str, float]] = []
+    consistent: List[bytes] = []
     where: List[List[int]] = []                 # per part: its position -> line
     for part in parts:                          # lowest rank first: its values win
         local: List[int] = []
-        for parent, name, loop, consistent in part.events:
+        for parent, name, loop, given in part.events:
             key = (local[parent] if parent >= 0 else -1, name)
             line = lines.get(key)
             if line is None:
@@ -115,11 +129,10 @@ def assemble(header: Header, parts: Sequence[RankPart], delta: bool = False,
                 parents.append(key[0])
                 names.append(name)
                 loops.append(loop)
-                values.append({})
+                consistent.append(given)
             else:
                 loops[line] = merged_loop(loops[line], loop)
-            for k, v in consistent.items():
-                values[line].setdefault(k, v)
+                consistent[line] = merge_consistent(consistent[line], given)
             local.append(line)
         where.append(local)
     header.executions = [p.executions for p in parts]
@@ -134,44 +147,90 @@ def assemble(header: Header, parts: Sequence[RankPart], delta: bool = False,
             else:
                 fields[r][local[i]] = text
     extra: List[Tuple[str, bytes]] = []
-    mpi = _merged_mpi(header, parts, where, len(parents))
+    mpi = merge_mpi([moved(part.mpi, local) for part, local in zip(parts, where) if part.mpi])
     if mpi:
         extra.append(("mpi", mpi))
     if delta:
         extra.append(("delta", _deltasection.encode(sorted(spliced))))
-    consistent = [k for k, c in header.metrics if c]
-    return encode_file(header, list(table), parents, ids, loops,
-                       [encode_consistent(v, consistent) for v in values], fields,
+    return encode_file(header, list(table), parents, ids, loops, consistent, fields,
                        [*extra, *sections])
 
 
-def _merged_mpi(header: Header, parts: Sequence[RankPart], where: Sequence[List[int]],
-                nlines: int) -> bytes:
-    """The file's ``mpi`` payload from its parts', their lines moved to the file's."""
-    sections = []
-    for part, local in zip(parts, where):
-        if not part.mpi:
-            continue
-        s = mpi_section.parse(part.mpi, "rank payload", 1, len(part.events), part.rank, 1,
-                              header.nranks)
-        move = local + [NONE]           # index NONE (-1): outside any event, kept
-        s.comms = [replace(c, created=move[c.created]) for c in s.comms]
-        s.ops = [(r[0], move[r[1]], *r[2:]) for r in s.ops]
-        s.peers = [(r[0], move[r[1]], *r[2:]) for r in s.peers]
-        sections.append(s)
-    if not sections:
-        return b""
-    merged = mpi_section.merge(sections)
-    return mpi_section.encode_section(merged)
+class Row(Protocol):
+    """One rank's gathered row of an MPI flush (``mpi_flush``): its executions,
+    and its consistent field and rank field of each callpath of the file."""
+
+    executions: int
+
+    def consistent(self, i: int) -> memoryview: ...
+
+    def __getitem__(self, i: int) -> memoryview: ...
+
+
+def assemble_rows(header: Header, order: Sequence[Callpath], loops: Sequence[int],
+                  rows: Sequence[Row], with_consistent: bool, mpi: Sequence[Section] = (),
+                  trace: bytes = b"") -> bytes:
+    """The file of the gathered ``rows`` (consecutive ranks, lowest first),
+    whose fields are already in the lines of ``order`` (pre-order), each line
+    in loop mode ``loops[i]``; ``mpi`` are the ranks' sections in those lines,
+    ``trace`` the ranks' trace blocks joined in rank order."""
+    header.executions = [row.executions for row in rows]
+    consistent = [b""] * len(order)
+    if with_consistent:
+        for i in range(len(order)):
+            merged = b""
+            for row in rows:
+                merged = merge_consistent(merged, row.consistent(i))
+            consistent[i] = merged
+    names, parents, ids = name_table(order)
+    sections = [("mpi", merge_mpi(mpi))] if mpi else []
+    if trace:
+        sections.append(("trace", trace))
+    return encode_file(header, names, parents, ids, loops, consistent, rows, sections)
+
+
+def merge_consistent(first: bytes, later: bytes) -> bytes:
+    """A callpath's consistent field of two ranks, ``first`` the lower one's:
+    per metric, the lower rank's value, else the other's (a field lists the
+    metrics in header order, empty where the rank has none)."""
+    if not later or later == first:
+        return first
+    if not first:
+        return bytes(later)
+    merged = first.split(b",")
+    for k, token in enumerate(bytes(later).split(b",")):
+        if k == len(merged):
+            merged.append(token)
+        elif not merged[k]:
+            merged[k] = token
+    return b",".join(merged)
+
+
+def moved(section: Section, lines: Sequence[int]) -> Section:
+    """``section`` of one rank with its lines (positions in the rank's events)
+    moved to the file's: position ``i`` becomes ``lines[i]``."""
+    move = [*lines, NONE]           # index NONE (-1): outside any event, kept
+    return Section([replace(c, created=move[c.created]) for c in section.comms],
+                   [(r[0], move[r[1]], *r[2:]) for r in section.ops],
+                   [(r[0], move[r[1]], *r[2:]) for r in section.peers],
+                   [(r[0], move[r[1]], *r[2:]) for r in section.transport], section.ucx)
+
+
+def merge_mpi(sections: Sequence[Section]) -> bytes:
+    """The file's ``mpi`` payload from its ranks' sections (lowest rank first,
+    in the file's lines), b"" when there is none."""
+    return mpi_section.encode_section(mpi_section.merge(sections)) if sections else b""
 
 
 def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
-               executions: Sequence[int], sections: Sequence[Tuple[str, bytes]] = ()) -> bytes:
+               executions: Sequence[int], sections: Sequence[Tuple[str, bytes]] = (),
+               mpi: Sequence[Optional[Section]] = ()) -> bytes:
     """The whole file holding ``ranks`` (the events of consecutive ranks, in
-    order). With one rank, line ``i`` is its event ``i``."""
-    inconsistent = [k for k, c in header.metrics if not c]
-    parts = [rank_part(events, header.first_rank + r, n, inconsistent)[0]
-             for r, (events, n) in enumerate(zip(ranks, executions))]
+    order), with each rank's ``mpi`` section if given. With one rank, line
+    ``i`` is its event ``i``."""
+    sections_of = [*mpi, *[None] * (len(ranks) - len(mpi))]
+    parts = [rank_part(events, header.first_rank + r, n, header.metrics, mpi=s)[0]
+             for r, (events, n, s) in enumerate(zip(ranks, executions, sections_of))]
     return assemble(header, parts, sections=sections)
 
 

@@ -4,17 +4,22 @@
    Common callpaths are only checked (one small allreduce); the non-common
    ones travel, names as integer ids, in one allgather of equal-size buffers.
 2. Aggregation: ranks form A contiguous groups; each group gathers its ranks'
-   encoded rows (equal-size uint8 buffers) to its first rank, the aggregator.
-3. File I/O: each aggregator writes its file with one atomic write.
+   rows (encoded fields, then sections) end to end to its first rank, the
+   aggregator.
+3. File I/O: each aggregator joins the rows (``assemble.assemble_rows``) and
+   writes its file with one atomic write.
 
-Imported only when the application uses MPI (see ``_session.Session.flush``),
+The session hands everything down as data and nothing here calls back up.
+Imported only when the application uses MPI (see ``session.Session.flush``),
 so that ``import tinyprof`` never imports mpi4py. Design notes: docs/flush.md.
 """
 from __future__ import annotations
 
+import pickle
 import time
 import warnings
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 try:                    # CPython's own module: hashlib would load OpenSSL first (2.5 ms)
     from _blake2 import blake2b
@@ -24,46 +29,54 @@ except ImportError:     # another Python
 import numpy as np
 from mpi4py import MPI
 
-from ..format import layout, mpi_section
-from ..format.encoding import Header, encode_consistent, encode_file, encode_rank_field
-from . import assemble
-from .assemble import HeaderMaker
+from ..format import layout
+from ..format.encoding import encode_consistent, encode_rank_field
+from ..format.mpi_section import Section
+from . import assemble, trace_block
+from .assemble import SetLabel
 from .collect import LocalEvent
 from .settings import Settings
 
 Callpath = Tuple[str, ...]
 Meta = Tuple[Callpath, int, bool]        # callpath, loop mode, is_common hint
-# A rank's part of a section for the file lines given (callpath -> line):
-# its payload, b"" when it has none.
-Part = Callable[[Dict[Callpath, int]], bytes]
-SECTIONS = ("mpi", "trace")             # in file order
 
 _SEP = ord("|")
-_ROW_HEAD = 16          # a rank row starts with int64 (used length, executions)
-
-# How phase 1 agreed in the last flush: "common" (hints held) or "full" (tests).
-last_sync = ""
-# Seconds this rank spent in the last flush (benchmarks): "encode" (copy and
-# encode the event map), then the phases "sync", "gather" and "write".
-last_timings: Dict[str, float] = {}
+_SPIN = 5e-5                # seconds a wait spins before it sleeps
+_NAP = (5e-5, 1e-3)         # first and longest sleep of a wait (s)
+# A rank row starts with int64 (executions, fields' length, mpi length, trace length).
+_ROW_HEAD = 32
 
 
-def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
-          events: List[LocalEvent], executions: int, groups: Dict[int, object],
-          parts: Optional[Dict[str, Part]] = None) -> bool:
+@dataclass(frozen=True)
+class FlushStats:
+    """What one MPI flush did on this rank (tests and benchmarks): whether
+    every file of the set was written, how phase 1 agreed (``"common"``: the
+    hints held, ``"full"``: they did not), and the seconds spent copying and
+    encoding the event map, then in each phase."""
+
+    written: bool
+    sync_path: str
+    encode: float
+    sync: float
+    gather: float
+    write: float
+
+
+def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[LocalEvent],
+          executions: int, groups: Dict[int, object], mpi: Optional[Section] = None,
+          trace: Optional[trace_block.Records] = None) -> FlushStats:
     """The collective flush of this rank's ``events`` over ``comm``: the set of
-    files ``<settings.outdir>/<stem>.<i>-of-<A>.tp``; whether every file of
-    it was written (the same on all ranks). Consumes ``events``. ``groups``
-    caches the group communicator of each aggregator count: Split is
-    collective and not free, so each grouping is made once per session.
-    ``parts`` gives this rank's parts of the sections (``SECTIONS``) it has;
-    a section is written when any rank of the file has a part of it."""
+    files ``<settings.outdir>/<stem>.<i>-of-<A>.tp``, labelled by ``label``.
+    Consumes ``events``. ``groups`` caches the group communicator of each
+    aggregator count: Split is collective and not free, so each grouping is
+    made once per session. ``mpi`` is this rank's ``mpi`` section (lines:
+    positions in ``events``), ``trace`` its trace records; a file has a
+    section when any of its ranks has a part of it."""
     t0 = time.perf_counter()
-    keys = [k for k, c in settings.metrics if c]
-    meta, fields, consistent = _encode_local(events, settings.metrics)
+    with_consistent = any(c for _, c in settings.metrics)
+    meta, nodes, fields, consistent = _encode_local(events, settings.metrics)
     t_encoded = time.perf_counter()
-    order, loops = _synchronise(comm, meta)
-    del meta
+    sync_path, order, loops = _synchronise(comm, meta)
     t1 = time.perf_counter()
 
     nranks, rank = comm.Get_size(), comm.Get_rank()
@@ -71,53 +84,67 @@ def flush(comm, settings: Settings, stem: str, make_header: HeaderMaker,
     index, first, size = group_of(rank, nranks, naggs)
     if naggs not in groups:
         groups[naggs] = comm.Split(index, rank)
-    group = groups[naggs]
-    box = [_encode_row(order, fields, consistent if keys else None, executions)]
-    rows = _gather(group, box)                  # takes the row out of the box: freed once copied
-    gathered_parts = _gather_parts(comm, group, parts or {}, order)
+    lines = {path: i for i, path in enumerate(order)} if mpi or trace else {}
+    mine = [lines[path] for path, _, _ in meta] if lines else []
+    del meta
+    sections = (pickle.dumps(assemble.moved(mpi, mine), pickle.HIGHEST_PROTOCOL) if mpi else b"",
+                trace_block.block(trace, dict(zip(nodes, mine))) if trace else b"")
+    box = [_encode_row(order, fields, consistent if with_consistent else None, executions,
+                       sections)]
+    del sections
+    gathered = _gather(groups[naggs], box)      # takes the row out of the box: freed once copied
     t2 = time.perf_counter()
 
     # [file written, no older set to remove], then the minimum over all ranks
     state = np.ones(2, np.int64)
     outdir = settings.outdir
-    if rows is not None:
-        ranks = [_Row(rows, r, len(order), bool(keys)) for r in range(size)]
-        del rows                # now the _Rows hold the buffer, and free it once encoded
-        header = make_header(nranks, first, size, index, naggs)
-        sections = _sections(gathered_parts, header, len(order))
-        state[0] = _write(outdir, stem, header, ranks, order, loops, sections)
+    if gathered is not None:
+        rows = [_Row(gathered, r, len(order), with_consistent) for r in range(size)]
+        del gathered            # now the _Rows hold the buffer, and free it once encoded
+        mpi_parts = [pickle.loads(row.mpi) for row in rows if len(row.mpi)]
+        trace_parts = b"".join(row.trace for row in rows)
+        header = label.header(nranks, first, size, index, naggs)
+        data = assemble.assemble_rows(header, order, [loops[p] for p in order], rows,
+                                      with_consistent, mpi_parts, trace_parts)
+        del rows, mpi_parts, trace_parts
+        problem = layout.write_set_file(outdir, stem, index, naggs, data)
+        if problem:
+            warnings.warn(f"tinyprof: cannot write profile file {problem}; "
+                          "the profile is incomplete", RuntimeWarning, stacklevel=3)
+        state[0] = not problem
         if rank == 0 and state[0]:
             state[1] = not layout.stale_sets(outdir, stem, naggs)
-    comm.Allreduce(MPI.IN_PLACE, state, op=MPI.MIN)   # everyone knows: the new set is complete
+    _wait(comm.Iallreduce(MPI.IN_PLACE, state, op=MPI.MIN))   # everyone knows: the set is complete
     if state[0] and not state[1]:
         if rank == 0:
             for path in layout.stale_sets(outdir, stem, naggs):
                 layout.remove(path)
-        comm.Barrier()          # no rank returns, and reads, before the old set is gone
+        _wait(comm.Ibarrier())  # no rank returns, and reads, before the old set is gone
     t3 = time.perf_counter()
-    last_timings.clear()
-    last_timings.update(encode=t_encoded - t0, sync=t1 - t_encoded, gather=t2 - t1, write=t3 - t2)
-    return bool(state[0])
+    return FlushStats(bool(state[0]), sync_path, t_encoded - t0, t1 - t_encoded, t2 - t1,
+                      t3 - t2)
 
 
 def _encode_local(events: List[LocalEvent], metrics: Sequence[Tuple[str, bool]]
-                  ) -> Tuple[List[Meta], Dict[Callpath, bytes], Dict[Callpath, bytes]]:
-    """This rank's callpaths ``(path, loop, common)`` in pre-order, and its rank
-    field and consistent field of each. Consumes ``events``: each copy of the
-    event map is freed as soon as it is encoded."""
+                  ) -> Tuple[List[Meta], List[int], Dict[Callpath, bytes], Dict[Callpath, bytes]]:
+    """This rank's callpaths ``(path, loop, common)`` in pre-order, their node
+    ids, and its rank field and consistent field of each. Consumes
+    ``events``: each copy of the event map is freed as soon as it is encoded."""
     consistent_keys = [k for k, c in metrics if c]
     inconsistent = [k for k, c in metrics if not c]
     meta: List[Meta] = []
+    nodes: List[int] = []
     fields: Dict[Callpath, bytes] = {}
     consistent: Dict[Callpath, bytes] = {}
     events.reverse()
     while events:
         e = events.pop()
         meta.append((e.path, e.loop, e.common))
+        nodes.append(e.node.id if e.node is not None else -1)
         fields[e.path] = encode_rank_field(e.times, e.execs, e.metric_columns(inconsistent))
         if consistent_keys:
             consistent[e.path] = encode_consistent(e.consistent, consistent_keys)
-    return meta, fields, consistent
+    return meta, nodes, fields, consistent
 
 
 def group_of(rank: int, nranks: int, naggs: int) -> Tuple[int, int, int]:
@@ -129,16 +156,34 @@ def group_of(rank: int, nranks: int, naggs: int) -> Tuple[int, int, int]:
     return index, index * small + min(index, extra), small + (index < extra)
 
 
+def _wait(request) -> None:
+    """Complete ``request`` without spinning for long: when ranks outnumber
+    cores, a rank that waits in MPI's busy loop takes its share of a core
+    from the ranks still at work (the aggregator above all), so after a short
+    spin it tests, then sleeps, longer each time."""
+    end = time.perf_counter() + _SPIN
+    while not request.Test():
+        if time.perf_counter() > end:
+            break
+    else:
+        return
+    nap = _NAP[0]
+    while not request.Test():
+        time.sleep(nap)
+        nap = min(2 * nap, _NAP[1])
+
+
 # -- phase 1: event synchronisation ---------------------------------------------
 
-def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callpath, int]]:
-    """The ordered callpath list of all ranks and each callpath's loop mode.
+def _synchronise(comm, meta: Sequence[Meta]
+                 ) -> Tuple[str, List[Callpath], Dict[Callpath, int]]:
+    """How the ranks agreed (``FlushStats.sync_path``), the ordered callpath
+    list of all ranks and each callpath's loop mode.
 
     Ranks that agree on the ordered common list (count and hash, minimum and
     maximum in one allreduce) exchange only their non-common callpaths; any
     disagreement, i.e. a wrong ``is_common`` hint, exchanges every callpath.
     """
-    global last_sync
     common_paths: Dict[Callpath, None] = {(): None}
     for path, _, is_common in meta:      # common only below common ancestors
         if is_common and path[:-1] in common_paths:
@@ -151,24 +196,24 @@ def _synchronise(comm, meta: Sequence[Meta]) -> Tuple[List[Callpath], Dict[Callp
     digest = _digest(common)
     stats = np.array([len(common), -len(common), digest, -digest, -len(partial), -len(full)],
                      dtype=np.int64)
-    comm.Allreduce(MPI.IN_PLACE, stats, op=MPI.MIN)
+    _wait(comm.Iallreduce(MPI.IN_PLACE, stats, op=MPI.MIN))
     if stats[0] == -stats[1] and stats[2] == -stats[3]:
-        last_sync, payload, size, loops = "common", partial, -int(stats[4]), dict(common)
+        path, payload, size, loops = "common", partial, -int(stats[4]), dict(common)
     else:
-        last_sync, payload, size, loops = "full", full, -int(stats[5]), {}
+        path, payload, size, loops = "full", full, -int(stats[5]), {}
         known, base = [], []
     send = np.zeros(size, np.uint8)
     send[:len(payload)] = np.frombuffer(payload, np.uint8)
     recv = np.empty(size * comm.Get_size(), np.uint8)
-    comm.Allgather([send, MPI.BYTE], [recv, MPI.BYTE])
+    _wait(comm.Iallgather([send, MPI.BYTE], [recv, MPI.BYTE]))
     seen = set()
     for r in range(comm.Get_size()):     # lowest rank first, for merged_loop
         payload = recv[r * size:(r + 1) * size].tobytes()
         if payload not in seen:          # ranks alike send alike: decode each kind once
             seen.add(payload)
-            for path, loop in _decode_paths(payload, known, base):
-                loops[path] = assemble.merged_loop(loops.get(path), loop)
-    return list(loops), loops
+            for callpath, loop in _decode_paths(payload, known, base):
+                loops[callpath] = assemble.merged_loop(loops.get(callpath), loop)
+    return path, list(loops), loops
 
 
 def _digest(paths: Sequence[Tuple[Callpath, int]]) -> int:
@@ -232,11 +277,13 @@ def _decode_paths(buf: bytes, known: Sequence[Callpath],
 # -- phase 2: aggregation --------------------------------------------------------
 
 def _encode_row(order: Sequence[Callpath], fields: Dict[Callpath, bytes],
-                consistent: Optional[Dict[Callpath, bytes]], executions: int) -> bytearray:
-    """This rank's row: int64 (used length, executions), then, with consistent
-    metrics, a consistent field per callpath of ``order``, then a rank field
-    per callpath, joined by ``|``; empty where this rank lacks the callpath
-    (the padding that makes rows alike). Empties the dicts as it goes."""
+                consistent: Optional[Dict[Callpath, bytes]], executions: int,
+                sections: Tuple[bytes, bytes]) -> bytearray:
+    """This rank's row: int64 (executions, fields' length, mpi length, trace
+    length), then, with consistent metrics, a consistent field per callpath
+    of ``order``, then a rank field per callpath, joined by ``|`` and empty
+    where this rank lacks the callpath; then its ``mpi`` section (pickled, in
+    the file's lines) and its trace block. Empties the dicts as it goes."""
     row = bytearray(_ROW_HEAD)
     if consistent is not None:
         for path in order:
@@ -246,27 +293,32 @@ def _encode_row(order: Sequence[Callpath], fields: Dict[Callpath, bytes],
         if i:
             row += b"|"
         row += fields.pop(path, b"")
-    row[:_ROW_HEAD] = np.array([len(row), executions], np.int64).tobytes()
+    row[:_ROW_HEAD] = np.array([executions, len(row) - _ROW_HEAD, *map(len, sections)],
+                               np.int64).tobytes()
+    for payload in sections:
+        row += payload
     return row
 
 
-def _gather(group, box: List[bytearray]) -> Optional[np.ndarray]:
-    """Rows of the group, one per line of a uint8 array, on its first rank
-    (None elsewhere): one allreduce for the size, one Gather of equal sizes.
-    ``box`` holds this rank's row and is emptied, so the row can be freed."""
+def _gather(group, box: List[bytearray]) -> Optional[Tuple[np.ndarray, List[int]]]:
+    """The rows of the group, end to end in one uint8 array, and where each
+    starts, on its first rank (None elsewhere): a Gather of the sizes, then
+    one Gatherv, so no rank waits for the others before it sends. ``box``
+    holds this rank's row and is emptied, so the row can be freed."""
     row = box.pop()
     size = np.array([len(row)], np.int64)
-    group.Allreduce(MPI.IN_PLACE, size, op=MPI.MAX)
-    width = int(size[0])
     if group.Get_rank() != 0:
-        row += bytes(width - len(row))
-        group.Gather([row, MPI.BYTE], None, root=0)
+        _wait(group.Igather(size, None, root=0))
+        _wait(group.Igatherv([row, MPI.BYTE], None, root=0))
         return None
-    rows = np.empty((group.Get_size(), width), np.uint8)
-    rows[0, :len(row)] = np.frombuffer(row, np.uint8)
+    sizes = np.empty(group.Get_size(), np.int64)
+    _wait(group.Igather(size, sizes, root=0))
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    rows = np.empty(int(starts[-1]), np.uint8)
+    rows[:len(row)] = np.frombuffer(row, np.uint8)
     del row                  # the last reference: freed before the gather
-    group.Gather(MPI.IN_PLACE, [rows, MPI.BYTE], root=0)
-    return rows
+    _wait(group.Igatherv(MPI.IN_PLACE, [rows, sizes, starts[:-1], MPI.BYTE], root=0))
+    return rows, starts.tolist()
 
 
 class _Row:
@@ -278,20 +330,27 @@ class _Row:
     file sizes (lines and file), not three. A later access fails loudly.
     """
 
-    __slots__ = ("view", "starts", "ends", "offset", "last", "executions")
+    __slots__ = ("view", "starts", "ends", "offset", "last", "executions", "mpi", "trace")
 
-    def __init__(self, rows: np.ndarray, r: int, npaths: int, with_consistent: bool) -> None:
-        used, self.executions = np.frombuffer(rows[r, :_ROW_HEAD], np.int64).tolist()
-        seps = np.flatnonzero(rows[r, _ROW_HEAD:used] == _SEP) + _ROW_HEAD
+    def __init__(self, gathered: Tuple[np.ndarray, List[int]], r: int, npaths: int,
+                 with_consistent: bool) -> None:
+        rows, starts = gathered
+        start = starts[r]
+        self.executions, used, mpi, trace = \
+            np.frombuffer(rows[start:start + _ROW_HEAD], np.int64).tolist()
+        begin, end = start + _ROW_HEAD, start + _ROW_HEAD + used
+        seps = np.flatnonzero(rows[begin:end] == _SEP) + begin
         self.offset = npaths if with_consistent else 0
         if len(seps) != max(self.offset + npaths - 1, 0):
             raise RuntimeError(f"tinyprof: rank row {r} holds {len(seps) + 1} fields, "
                                f"expected {self.offset + npaths}")
-        base = r * rows.shape[1]
-        self.view: Optional[memoryview] = memoryview(rows.reshape(-1))
-        self.starts = np.concatenate([[_ROW_HEAD], seps + 1]) + base
-        self.ends = np.concatenate([seps, [used]]) + base
+        self.view: Optional[memoryview] = memoryview(rows)
+        self.starts = [begin, *(seps + 1).tolist()]
+        self.ends = [*seps.tolist(), end]
         self.last = self.offset + npaths - 1
+        # Copied out: the buffer is freed once the last field is taken.
+        self.mpi = rows[end:end + mpi].tobytes()
+        self.trace = rows[end + mpi:end + mpi + trace].tobytes()
 
     def consistent(self, i: int) -> memoryview:
         """The consistent field of callpath ``i``."""
@@ -303,75 +362,3 @@ class _Row:
         if i == self.last:
             self.view = None
         return field
-
-
-# -- phase 3: file I/O ---------------------------------------------------------------
-
-def _gather_parts(comm, group, parts: Dict[str, Part], order: Sequence[Callpath]
-                  ) -> Dict[str, List[bytes]]:
-    """On the aggregator, each section's parts from its group's ranks, in rank
-    order. Every rank takes part in the gather of every section some rank
-    has (an allreduce of the flags first), so ranks that differ never hang."""
-    flags = np.array([name in parts for name in SECTIONS], np.int64)
-    comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
-    lines = {path: i for i, path in enumerate(order)} if parts else {}
-    out: Dict[str, List[bytes]] = {}
-    for name, wanted in zip(SECTIONS, flags.tolist()):
-        if not wanted:
-            continue
-        payload = parts[name](lines) if name in parts else b""
-        gathered = _gather(group, [bytearray(np.int64(len(payload)).tobytes() + payload)])
-        if gathered is not None:
-            out[name] = [bytes(row[8:8 + int(np.frombuffer(row[:8], np.int64)[0])])
-                         for row in gathered]
-    return out
-
-
-def _sections(parts: Dict[str, List[bytes]], header: Header,
-              nlines: int) -> List[Tuple[str, bytes]]:
-    """The file's sections from its ranks' parts: the ``mpi`` rows merged, the
-    ``trace`` blocks (one per rank, in rank order) concatenated. A section no
-    rank of the file has a part of is not written."""
-    out = []
-    mpi = [p for p in parts.get("mpi", ()) if p]
-    if mpi:
-        first, count, where = header.first_rank, header.rank_count, "rank payload"
-        merged = mpi_section.merge([mpi_section.parse(p, where, 1, nlines, first, count,
-                                                      header.nranks) for p in mpi])
-        out.append(("mpi", mpi_section.encode_section(merged)))
-    trace = b"".join(parts.get("trace", ()))
-    if trace:
-        out.append(("trace", trace))
-    return out
-
-
-def _write(outdir: str, stem: str, header: Header, ranks: List[_Row],
-           order: Sequence[Callpath], loops: Dict[Callpath, int],
-           sections: Sequence[Tuple[str, bytes]] = ()) -> bool:
-    """Assemble and write this aggregator's file; False (and a warning) if it cannot."""
-    n = len(order)
-    header.executions = [row.executions for row in ranks]
-    consistent = [_merge_consistent(ranks, i) if ranks[0].offset else b"" for i in range(n)]
-    names, parents, ids = assemble.name_table(order)
-    data = encode_file(header, names, parents, ids, [loops[p] for p in order], consistent, ranks,
-                       sections)
-    path = layout.set_file(outdir, stem, header.file_index, header.file_count)
-    failure = layout.write_file(outdir, path, data)
-    if failure:
-        warnings.warn(f"tinyprof: cannot write profile file {path}: {failure}; "
-                      "the profile is incomplete", RuntimeWarning, stacklevel=2)
-    return not failure
-
-
-def _merge_consistent(ranks: Sequence[_Row], i: int) -> bytes:
-    """Callpath ``i``'s consistent field: per metric, the lowest rank's value."""
-    merged: List[bytes] = []
-    for row in ranks:
-        given = row.consistent(i)
-        if len(given):
-            for k, token in enumerate(bytes(given).split(b",")):
-                if k == len(merged):
-                    merged.append(token)
-                elif not merged[k]:
-                    merged[k] = token
-    return b",".join(merged)

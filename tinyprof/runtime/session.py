@@ -10,26 +10,30 @@ writes. ``Profiler(...)`` (``_profiler.py``) is the friendly front.
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
 import os
 import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import annotate
 from ..annotate import metrics as _eventmap
 from ..format import layout
-from ..format.encoding import NO_RUN, Header, env_run_id
+from ..format.encoding import NO_RUN, env_run_id
+from ..format.mpi_section import Section
 from . import assemble
 from . import lifecycle as _lifecycle
 from .collect import LocalEvent, collect
 from .settings import Settings
-from .snapshots import Snapshotter
+from .snapshots import SnapshotStats, Snapshotter
+
+if TYPE_CHECKING:       # both import what only a flush needs (mpi4py, numpy)
+    from .mpi_flush import FlushStats
+    from .trace_block import Records
 
 # Environment variables by which MPI launchers tell a process its rank and size.
 _LAUNCH_VARS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
@@ -115,6 +119,7 @@ class Session:
         self.stem = settings.name       # file names: <stem>.<i>-of-<n>.tp
         self.flushes = 0                # number of the next flush set
         self.flushed: Optional[tuple] = None   # fingerprint of what the last flush wrote
+        self.last_flush: Optional[FlushStats] = None     # of the last MPI flush
         self.snapshotter: Optional[Snapshotter] = None
         self.capture: Any = None        # _capture.Capture when MPI is recorded
         self.syncs: List[Tuple[int, int, int]] = []    # trace clock: first and latest sync
@@ -156,9 +161,8 @@ class Session:
                           f"its own profile, {self.stem}.*")
         self._sync_clock()
         self.run = run
-        self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
-                                       self.header_maker, self.clock, self._snapshot_extras,
-                                       self.paused)
+        self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start, run,
+                                       self.clock, self._snapshot_extras, self.paused)
         self.live = True
         _lifecycle.attach(self)
         if settings.frequency:
@@ -249,94 +253,88 @@ class Session:
 
     # -- writing ---------------------------------------------------------------------
 
-    def header_maker(self, kind: str, number: int) -> assemble.HeaderMaker:
-        """Headers of the files of set ``kind`` (flush or snapshot) ``number``."""
-        s = self.settings
-        return functools.partial(assemble.header, s.name, s.metrics, self.run, kind, number)
+    def label(self, kind: str, number: int) -> assemble.SetLabel:
+        """The label of the files of set ``kind`` (flush or snapshot) ``number``."""
+        return assemble.SetLabel(self.settings.name, self.settings.metrics, self.run, kind,
+                                 number)
+
+    def snapshot_stats(self) -> SnapshotStats:
+        """The snapshots this rank wrote so far, and their CPU time."""
+        snap = self.snapshotter
+        return snap.stats() if snap is not None else SnapshotStats(0, 0.0)
 
     def flush(self) -> Optional[str]:
         """Write everything recorded so far as flush set ``self.flushes``;
-        collective over the communicator. Returns the output directory."""
+        collective over the communicator. Returns the output directory.
+
+        The flush walks down: this method reads what the rank holds and
+        hands it, as data, to the MPI flush (``mpi_flush``) or the assembler
+        (``assemble``), which call nothing back (docs/flush.md)."""
         if not self.live:
             return None
         impl = annotate.impl
         mpi = self.private is not None and _live_mpi() is not None
         if mpi and self.settings.trace:
             self._sync_clock()
-        trace = self._trace_part() if self.settings.trace else None   # before the copy:
-        # Before the copy: whatever another thread records meanwhile changes
-        # the fingerprint, so the exit flush writes it.
+        # Before the copy: every node the trace records name then has a line,
+        # and whatever another thread records meanwhile changes the
+        # fingerprint, so the exit flush writes it.
+        trace = self._trace_records() if self.settings.trace else None
         state = fingerprint(impl.root(), impl.executions())
-        events = collect(impl.root())                               # it has their nodes
+        events = collect(impl.root())
         executions = impl.executions()      # after collect: never fewer than the fields hold
-        make_header = self.header_maker("flush", self.flushes)
+        label = self.label("flush", self.flushes)
         self.flushes += 1                   # every attempt takes a number, on all ranks alike
-        parts = self._parts(events, trace)
+        section = self._mpi_section(events)
         if mpi:
             from . import mpi_flush  # imports mpi4py, which is running already
             with self.paused():
-                written = mpi_flush.flush(self.private, self.settings, self.stem, make_header,
-                                     events, executions, self.groups, parts)
+                self.last_flush = mpi_flush.flush(self.private, self.settings, self.stem, label,
+                                                  events, executions, self.groups, section,
+                                                  trace)
+            written = self.last_flush.written
         else:
-            written = self._flush_alone(make_header(1, 0, 1, 0, 1), events, executions, parts)
+            written = self._flush_alone(label, events, executions, section, trace)
         if written:
             self.flushed = state
         return self.settings.outdir
 
-    def _trace_part(self) -> Callable[[Dict[int, int]], bytes]:
-        """This rank's trace block for a map of node ids to lines. Reads the
-        records now, before the event map is copied, so that every node they
-        name has a line."""
+    def _trace_records(self) -> Records:
+        """What this rank traced so far (read before the event map is copied)."""
         from . import trace_block
         core = annotate.impl.trace_records()
         calls = self.capture.trace_calls() if self.capture is not None else None
-        clock = trace_block.clock_of(self.syncs)
-        return functools.partial(trace_block.block, self.rank, clock, core, calls)
+        return trace_block.Records(self.rank, trace_block.clock_of(self.syncs), core, calls)
 
-    def _parts(self, events: Sequence[LocalEvent], trace: Optional[Callable]
-               ) -> Dict[str, Callable[[Dict[tuple, int]], bytes]]:
-        """This rank's parts of the sections, each for a map of callpaths to lines."""
-        ids = [(e.node.id, e.path) for e in events]
-
-        def by_node(lines: Dict[tuple, int]) -> Dict[int, int]:
-            return {i: lines[path] for i, path in ids}
-        parts: Dict[str, Callable[[Dict[tuple, int]], bytes]] = {}
-        capture = self.capture
-        if capture is not None:
-            def mpi(lines: Dict[tuple, int]) -> bytes:
-                from ..format.mpi_section import encode_section
-                return encode_section(capture.section(self.rank, by_node(lines)))
-            parts["mpi"] = mpi
-        if trace is not None:
-            parts["trace"] = lambda lines: trace(by_node(lines))
-        return parts
+    def _mpi_section(self, events: Sequence[LocalEvent]) -> Optional[Section]:
+        """This rank's ``mpi`` section, its lines positions in ``events``; None
+        when MPI is not recorded."""
+        if self.capture is None:
+            return None
+        return self.capture.section(self.rank, {e.node.id: i for i, e in enumerate(events)})
 
     def _snapshot_extras(self, events: Sequence[LocalEvent]
-                         ) -> Tuple[bytes, List[Tuple[str, bytes]]]:
-        """This rank's ``mpi`` payload for a snapshot (its lines: positions in
+                         ) -> Tuple[Optional[Section], List[Tuple[str, bytes]]]:
+        """This rank's ``mpi`` section for a snapshot (its lines: positions in
         ``events``) and the whole sections of its one-rank file. The trace goes
         only into unscheduled snapshots (an aborting exit, SIGTERM) of runs
         without periodic ones: a whole trace per period would cost its size
         each time (docs/trace.md)."""
-        position = {e.node.id: i for i, e in enumerate(events)}
-        mpi = b""
-        if self.capture is not None:
-            from ..format.mpi_section import encode_section
-            mpi = encode_section(self.capture.section(self.rank, position))
+        mpi = self._mpi_section(events)
         if self.settings.trace and not self.settings.frequency:
-            return mpi, [("trace", self._trace_part()(position))]
+            return mpi, [("trace", _trace_block(self._trace_records(), events))]
         return mpi, []
 
-    def _flush_alone(self, header: Header, events: list, executions: int,
-                     parts: Dict[str, Callable[[Dict[tuple, int]], bytes]]) -> bool:
+    def _flush_alone(self, label: assemble.SetLabel, events: List[LocalEvent],
+                     executions: int, mpi: Optional[Section],
+                     trace: Optional[Records]) -> bool:
         outdir = self.settings.outdir
-        lines = {e.path: i for i, e in enumerate(events)}
-        sections = [(name, part(lines)) for name, part in parts.items()]
-        data = assemble.build_file(header, [events], [executions], sections=sections)
-        path = layout.set_file(outdir, self.stem, 0, 1)
-        failure = layout.write_file(outdir, path, data)
-        if failure:
-            self.warn(outdir, f"cannot write profile file {path}: {failure}; "
+        sections = [("trace", _trace_block(trace, events))] if trace is not None else []
+        data = assemble.build_file(label.header(1, 0, 1, 0, 1), [events], [executions],
+                                   sections, [mpi])
+        problem = layout.write_set_file(outdir, self.stem, 0, 1, data)
+        if problem:
+            self.warn(outdir, f"cannot write profile file {problem}; "
                       "the data stays in memory for the next flush")
             return False
         for stale in layout.stale_sets(outdir, self.stem, 1):
@@ -433,6 +431,12 @@ class Session:
         while self.size > 1 and time.monotonic() < end and \
                 not layout.snapshot_is_complete(outdir, k):
             time.sleep(0.01)
+
+
+def _trace_block(records: Records, events: Sequence[LocalEvent]) -> bytes:
+    """The trace block of a one-rank file, whose lines are the positions in ``events``."""
+    from . import trace_block
+    return trace_block.block(records, {e.node.id: i for i, e in enumerate(events)})
 
 
 def _wait(requests: list, timeout: Optional[float] = None) -> None:

@@ -30,12 +30,14 @@ import signal
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, List, Optional, Sequence, Tuple
 
 from .. import annotate
 from ..format import layout
 from ..format.encoding import relabel
-from .assemble import Base, HeaderMaker, RankPart, assemble, rank_part
+from ..format.mpi_section import Section
+from .assemble import Base, RankPart, SetLabel, assemble, rank_part
 from .collect import LocalEvent, collect
 from .settings import Settings
 
@@ -43,9 +45,17 @@ from .settings import Settings
 STOP_TIMEOUT = 5.0
 _NAP = (0.0005, 0.02)       # sleep-poll of MPI requests: first and longest nap (s)
 _SIZE, _DATA = 11, 12       # message tags of a rank's part: its size, then its bytes
-# This rank's share of a snapshot besides its fields: its ``mpi`` payload
+# This rank's share of a snapshot besides its fields: its ``mpi`` section
 # (lines: positions in the events) and whole sections of a one-rank file.
-Extras = Callable[[List[LocalEvent]], Tuple[bytes, Sequence[Tuple[str, bytes]]]]
+Extras = Callable[[List[LocalEvent]], Tuple[Optional[Section], Sequence[Tuple[str, bytes]]]]
+
+
+@dataclass(frozen=True)
+class SnapshotStats:
+    """What this rank's snapshots cost so far (benchmarks, the demo)."""
+
+    taken: int          # snapshots written
+    cpu: float          # CPU seconds spent in them
 
 
 class _Stopped(Exception):
@@ -60,14 +70,12 @@ class Snapshotter:
     """
 
     def __init__(self, settings: Settings, stem: str, rank: int, size: int, start: float,
-                 headers: Callable[[str, int], HeaderMaker],
-                 clock: Callable[[], float] = time.time,
-                 extras: Extras = lambda events: (b"", ()),
+                 run: str, clock: Callable[[], float] = time.time,
+                 extras: Extras = lambda events: (None, ()),
                  paused: Callable[[], ContextManager[None]] = contextlib.nullcontext) -> None:
         self.settings, self.stem, self.extras, self.paused = settings, stem, extras, paused
         self.rank, self.size, self.start = rank, size, start
-        self.headers, self.clock = headers, clock     # headers(kind, number): the set's
-        self.inconsistent = [k for k, c in settings.metrics if not c]
+        self.run, self.clock = run, clock
         self.last = 0                       # newest snapshot number this rank took part in
         self.lock = threading.RLock()       # RLock: a signal handler may interrupt a snapshot
         self.stop = threading.Event()
@@ -107,7 +115,7 @@ class Snapshotter:
         events = collect(self.root)
         executions = impl.executions()     # after collect: never fewer than the fields hold
         mpi, sections = self.extras(events)
-        part, base = rank_part(events, self.rank, executions, self.inconsistent,
+        part, base = rank_part(events, self.rank, executions, self.settings.metrics,
                                {} if full else self.base, mpi)
         return full, part, base, sections
 
@@ -137,6 +145,15 @@ class Snapshotter:
         self.fresh = self.fresh and not full
         self.taken += 1
 
+    def stats(self) -> SnapshotStats:
+        """The snapshots written so far and their cost."""
+        return SnapshotStats(self.taken, self.cpu)
+
+    def label(self, k: int) -> SetLabel:
+        """The label of snapshot ``k``'s files."""
+        s = self.settings
+        return SetLabel(s.name, s.metrics, self.run, "snapshot", k)
+
     def warn(self, key: str, message: str) -> None:
         if key not in self.warned:          # once per directory: not every period
             self.warned.add(key)
@@ -159,16 +176,15 @@ class Snapshotter:
     def _write(self, k: int) -> bool:
         """``take`` under the lock."""
         full, part, base, sections = self._part(k)
-        header = self.headers("snapshot", k)(self.size, self.rank, 1, self.rank, self.size)
+        header = self.label(k).header(self.size, self.rank, 1, self.rank, self.size)
         header.set_base = None if full else self.over
         data = assemble(header, [part], header.set_base is not None, sections)
         del part
         outdir = self.settings.outdir
-        directory = layout.snapshot_dir(outdir, k)
-        path = layout.set_file(directory, self.stem, self.rank, self.size)
-        failure = layout.write_file(directory, path, data)
-        if failure:
-            self.warn(outdir, f"cannot write snapshot file {path}: {failure}; "
+        problem = layout.write_set_file(layout.snapshot_dir(outdir, k), self.stem, self.rank,
+                                        self.size, data)
+        if problem:
+            self.warn(outdir, f"cannot write snapshot file {problem}; "
                       "the data stays in memory for the next attempt")
             return False
         self._complete_skipped(k, data, header.set_base)
@@ -188,10 +204,8 @@ class Snapshotter:
         outdir = self.settings.outdir
         for j in layout.snapshot_numbers(outdir):
             if self.last < j < k and (base is None or base < j):
-                directory = layout.snapshot_dir(outdir, j)
-                layout.write_file(directory, layout.set_file(directory, self.stem, self.rank,
-                                                               self.size),
-                                   relabel(data, "snapshot", j, base))
+                layout.write_set_file(layout.snapshot_dir(outdir, j), self.stem, self.rank,
+                                      self.size, relabel(data, "snapshot", j, base))
 
     def forced(self) -> int:
         """Number of an unscheduled per-rank snapshot (SIGTERM, aborting exit):
@@ -299,17 +313,16 @@ class Snapshotter:
                                         comm.Isend(blob, first, _DATA)])
             else:
                 parts = self._receive(blob, first, count)
-                header = self.headers("snapshot", k)(self.size, first, count, index, naggs)
+                header = self.label(k).header(self.size, first, count, index, naggs)
                 header.set_base = None if full else self.over
                 data = assemble(header, parts, not full)
                 del parts
-                directory = layout.snapshot_dir(settings.outdir, k)
-                path = layout.set_file(directory, self.stem, index, naggs)
-                failure = layout.write_file(directory, path, data)
-                if failure:
+                problem = layout.write_set_file(layout.snapshot_dir(settings.outdir, k),
+                                                self.stem, index, naggs, data)
+                if problem:
                     ok = 0
-                    self.warn(settings.outdir, f"cannot write snapshot file {path}: "
-                              f"{failure}; the next snapshot holds its data")
+                    self.warn(settings.outdir, f"cannot write snapshot file {problem}; "
+                              "the next snapshot holds its data")
             f = settings.frequency
             wanted = max(k + 1, int((self.clock() - self.start) // f) + 1)
             # MIN: every file written, the latest next number, a full one next if any reset

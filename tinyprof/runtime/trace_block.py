@@ -6,6 +6,7 @@ records; mapping nodes to the file's lines, sorting and encoding happen here.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -17,13 +18,24 @@ if TYPE_CHECKING:
     from .capture import CallTrace
 
 
-def block(rank: int, clock: Clock, core: Tuple[bytes, int], mpi: Optional[CallTrace],
-          lines: Dict[int, int]) -> bytes:
-    """The encoded block: ``core`` is the core's ``trace_records()``, ``mpi``
-    the MPI calls traced (None without capture), ``lines`` maps node ids to
-    this flush's event lines. Occurrences of nodes without a line (made after
-    the event map was copied) are left for the next flush; calls outside
-    every event (node 0) have no line."""
+@dataclass(frozen=True)
+class Records:
+    """What a rank traced, read before its event map is copied (so that every
+    node the records name has a line): ``core`` is the core's
+    ``trace_records()``, ``mpi`` the MPI calls traced (None without capture)."""
+
+    rank: int
+    clock: Clock
+    core: Tuple[bytes, int]
+    mpi: Optional[CallTrace]
+
+
+def block(records: Records, lines: Dict[int, int]) -> bytes:
+    """The encoded block of ``records``; ``lines`` maps node ids to the file's
+    event lines. Occurrences of nodes without a line (made after the event
+    map was copied) are left for the next flush; calls outside every event
+    (node 0) have no line."""
+    rank, clock, core, mpi = records.rank, records.clock, records.core, records.mpi
     ids = np.fromiter(lines.keys(), np.int64, len(lines))
     lookup = np.full(int(ids.max(initial=0)) + 1, NONE, np.int64)
     lookup[ids] = np.fromiter(lines.values(), np.int64, len(lines))
