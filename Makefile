@@ -51,6 +51,7 @@ test: install test-serial test-mpi test-native
 # Lint and type checks first (settings in pyproject.toml), then the serial suite.
 test-serial: install
 	$(BIN)/ruff check --quiet .
+	$(BIN)/mypy
 	$(PY) -m pytest -q tests --ignore=tests/mpi --ignore=tests/native
 
 # One line per rank count (rank 0's pytest summary); the whole output on a failure.

@@ -150,7 +150,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     snaps = session.current().snapshot_stats()
     taken = comm.reduce(snaps.taken, op=MPI.MAX)
     cpu = comm.reduce(snaps.cpu, op=MPI.MAX)
-    if comm.Get_rank() == 0:
+    if comm.Get_rank() == 0:        # the reductions' results are rank 0's
+        assert elapsed is not None and cpu is not None
         print(f"heat: {comm.Get_size()} ranks, {args.steps} steps, residual {residual:.3g}; "
               f"profile in {args.outdir}; {elapsed:.3f} s; "
               f"{taken} snapshots, {1e3 * cpu:.1f} ms CPU in them")

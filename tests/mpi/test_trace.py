@@ -20,7 +20,7 @@ from tinyprof import annotate
 from tinyprof.format import trace_section
 from tinyprof.format.reader import parse_file
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "format"))
 from test_golden import GOLDEN, RUN, fig2
 
 

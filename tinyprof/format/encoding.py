@@ -18,7 +18,7 @@ import re
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from .._version import __version__
 
@@ -171,9 +171,15 @@ def _rle(counts: Sequence[int]) -> str:
     return ",".join(items)
 
 
+class Fields(Protocol):
+    """One rank's fields by line: lists of bytes, or the MPI flush's gathered rows."""
+
+    def __getitem__(self, line: int) -> Union[bytes, memoryview]: ...
+
+
 def encode_file(header: Header, names: Sequence[str], parents: Sequence[int],
                 ids: Sequence[int], loops: Sequence[int], consistent: Sequence[bytes],
-                fields: Sequence[Sequence[bytes]],
+                fields: Sequence[Fields],
                 sections: Sequence[Tuple[str, bytes]] = ()) -> bytes:
     """The whole file. Line ``i`` is the callpath ending in name ``ids[i]`` whose
     parent is on line ``parents[i]`` (-1: a root callpath); ``fields[r][i]`` is

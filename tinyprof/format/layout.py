@@ -75,7 +75,7 @@ def profile_files(path: str) -> List[str]:
     snapshot directory, or one file of a set), in index order; FormatError if
     there is none, several, or a file is missing."""
     if os.path.isdir(path):
-        sets = {}
+        sets: Dict[Tuple[str, int], List[str]] = {}
         for entry in sorted(os.listdir(path)):
             m = _SET_RE.match(entry)
             if m:

@@ -14,7 +14,7 @@ each rank's fields as one row; its aggregators join the rows
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple, Union, cast
 
 from ..format import delta as _deltasection
 from ..format import mpi_section
@@ -189,7 +189,7 @@ def assemble_rows(header: Header, order: Sequence[Callpath], loops: Sequence[int
     return encode_file(header, names, parents, ids, loops, consistent, rows, sections)
 
 
-def merge_consistent(first: bytes, later: bytes) -> bytes:
+def merge_consistent(first: bytes, later: Union[bytes, memoryview]) -> bytes:
     """A callpath's consistent field of two ranks, ``first`` the lower one's:
     per metric, the lower rank's value, else the other's (a field lists the
     metrics in header order, empty where the rank has none)."""
@@ -236,8 +236,9 @@ def build_file(header: Header, ranks: Sequence[Sequence[LocalEvent]],
 
 def _parents(events: Sequence[LocalEvent]) -> List[int]:
     """Each event's parent position in ``events`` (-1: a root)."""
-    if all(e.parent is not None for e in events):
-        return [e.parent for e in events]
+    parents = [e.parent for e in events]
+    if None not in parents:
+        return cast(List[int], parents)
     index = {e.path: i for i, e in enumerate(events)}
     return [index.get(e.path[:-1], -1) for e in events]
 

@@ -198,9 +198,9 @@ def _synchronise(comm, meta: Sequence[Meta]
                      dtype=np.int64)
     _wait(comm.Iallreduce(MPI.IN_PLACE, stats, op=MPI.MIN))
     if stats[0] == -stats[1] and stats[2] == -stats[3]:
-        path, payload, size, loops = "common", partial, -int(stats[4]), dict(common)
+        how, payload, size, loops = "common", partial, -int(stats[4]), dict(common)
     else:
-        path, payload, size, loops = "full", full, -int(stats[5]), {}
+        how, payload, size, loops = "full", full, -int(stats[5]), {}
         known, base = [], []
     send = np.zeros(size, np.uint8)
     send[:len(payload)] = np.frombuffer(payload, np.uint8)
@@ -213,7 +213,7 @@ def _synchronise(comm, meta: Sequence[Meta]
             seen.add(payload)
             for callpath, loop in _decode_paths(payload, known, base):
                 loops[callpath] = assemble.merged_loop(loops.get(callpath), loop)
-    return path, list(loops), loops
+    return how, list(loops), loops
 
 
 def _digest(paths: Sequence[Tuple[Callpath, int]]) -> int:
@@ -344,7 +344,7 @@ class _Row:
         if len(seps) != max(self.offset + npaths - 1, 0):
             raise RuntimeError(f"tinyprof: rank row {r} holds {len(seps) + 1} fields, "
                                f"expected {self.offset + npaths}")
-        self.view: Optional[memoryview] = memoryview(rows)
+        self.view = rows.data
         self.starts = [begin, *(seps + 1).tolist()]
         self.ends = [*seps.tolist(), end]
         self.last = self.offset + npaths - 1
@@ -360,5 +360,5 @@ class _Row:
         i += self.offset
         field = self.view[self.starts[i]:self.ends[i]]
         if i == self.last:
-            self.view = None
+            self.view = memoryview(b"")     # the gathered buffer is freed with its last field
         return field

@@ -161,18 +161,17 @@ class Session:
                           f"its own profile, {self.stem}.*")
         self._sync_clock()
         self.run = run
-        self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start, run,
-                                       self.clock, self._snapshot_extras, self.paused)
+        snap = self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
+                                              run, self.clock, self._snapshot_extras, self.paused)
         self.live = True
         _lifecycle.attach(self)
         if settings.frequency:
-            self._start_snapshots()
+            self._start_snapshots(snap)
         return self
 
-    def _start_snapshots(self) -> None:
+    def _start_snapshots(self, snap: Snapshotter) -> None:
         """Periodic snapshots: aggregated from a helper thread when MPI allows
         a second thread to call it, else per rank (docs/api.md)."""
-        snap = self.snapshotter
         if self.private is None:
             snap.run_periodic(timer=False)
             return
@@ -229,14 +228,16 @@ class Session:
             return
         self.live = False
         _lifecycle.detach(self)
-        if self.snapshotter is not None:
-            self.snapshotter.close()
+        snap = self.snapshotter
+        if snap is not None:
+            snap.close()
         if self.private is not None and _live_mpi() is not None:
             with self.paused():
                 for group in self.groups.values():
                     group.Free()
                 self.private.Free()
-                self.snapshotter.free()
+                if snap is not None:
+                    snap.free()
         if self.capture is not None:
             self.capture.trace(0)
             self.capture.stop()

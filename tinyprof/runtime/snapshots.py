@@ -393,7 +393,7 @@ class Snapshotter:
         join it when they request one too or when it falls due). Waits at most
         ``timeout`` seconds for one that cut its data after this call to end;
         whether one did."""
-        if self.comm is None or not self.thread.is_alive():    # per rank, or MPI finalized
+        if self.comm is None or not self._helper_alive():    # per rank, or MPI finalized
             return not self.closed and self.take(self.forced())
         with self.done:
             target = self.cuts      # the helper counts a cut before it copies the data
@@ -402,10 +402,14 @@ class Snapshotter:
         with self.done:
             while self.ended <= target:
                 left = end - time.monotonic()
-                if left <= 0 or self.stop.is_set() or not self.thread.is_alive():
+                if left <= 0 or self.stop.is_set() or not self._helper_alive():
                     return False
                 self.done.wait(min(left, 0.05))
         return True
+
+    def _helper_alive(self) -> bool:
+        """Whether the helper thread runs (it never started if its set-up raised)."""
+        return self.thread is not None and self.thread.is_alive()
 
     def free(self) -> None:
         """After ``close``, while MPI is live: remove the Finalize hook and free
@@ -417,7 +421,7 @@ class Snapshotter:
         from mpi4py import MPI
         MPI.COMM_SELF.Delete_attr(self.keyval)
         MPI.Comm.Free_keyval(self.keyval)
-        if not self.thread.is_alive() and self.ready.Test():
+        if not self._helper_alive() and self.ready.Test():
             comm.Free()
 
     def close(self) -> None:
