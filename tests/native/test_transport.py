@@ -18,6 +18,7 @@ from conftest import ROOT, run
 from test_mpi_capture import driver_input, linked, random_section
 
 TABLES = ROOT / "tests" / "golden" / "ucx_tables.txt"
+CLASSIFIED = ROOT / "tests" / "golden" / "ucx_classified.txt"
 LARGE, SMALL = 800_000, 64
 
 
@@ -45,17 +46,21 @@ def test_encoder_matches_the_python_codec(build):
         assert out == _mpisection.encode(comms, ops, peers, transport, states)
 
 
+def golden_queries():
+    """The queries of tests/golden/ucx_classified.txt and the answer line of each."""
+    rows = [line.split("|") for line in CLASSIFIED.read_text().splitlines() if not line.startswith("#")]
+    return [(int(code), int(size)) for code, size, *_ in rows], ["|".join(row) for row in rows]
+
+
 def test_tables_read_as_python_reads_them(build):
     exe = build("tests/native/mpi_encode.cpp")
     text = TABLES.read_text()
     tables = _ucx.parse_tables(text)
-    queries = [(code | variant, size) for code in range(9) for variant in (0, _ucx.FAST, _ucx.MULTI, _ucx.REPLY,
-                                                                          _ucx.NONCONTIG)
-               for size in (0, 84, 85, 92, 93, 1023, 1024, 5028, 5029, 8249, 262143, 262144, 2**20, 2**40)]
+    queries, want = golden_queries()
+    assert [f"{c}|{s}|{_ucx.ucp_name(c)}|" + "|".join(_ucx.classify(tables, c, s)) for c, s in queries] == want
     out = subprocess.run([str(exe), "classify", str(TABLES)], input="".join(f"{c} {s}\n" for c, s in queries),
                          capture_output=True, check=True, timeout=30, text=True).stdout.splitlines()
-    want = ["|".join(_ucx.classify(tables, c, s)) for c, s in queries]
-    assert out == want
+    assert [f"{c}|{s}|{_ucx.ucp_name(c)}|{line}" for (c, s), line in zip(queries, out)] == want
     assert "rendezvous zero-copy read from remote|rc/mlx5_0:1, rc/mlx5_1:1" in out
     assert "zero-copy|cma/memory" in out                       # put: "... to host"
 
