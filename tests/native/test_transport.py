@@ -1,9 +1,12 @@
 """The transport view in C++ (TINYPROF_UCX=1): the header's transport and
-ucx blocks byte for byte as tinyprof._mpisection writes them, its reading of
-UCX's protocol tables as tinyprof._ucx's, and real runs of transport.cpp
+ucx blocks byte for byte as tinyprof._mpisection writes them, the reading of
+UCX's protocol tables by libtinyprof_mpi (which classifies for the header and
+for Python) against the golden answers, and real runs of transport.cpp
 linked with libtinyprof_mpi under MPIR_CVAR_NOLOCAL=1 (docs/native.md)."""
 from __future__ import annotations
 
+import ctypes
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -11,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import tinyprof
-from tinyprof import _mpisection, _ucx
+from tinyprof import _capture, _mpisection
 from tinyprof._mpisection import NONE
 
 from conftest import ROOT, run
@@ -52,15 +55,17 @@ def golden_queries():
     return [(int(code), int(size)) for code, size, *_ in rows], ["|".join(row) for row in rows]
 
 
-def test_tables_read_as_python_reads_them(build):
-    exe = build("tests/native/mpi_encode.cpp")
-    text = TABLES.read_text()
-    tables = _ucx.parse_tables(text)
+@pytest.mark.skipif(not os.path.exists(_capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+def test_tables_read_as_recorded():
+    lib = _capture._check(_capture._bind(ctypes.CDLL(_capture.LIBRARY)))
+    text = TABLES.read_bytes()
     queries, want = golden_queries()
-    assert [f"{c}|{s}|{_ucx.ucp_name(c)}|" + "|".join(_ucx.classify(tables, c, s)) for c, s in queries] == want
-    out = subprocess.run([str(exe), "classify", str(TABLES)], input="".join(f"{c} {s}\n" for c, s in queries),
-                         capture_output=True, check=True, timeout=30, text=True).stdout.splitlines()
-    assert [f"{c}|{s}|{_ucx.ucp_name(c)}|{line}" for (c, s), line in zip(queries, out)] == want
+    protocol, transport = ctypes.create_string_buffer(256), ctypes.create_string_buffer(256)
+    out = []
+    for code, size in queries:
+        assert 0 <= lib.tinyprof_ucx_classify(text, code, size, protocol, transport, 256) <= 256
+        out.append("|".join(b.value.decode() for b in (protocol, transport)))
+    assert [f"{c}|{s}|{lib.tinyprof_ucx_op_name(c).decode()}|{line}" for (c, s), line in zip(queries, out)] == want
     assert "rendezvous zero-copy read from remote|rc/mlx5_0:1, rc/mlx5_1:1" in out
     assert "zero-copy|cma/memory" in out                       # put: "... to host"
 
