@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #pragma GCC visibility push(hidden)
@@ -33,6 +34,11 @@ void tp_ucx_learn(MPI_Comm c);
 void tp_ucx_add(int32_t node, uint32_t key, uint64_t family, uint32_t epoch, uint64_t size, int64_t bytes);
 #define TP_UCX_SIZE_BITS 40
 #define TP_UCX_EPOCH_BITS 10        /* saturating: epochs past 1023 count as 1023 */
+
+/* The UCP operations counted so far, summed over threads and without
+ * tinyprof's own: tinyprof_ucx_rows's records, not classified yet (protocol
+ * and transport 0). */
+int64_t *tp_ucx_counts(size_t *n);
 
 /* Whether operations on communicator `family` at `epoch` were tinyprof's
  * own: their rows are not shown. */

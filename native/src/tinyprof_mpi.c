@@ -1259,7 +1259,8 @@ int64_t *tinyprof_mpi_trace_calls(size_t *ncalls, int64_t **endpoints, size_t *n
 /* Every thread's table `which` (offset of a tp_table in tp_thread) summed,
  * as records of `fields` int64: ops and peers: node, comm, the key's second
  * part (ops: op and bucket; peers: peer), then the values (ops: 3; peers:
- * 2); ucx: node, MPI op, UCP op, endpoint, size, calls, bytes. */
+ * 2); ucx: node, MPI op, UCP op, endpoint, size, calls, bytes, and 0 for
+ * the protocol and transport (tinyprof_ucx.c classifies). */
 static int64_t *tp_collect(size_t which, int fields, size_t *n) {
     int ucx = which == offsetof(struct tp_thread, ucx);
     tp_table sum = {0};
@@ -1292,6 +1293,8 @@ static int64_t *tp_collect(size_t which, int fields, size_t *n) {
                 *o++ = (int64_t)r->b;
                 *o++ = r->v[0];
                 *o++ = r->v[1];
+                *o++ = 0;
+                *o++ = 0;
                 continue;
             }
             *o++ = (int32_t)(uint32_t)r->a;
@@ -1319,7 +1322,7 @@ int64_t *tinyprof_mpi_peers(size_t *n) {
     return tp_collect(offsetof(struct tp_thread, peers), TP_PEER_FIELDS, n);
 }
 
-int64_t *tinyprof_ucx_rows(size_t *n) {
+int64_t *tp_ucx_counts(size_t *n) {
     return tp_collect(offsetof(struct tp_thread, ucx), TP_UCX_FIELDS, n);
 }
 

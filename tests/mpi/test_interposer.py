@@ -98,7 +98,7 @@ def expect(errors: List[str], what: str, got, want) -> None:
 
 
 def test_patched(tp):
-    assert tp.lib.tinyprof_mpi_abi() == 2
+    assert tp.lib.tinyprof_mpi_abi() == 3
     assert tp.patched > 0 or tp.lib.tinyprof_mpi_patch(b"mpi4py/MPI") == 0   # already ours
     assert tp.lib.tinyprof_mpi_patch(b"no-such-object") == -1
 

@@ -7,11 +7,8 @@
 //   peer <rank> <line> <comm> <peer> <messages> <bytes>
 //   transport <rank>|<line>|<op>|<ucp>|<protocol>|<transport>|<calls>|<bytes>   (empty line: NONE)
 //   ucx <rank> <state>
-// With `classify TABLES`: for each `<code> <size>` line, the protocol and
-// transport TinyProf::ucx reads from the UCX tables in file TABLES.
 #include <tinyprof/tinyprof.hpp>
 
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -29,22 +26,7 @@ static std::vector<std::int32_t> members(const std::string& text) {
     return out;
 }
 
-static int classify(const char* path) {
-    std::ifstream file(path);
-    std::stringstream text;
-    text << file.rdbuf();
-    const auto tables = TinyProf::ucx::parse_tables(text.str());
-    for (int code = 0; std::cin >> code;) {
-        std::int64_t size = 0;
-        std::cin >> size;
-        const auto [protocol, transport] = TinyProf::ucx::classify(tables, code, size);
-        std::cout << protocol << "|" << transport << "\n";
-    }
-    return 0;
-}
-
-int main(int argc, char** argv) {
-    if (argc == 3 && std::string(argv[1]) == "classify") return classify(argv[2]);
+int main() {
     std::vector<mp::Comm> comms;
     std::vector<mp::OpRow> ops;
     std::vector<mp::PeerRow> peers;

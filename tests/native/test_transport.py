@@ -1,9 +1,12 @@
 """The transport view in C++ (TINYPROF_UCX=1): the header's transport and
-ucx blocks byte for byte as tinyprof.format.mpi_section writes them, its reading of
-UCX's protocol tables as tinyprof.runtime.ucx's, and real runs of transport.cpp
+ucx blocks byte for byte as tinyprof.format.mpi_section writes them, the reading of
+UCX's protocol tables by libtinyprof_mpi (which classifies for the header and
+for Python) against the golden answers, and real runs of transport.cpp
 linked with libtinyprof_mpi under MPIR_CVAR_NOLOCAL=1 (docs/native.md)."""
 from __future__ import annotations
 
+import ctypes
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -15,9 +18,10 @@ from test_mpi_capture import driver_input, linked, random_section
 import tinyprof
 from tinyprof.format import mpi_section
 from tinyprof.format.mpi_section import NONE
-from tinyprof.runtime import ucx as _ucx
+from tinyprof.runtime import capture
 
 TABLES = ROOT / "tests" / "golden" / "ucx_tables.txt"
+CLASSIFIED = ROOT / "tests" / "golden" / "ucx_classified.txt"
 LARGE, SMALL = 800_000, 64
 
 
@@ -45,17 +49,23 @@ def test_encoder_matches_the_python_codec(build):
         assert out == mpi_section.encode(comms, ops, peers, transport, states)
 
 
-def test_tables_read_as_python_reads_them(build):
-    exe = build("tests/native/mpi_encode.cpp")
-    text = TABLES.read_text()
-    tables = _ucx.parse_tables(text)
-    queries = [(code | variant, size) for code in range(9) for variant in (0, _ucx.FAST, _ucx.MULTI, _ucx.REPLY,
-                                                                          _ucx.NONCONTIG)
-               for size in (0, 84, 85, 92, 93, 1023, 1024, 5028, 5029, 8249, 262143, 262144, 2**20, 2**40)]
-    out = subprocess.run([str(exe), "classify", str(TABLES)], input="".join(f"{c} {s}\n" for c, s in queries),
-                         capture_output=True, check=True, timeout=30, text=True).stdout.splitlines()
-    want = ["|".join(_ucx.classify(tables, c, s)) for c, s in queries]
-    assert out == want
+def golden_queries():
+    """The queries of tests/golden/ucx_classified.txt and the answer line of each."""
+    rows = [line.split("|") for line in CLASSIFIED.read_text().splitlines() if not line.startswith("#")]
+    return [(int(code), int(size)) for code, size, *_ in rows], ["|".join(row) for row in rows]
+
+
+@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+def test_tables_read_as_recorded():
+    lib = capture._check(capture._bind(ctypes.CDLL(capture.LIBRARY)))
+    text = TABLES.read_bytes()
+    queries, want = golden_queries()
+    protocol, transport = ctypes.create_string_buffer(256), ctypes.create_string_buffer(256)
+    out = []
+    for code, size in queries:
+        assert 0 <= lib.tinyprof_ucx_classify(text, code, size, protocol, transport, 256) <= 256
+        out.append("|".join(b.value.decode() for b in (protocol, transport)))
+    assert [f"{c}|{s}|{lib.tinyprof_ucx_op_name(c).decode()}|{line}" for (c, s), line in zip(queries, out)] == want
     assert "rendezvous zero-copy read from remote|rc/mlx5_0:1, rc/mlx5_1:1" in out
     assert "zero-copy|cma/memory" in out                       # put: "... to host"
 

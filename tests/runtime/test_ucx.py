@@ -2,6 +2,7 @@
 tests/_ucx_app.py through MPICH's ch4:ucx, its tables parsed, its section
 codec, its text table and its part of the report in a real headless
 Chromium. docs/mpi.md, "Transports"."""
+import ctypes
 import importlib.util
 import os
 import subprocess
@@ -14,7 +15,7 @@ import tinyprof
 from tinyprof.converters import ConvertError
 from tinyprof.format.encoding import FormatError
 from tinyprof.format.mpi_section import encode, parse
-from tinyprof.runtime import ucx as _ucx
+from tinyprof.runtime import capture
 from tinyprof.views import mpi
 from tinyprof.views import report as _report
 
@@ -147,28 +148,56 @@ def test_off_records_no_transport(tmp_path):
 TABLES = open(os.path.join(HERE, "golden", "ucx_tables.txt")).read()
 
 
+FAST, MULTI, REPLY, NONCONTIG = 16, 32, 64, 128        # TP_UCP_* of native/include/tinyprof/tinyprof_mpi.h
+needs_library = pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+
+
+def library():
+    return capture._check(capture._bind(ctypes.CDLL(capture.LIBRARY)))
+
+
+def classify(tables, code, size):
+    """(protocol, transport) libtinyprof_mpi reads for operation ``code`` of
+    ``size`` bytes in ``tables`` (tinyprof_ucx_classify)."""
+    protocol, transport = ctypes.create_string_buffer(256), ctypes.create_string_buffer(256)
+    got = library().tinyprof_ucx_classify(tables.encode(), code, size, protocol, transport, 256)
+    assert got == (max(len(protocol.value), len(transport.value)) + 1 if protocol.value or transport.value else 0)
+    return protocol.value.decode(), transport.value.decode()
+
+
+@needs_library
 def test_tables_classify_by_size_and_variant():
-    tables = _ucx.parse_tables(TABLES)
-    assert _ucx.classify(tables, 0, 0) == ("eager short", "sysv/memory")
-    assert _ucx.classify(tables, 0, 92) == ("eager short", "sysv/memory")
-    assert _ucx.classify(tables, 0, 93) == ("eager copy-in copy-out", "sysv/memory")
-    assert _ucx.classify(tables, 0, 5029) == ("rendezvous zero-copy read from remote", "cma/memory")
-    fast = _ucx.FAST
-    assert _ucx.classify(tables, fast, 262143) == ("multi-frag eager copy-in copy-out", "sysv/memory")
-    assert _ucx.classify(tables, fast, 256 * 1024) == \
+    assert classify(TABLES, 0, 0) == ("eager short", "sysv/memory")
+    assert classify(TABLES, 0, 92) == ("eager short", "sysv/memory")
+    assert classify(TABLES, 0, 93) == ("eager copy-in copy-out", "sysv/memory")
+    assert classify(TABLES, 0, 5029) == ("rendezvous zero-copy read from remote", "cma/memory")
+    assert classify(TABLES, FAST, 262143) == ("multi-frag eager copy-in copy-out", "sysv/memory")
+    assert classify(TABLES, FAST, 256 * 1024) == \
         ("rendezvous zero-copy read from remote", "rc/mlx5_0:1, rc/mlx5_1:1")
-    assert _ucx.classify(tables, 7, 10) == ("short", "self/memory")             # get: "into"
-    assert _ucx.classify(tables, 7, 2**20) == ("zero-copy", "cma/memory")         # 1M: binary units
-    assert _ucx.classify(tables, 7, 2**20 + 1) == ("", "")
-    assert _ucx.classify(tables, 6, 5805) == ("zero-copy", "cma/memory")         # put: "... to host"
-    assert _ucx.classify(tables, 4 | _ucx.REPLY | fast, 84) == ("short", "sysv/memory")
-    assert _ucx.classify(tables, 4, 84) == ("", "")      # no plain AM table printed
-    assert _ucx.classify(tables, fast, 100) == ("", "")     # no row: not known, not guessed
-    assert _ucx.classify(tables, 2, 10) == ("", "")         # receives
-    assert _ucx.classify(tables, _ucx.NONCONTIG, 10) == ("", "")
-    assert _ucx.classify(tables, _ucx.MULTI, 6031) == ("rendezvous zero-copy read from remote", "cma/memory")
-    assert _ucx.classify(tables, 1, 10) == ("", "")         # no sync-send table printed
-    assert [_ucx.ucp_name(c) for c in (0, 1 | fast, 6, 7)] == ["tag_send", "tag_send_sync", "put", "get"]
+    assert classify(TABLES, 7, 10) == ("short", "self/memory")             # get: "into"
+    assert classify(TABLES, 7, 2**20) == ("zero-copy", "cma/memory")         # 1M: binary units
+    assert classify(TABLES, 7, 2**20 + 1) == ("", "")
+    assert classify(TABLES, 6, 5805) == ("zero-copy", "cma/memory")         # put: "... to host"
+    assert classify(TABLES, 4 | REPLY | FAST, 84) == ("short", "sysv/memory")
+    assert classify(TABLES, 4, 84) == ("", "")      # no plain AM table printed
+    assert classify(TABLES, FAST, 100) == ("", "")     # no row: not known, not guessed
+    assert classify(TABLES, 2, 10) == ("", "")         # receives
+    assert classify(TABLES, NONCONTIG, 10) == ("", "")
+    assert classify(TABLES, MULTI, 6031) == ("rendezvous zero-copy read from remote", "cma/memory")
+    assert classify(TABLES, 1, 10) == ("", "")         # no sync-send table printed
+    assert [library().tinyprof_ucx_op_name(c).decode() for c in (0, 1 | FAST, 6, 7)] == \
+        ["tag_send", "tag_send_sync", "put", "get"]
+
+
+@needs_library
+def test_classify_truncates_and_says_so():
+    protocol, transport = ctypes.create_string_buffer(6), ctypes.create_string_buffer(6)
+    lib = library()
+    assert lib.tinyprof_ucx_classify(TABLES.encode(), 0, 0, protocol, transport, 6) == len("eager short") + 1
+    assert (protocol.value, transport.value) == (b"eager", b"sysv/")
+    assert lib.tinyprof_ucx_classify(None, 0, 0, protocol, transport, 6) == 0
+    assert (protocol.value, transport.value) == (b"", b"")
+    assert lib.tinyprof_ucx_op_name(9 | FAST).decode() == "ucp9"
 
 
 def test_section_round_trip_and_errors():

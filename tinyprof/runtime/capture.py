@@ -7,7 +7,7 @@ caller's current callpath node, which it reads from the C core's thread-local
 loads the library, redirects mpi4py's calls to it (``tinyprof_mpi_patch``:
 works whenever a profiler starts, no ``LD_PRELOAD`` needed), pauses it around
 tinyprof's own traffic and turns its tables into this rank's ``mpi`` section,
-with the transport view (UCP operations, classified by ``_ucx``) when asked.
+with the transport view (UCP operations, classified by the library) when asked.
 Design: docs/mpi.md.
 """
 from __future__ import annotations
@@ -22,11 +22,10 @@ import numpy as np
 
 from ..format import mpi_section
 from ..format.mpi_section import NONE, Communicator
-from . import ucx as _ucx
 
 LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libtinyprof_mpi.so")
-ABI = 2                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
-_OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS, _TR_FIELDS, _EP_FIELDS, _UCX_FIELDS = 7, 5, 4, 8, 6, 7
+ABI = 3                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
+_OP_FIELDS, _PEER_FIELDS, _COMM_FIELDS, _TR_FIELDS, _EP_FIELDS, _UCX_FIELDS = 7, 5, 4, 8, 6, 9
 _SELFLIKE, _PRIVATE = 1, 2
 _MPI4PY = "mpi4py/MPI"              # the path part of mpi4py's extension module
 
@@ -56,8 +55,10 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
             ("tinyprof_mpi_trace", None, [ctypes.c_size_t]),
             ("tinyprof_mpi_trace_calls", i64p, [szp, ctypes.POINTER(i64p), szp, i64p]),
             ("tinyprof_ucx_enable", ctypes.c_int, [ctypes.c_int]),
-            ("tinyprof_ucx_rows", i64p, [szp]),
-            ("tinyprof_ucx_tables", ctypes.c_char_p, [ctypes.c_int])):
+            ("tinyprof_ucx_rows", i64p, [szp, ctypes.POINTER(ctypes.c_void_p), szp]),
+            ("tinyprof_ucx_classify", ctypes.c_int, [ctypes.c_char_p, ctypes.c_int, ctypes.c_int64,
+                                                     ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
+            ("tinyprof_ucx_op_name", ctypes.c_char_p, [ctypes.c_int])):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     return lib
@@ -171,16 +172,21 @@ class Capture:
 
     def _transport(self, rank: int, lines: Dict[int, int]) -> List[mpi_section.TransportRow]:
         """The UCP operations counted so far, each with the protocol and
-        transport UCX selects for its endpoint, operation and size."""
-        tables: Dict[int, Dict[str, _ucx.Table]] = {}
-        rows = []
-        for node, op, code, ep, size, calls, nbytes in self._table("tinyprof_ucx_rows", _UCX_FIELDS):
-            if ep not in tables:
-                text = self.lib.tinyprof_ucx_tables(ep) if ep != _ucx.NOEP else None
-                tables[ep] = _ucx.parse_tables(text.decode("ascii", "replace")) if text else {}
-            protocol, transport = _ucx.classify(tables[ep], code, size)
-            rows.append((rank, lines.get(node, NONE), self._op(op) if op >= 0 else "",
-                         _ucx.ucp_name(code), protocol, transport, calls, nbytes))
+        transport UCX selects for its endpoint, operation and size (the library's)."""
+        n, size, names = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_void_p()
+        records = self.lib.tinyprof_ucx_rows(ctypes.byref(n), ctypes.byref(names), ctypes.byref(size))
+        try:
+            table = np.ctypeslib.as_array(records, (n.value, _UCX_FIELDS)).tolist() if records else []
+            text = ctypes.string_at(names.value, size.value) if names.value else b""
+        finally:
+            self.lib.tinyprof_mpi_free(records)
+            self.lib.tinyprof_mpi_free(names)
+
+        def name(at: int) -> str:
+            return text[at:text.index(b"\0", at)].decode("ascii", "replace")
+        rows = [(rank, lines.get(node, NONE), self._op(op) if op >= 0 else "",
+                 self.lib.tinyprof_ucx_op_name(code).decode(), name(protocol), name(transport), calls, nbytes)
+                for node, op, code, _, _, calls, nbytes, protocol, transport in table]
         return _summed(rows, 6)
 
     def trace(self, limit: int) -> None:

@@ -843,126 +843,6 @@ inline std::string encode(const std::vector<Comm>& comms, std::vector<OpRow> ops
 }  // namespace mpisection
 
 // ---------------------------------------------------------------------------
-// The transport view's classification, as tinyprof/_ucx.py: the protocol and
-// transport UCX selects for an operation, looked up in the protocol tables UCX
-// printed for its endpoint (ucp_ep_print_info). docs/mpi.md, "Transports".
-namespace ucx {
-
-// TP_UCP_* names, in code order.
-inline std::string op_name(int code) {
-    static const char* const names[] = {"tag_send", "tag_send_sync", "tag_recv", "tag_msg_recv",
-                                        "am_send",  "am_recv_data",  "put",      "get"};
-    const int base = code & 15;
-    return base < 8 ? names[base] : "ucp" + std::to_string(base);
-}
-
-// The start of the title of the table operation `code` is selected by, up to
-// the memory part; "" for receives.
-inline std::string title(int code) {
-    static const char* const titles[] = {"tagged message by ucp_tag_send*",
-                                         "synchronous tagged message by ucp_tag_send_sync*", nullptr, nullptr,
-                                         "active message by ucp_am_send*", nullptr,
-                                         "remote memory write by ucp_put*", "remote memory read by ucp_get*"};
-    const int base = code & 15;
-    if (base >= 8 || titles[base] == nullptr) return "";
-    std::string out = titles[base];
-    if (code & TP_UCP_REPLY) out += " with reply flag";
-    std::string flags;
-    if (code & TP_UCP_FAST) flags = "fast-completion";
-    if (code & TP_UCP_MULTI) flags += std::string(flags.empty() ? "" : ",") + "multi";
-    return flags.empty() ? out : out + "(" + flags + ")";
-}
-
-struct Range {
-    double low, high;
-    std::string protocol, transport;
-};
-using Tables = std::map<std::string, std::vector<Range>>;
-
-inline std::string_view strip(std::string_view s, std::string_view chars) {
-    const auto a = s.find_first_not_of(chars);
-    if (a == std::string_view::npos) return {};
-    return s.substr(a, s.find_last_not_of(chars) - a + 1);
-}
-
-// A size as UCX prints it: `93`, `256K`, `inf`; NaN if not one.
-inline double size_of(std::string_view text) {
-    if (text == "inf") return std::numeric_limits<double>::infinity();
-    double unit = 1;
-    if (!text.empty()) {
-        const auto at = std::string_view("KMGT").find(text.back());
-        if (at != std::string_view::npos) {
-            unit = std::ldexp(1.0, 10 * static_cast<int>(at + 1));
-            text.remove_suffix(1);
-        }
-    }
-    std::int64_t v = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0)
-        return std::numeric_limits<double>::quiet_NaN();
-    return static_cast<double>(v) * unit;
-}
-
-// The tables of a ucp_ep_print_info text, by title (without the configuration cell).
-inline Tables parse_tables(std::string_view text) {
-    Tables tables;
-    std::vector<Range>* current = nullptr;
-    while (!text.empty()) {
-        const auto end = text.find('\n');
-        const std::string_view line = text.substr(0, end);
-        text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
-        if (line.empty() || line[0] != '|') continue;
-        std::vector<std::string_view> cells;
-        std::string_view rest = strip(line, "|");
-        while (true) {
-            const auto bar = rest.find('|');
-            cells.push_back(strip(rest.substr(0, bar), " \t\r\n\v\f"));
-            if (bar == std::string_view::npos) break;
-            rest.remove_prefix(bar + 1);
-        }
-        if (cells.size() == 2) {
-            current = &tables[std::string(cells[1])];
-        } else if (cells.size() == 3 && current != nullptr) {
-            std::string_view protocol = cells[1];
-            if (protocol.substr(0, 4) == "(?) ") protocol.remove_prefix(4);
-            if (cells[0].empty() && !current->empty()) {      // a protocol's further lanes
-                current->back().transport += ", " + std::string(cells[2]);
-                continue;
-            }
-            const auto dots = cells[0].find("..");
-            const std::string_view low = cells[0].substr(0, dots);
-            const std::string_view high = dots == std::string_view::npos ? low : cells[0].substr(dots + 2);
-            const double lo = size_of(low), hi = size_of(high.empty() ? low : high);
-            if (!std::isnan(lo) && !std::isnan(hi))
-                current->push_back({lo, hi, std::string(protocol), std::string(cells[2])});
-        }
-    }
-    return tables;
-}
-
-// The (protocol, transport) UCX selects for operation `code` of `size` bytes
-// from host memory; empty when not known.
-inline std::pair<std::string, std::string> classify(const Tables& tables, int code, std::int64_t size) {
-    const std::string head = title(code);
-    if (head.empty() || (code & TP_UCP_NONCONTIG)) return {};
-    for (const char* memory : {" from host memory", " into host memory"}) {
-        // RMA titles go on with the remote memory (" to host"): the first in title order
-        const std::string exact = head + memory;
-        auto found = tables.find(exact);
-        if (found == tables.end()) found = tables.lower_bound(exact + " ");
-        if (found == tables.end() ||
-            (found->first != exact && found->first.compare(0, exact.size() + 1, exact + " ") != 0))
-            continue;
-        for (const Range& r : found->second)
-            if (r.low <= static_cast<double>(size) && static_cast<double>(size) <= r.high)
-                return {r.protocol, r.transport};
-    }
-    return {};
-}
-
-}  // namespace ucx
-
-// ---------------------------------------------------------------------------
 // The `trace` section (docs/format.md): one rank's block, the same bytes as
 // tinyprof/_tracesection.py make_block + encode.
 
@@ -1416,7 +1296,7 @@ struct MpiLib {
     decltype(&tinyprof_mpi_trace_calls) trace_calls;
     decltype(&tinyprof_ucx_enable) ucx_enable;     // null in a library without the transport view
     decltype(&tinyprof_ucx_rows) ucx_rows;
-    decltype(&tinyprof_ucx_tables) ucx_tables;
+    decltype(&tinyprof_ucx_op_name) ucx_op_name;
 };
 
 template <class F>
@@ -1446,7 +1326,7 @@ inline const MpiLib* mpi_lib() {
             return nullptr;
         }
         if (!(lookup("tinyprof_ucx_enable", l.ucx_enable) && lookup("tinyprof_ucx_rows", l.ucx_rows) &&
-              lookup("tinyprof_ucx_tables", l.ucx_tables)))
+              lookup("tinyprof_ucx_op_name", l.ucx_op_name)))
             l.ucx_enable = nullptr;
         return &l;
     }();
@@ -1512,8 +1392,8 @@ struct MpiTables {
     std::vector<mpisection::Comm> comms;       // the non-private ones; `created` a node id
     std::vector<std::int64_t> comm_at;         // library index -> index in comms, or kNone
     std::string ucx;                           // the transport view's state; "" off
-    std::vector<std::int64_t> transport;       // TP_UCX_FIELDS per record
-    std::map<std::int64_t, ucx::Tables> tables;   // endpoint -> UCX's protocol tables for it
+    std::vector<std::int64_t> transport;       // TP_UCX_FIELDS per record, classified by the library
+    std::string strings;                       // their protocols and transports (TP_UCX_PROTOCOL: offsets)
 };
 
 inline std::vector<std::int64_t> take_records(std::int64_t* (*read)(std::size_t*), std::size_t width,
@@ -1529,13 +1409,13 @@ inline MpiTables read_mpi(const MpiLib& lib, const std::string& ucx_state) {
     MpiTables t;
     t.ucx = ucx_state;
     if (!ucx_state.empty() && lib.ucx_enable != nullptr) {
-        t.transport = take_records(lib.ucx_rows, TP_UCX_FIELDS, lib.free);
-        for (std::size_t i = 0; i < t.transport.size(); i += TP_UCX_FIELDS) {
-            const std::int64_t ep = t.transport[i + TP_UCX_EP];
-            if (ep == TP_UCX_NOEP || t.tables.count(ep)) continue;
-            const char* text = lib.ucx_tables(static_cast<int>(ep));
-            t.tables[ep] = text ? ucx::parse_tables(text) : ucx::Tables();
-        }
+        std::size_t n = 0, len = 0;
+        char* strings = nullptr;
+        std::int64_t* records = lib.ucx_rows(&n, &strings, &len);
+        t.transport.assign(records, records + n * TP_UCX_FIELDS);
+        if (strings != nullptr) t.strings.assign(strings, len);
+        lib.free(records);
+        lib.free(strings);
     }
     t.ops = take_records(lib.ops, TP_OP_FIELDS, lib.free);
     t.peers = take_records(lib.peers, TP_PEER_FIELDS, lib.free);
@@ -1605,11 +1485,9 @@ inline std::string encode_rank_mpi(const MpiLib& lib, const MpiTables& t, LineOf
     for (std::size_t i = 0; i < t.transport.size(); i += TP_UCX_FIELDS) {
         const std::int64_t* r = &t.transport[i];
         const char* op = r[TP_UCX_OP] >= 0 ? lib.op_name(static_cast<int>(r[TP_UCX_OP])) : "";
-        const auto tables = t.tables.find(r[TP_UCX_EP]);
-        const auto [protocol, link] = tables == t.tables.end()
-                                          ? std::pair<std::string, std::string>()
-                                          : ucx::classify(tables->second, static_cast<int>(r[TP_UCX_UCP]), r[TP_UCX_SIZE]);
-        auto& sum = transport[{line_of(r[TP_UCX_NODE]), op ? op : "", ucx::op_name(static_cast<int>(r[TP_UCX_UCP])),
+        const char* protocol = t.strings.c_str() + r[TP_UCX_PROTOCOL];
+        const char* link = t.strings.c_str() + r[TP_UCX_TRANSPORT];
+        auto& sum = transport[{line_of(r[TP_UCX_NODE]), op ? op : "", lib.ucx_op_name(static_cast<int>(r[TP_UCX_UCP])),
                                protocol, link}];
         sum[0] += r[TP_UCX_CALLS];
         sum[1] += r[TP_UCX_BYTES];

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever anything below changes meaning. */
-#define TINYPROF_MPI_ABI 2
+#define TINYPROF_MPI_ABI 3
 
 /* Fields of a record of tinyprof_mpi_ops(). */
 enum { TP_OP_NODE, TP_OP_COMM, TP_OP_OP, TP_OP_BUCKET, TP_OP_CALLS, TP_OP_BYTES, TP_OP_TIME,
@@ -123,12 +123,14 @@ int tinyprof_mpi_comm_members(int i, int32_t *out, size_t cap);
 const char *tinyprof_mpi_op_name(int op);
 
 /* ----- The transport view (docs/mpi.md#transports): which UCX protocol and
- * transport carried each callpath's MPI traffic. Additions of interface 2:
- * nothing above changes. */
+ * transport carried each callpath's MPI traffic. Added in interface 2;
+ * interface 3 classifies in the library: tinyprof_ucx_rows gives each row
+ * its protocol and transport, tinyprof_ucx_classify and tinyprof_ucx_op_name
+ * are new. Nothing above changes. */
 
 /* Fields of a record of tinyprof_ucx_rows(). */
 enum { TP_UCX_NODE, TP_UCX_OP, TP_UCX_UCP, TP_UCX_EP, TP_UCX_SIZE, TP_UCX_CALLS, TP_UCX_BYTES,
-       TP_UCX_FIELDS };
+       TP_UCX_PROTOCOL, TP_UCX_TRANSPORT, TP_UCX_FIELDS };
 /* TP_UCX_UCP: the UCP operation (low 4 bits) and the variant bits UCX selects
  * protocols by. */
 enum { TP_UCP_TAG_SEND, TP_UCP_TAG_SEND_SYNC, TP_UCP_TAG_RECV, TP_UCP_TAG_MSG_RECV, TP_UCP_AM_SEND,
@@ -147,11 +149,32 @@ enum { TP_UCP_TAG_SEND, TP_UCP_TAG_SEND_SYNC, TP_UCP_TAG_RECV, TP_UCP_TAG_MSG_RE
  * not the path of this MPI), or -1 when libucp is not in the process. */
 int tinyprof_ucx_enable(int on);
 
-/* UCP operations counted so far, summed over threads: `*n` records of
- * TP_UCX_FIELDS int64, freed with tinyprof_mpi_free (NULL when none).
- * TP_UCX_OP is the op code (tinyprof_mpi_op_name) of the MPI call the
- * operation was made in, -1 outside any; TP_UCX_SIZE its message size. */
-int64_t *tinyprof_ucx_rows(size_t *n);
+/* UCP operations counted so far, summed over threads, each classified:
+ * `*n` records of TP_UCX_FIELDS int64 (NULL when none). TP_UCX_OP is the op
+ * code (tinyprof_mpi_op_name) of the MPI call the operation was made in, -1
+ * outside any; TP_UCX_SIZE its message size. TP_UCX_PROTOCOL and
+ * TP_UCX_TRANSPORT are the byte offsets in *strings (*len bytes) of the
+ * NUL-terminated protocol and transport UCX selects for the row's endpoint,
+ * operation and size (tinyprof_ucx_classify on the endpoint's tables), both
+ * "" when not known (receives, non-contiguous data, no table or row).
+ * Both arrays are freed with tinyprof_mpi_free; NULL when none. */
+int64_t *tinyprof_ucx_rows(size_t *n, char **strings, size_t *len);
+
+/* The protocol and transport UCX selects for UCP operation `ucp` (as
+ * TP_UCX_UCP) of `size` bytes from host memory, looked up in `tables`,
+ * protocol selection tables as ucp_ep_print_info and UCX_PROTO_INFO=y print
+ * them (other lines are skipped; NULL: no tables): the table of that
+ * operation and variant, the row whose size range holds `size`. Copied
+ * NUL-terminated into protocol[cap] and transport[cap], truncated to fit,
+ * both "" when not known. Returns 0 when not known, else the longer one's
+ * length + 1 (more than `cap`: truncated); -1 out of memory. */
+int tinyprof_ucx_classify(const char *tables, int ucp, int64_t size, char *protocol, char *transport,
+                          size_t cap);
+
+/* Name of UCP operation `ucp` (as TP_UCX_UCP; variant bits ignored) as in
+ * the profile: "tag_send", "tag_send_sync", "tag_recv", "tag_msg_recv",
+ * "am_send", "am_recv_data", "put", "get"; "ucp<N>" past them. */
+const char *tinyprof_ucx_op_name(int ucp);
 
 /* The protocol selection tables UCX printed for endpoint `ep` of the rows
  * (ucp_ep_print_info, table lines only), or NULL if none were captured. */
