@@ -179,6 +179,16 @@ def test_the_cycle_finder_finds_cycles():
     assert _cycle({"a": {"b"}, "b": set()}) == []
 
 
+def test_the_zero_code_launcher_loads_no_numpy(run_python, tmp_path):
+    """``python -m tinyprof app.py`` starts the script before anything heavy."""
+    out = run_python("""
+        import sys
+        import tinyprof.__main__
+        print(sorted(m for m in ("numpy", "mpi4py", "tinyprof.runtime.session") if m in sys.modules))
+    """, tmp_path)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_import_and_annotating_load_no_numpy_or_pandas(run_python, tmp_path):
     """Issue 16: every rank of every job imports tinyprof; numpy comes with
     the first flush or read, pandas with a converter."""

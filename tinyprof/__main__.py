@@ -17,7 +17,7 @@ from typing import List, Optional
 
 from .annotate import Event
 from .runtime.profiler import Profiler
-from .runtime.session import launched_rank
+from .runtime.world import launched_rank
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,9 +10,7 @@ writes. ``Profiler(...)`` (``_profiler.py``) is the friendly front.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
-import sys
 import threading
 import time
 import warnings
@@ -30,56 +28,13 @@ from . import lifecycle as _lifecycle
 from .collect import LocalEvent, collect
 from .settings import Settings
 from .snapshots import SnapshotStats, Snapshotter
+from .world import launched_rank, live_mpi, world_comm
 
 if TYPE_CHECKING:       # both import what only a flush needs (mpi4py, numpy)
     from .mpi_flush import FlushStats
     from .trace_block import Records
 
-# Environment variables by which MPI launchers tell a process its rank and size.
-_LAUNCH_VARS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-                ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"))
 _VOTE, _DECISION = 1, 2            # message tags of the exit agreement
-
-
-def launched_rank() -> Optional[Tuple[int, int]]:
-    """``(rank, size)`` when an MPI launcher started this process, else None."""
-    for rank_var, size_var in _LAUNCH_VARS:
-        rank, size = os.environ.get(rank_var, ""), os.environ.get(size_var, "")
-        if rank.isdigit() and size.isdigit():
-            return int(rank), int(size)
-    return None
-
-
-def _live_mpi() -> Any:
-    """The mpi4py.MPI module if MPI is initialised and not finalised, else None."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        return mpi
-    return None
-
-
-def _world(explicit: Any) -> Any:
-    """The communicator a new session profiles over, or None for one process.
-
-    ``explicit`` wins. Else COMM_WORLD when the application has MPI running,
-    or when a launcher started this process as one of several ranks: then
-    tinyprof initialises MPI itself through mpi4py (if installed), so that
-    the profile holds every rank. A fork child never touches its parent's MPI.
-    """
-    if explicit is not None:
-        return explicit
-    if _lifecycle.forked_child():
-        return None
-    if "mpi4py.MPI" not in sys.modules:
-        launch = launched_rank()
-        if launch is None or launch[1] < 2:
-            return None
-        try:
-            importlib.import_module("mpi4py.MPI")   # initialises MPI
-        except Exception:               # not installed, or no working MPI library
-            return None
-    mpi = _live_mpi()
-    return None if mpi is None else mpi.COMM_WORLD
 
 
 def _run_id() -> str:
@@ -140,7 +95,7 @@ class Session:
         settings = self.settings
         _eventmap.configure(settings.metrics)
         run, start = _run_id(), self.clock()
-        comm = _world(self.user_comm)
+        comm = world_comm(self.user_comm)
         if settings.mpi:
             self._start_capture(comm)
         if settings.trace:
@@ -231,7 +186,7 @@ class Session:
         snap = self.snapshotter
         if snap is not None:
             snap.close()
-        if self.private is not None and _live_mpi() is not None:
+        if self.private is not None and live_mpi() is not None:
             with self.paused():
                 for group in self.groups.values():
                     group.Free()
@@ -274,7 +229,7 @@ class Session:
         if not self.live:
             return None
         impl = annotate.impl
-        mpi = self.private is not None and _live_mpi() is not None
+        mpi = self.private is not None and live_mpi() is not None
         if mpi and self.settings.trace:
             self._sync_clock()
         # Before the copy: every node the trace records name then has a line,
@@ -387,7 +342,7 @@ class Session:
         decision; if rank 0 itself aborts, it sends "abort" at once.
         """
         comm = self.private
-        if comm is None or _live_mpi() is None:
+        if comm is None or live_mpi() is None:
             return comm is None, need
         mine = np.array([0 if aborting else 1, int(need)], np.int64)
         self._pending.append(mine)
