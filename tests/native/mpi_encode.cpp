@@ -1,21 +1,26 @@
 // Prints the `mpi` section payload of the rows read from stdin, through the
 // header's encoder: the codec identity tests (test_mpi_capture.py,
-// test_transport.py) compare it with tinyprof._mpisection.encode. One row a
-// line, fields separated by spaces, `-` for NONE (or no member):
+// test_transport.py) compare it with tinyprof/format/mpi_section.py's encode.
+// One row a line, fields separated by spaces, `-` for NONE (or no member):
 //   comm <name> <size> <created> <member,member,...>
 //   op <rank> <line> <comm> <op> <bucket> <calls> <bytes> <time>
 //   peer <rank> <line> <comm> <peer> <messages> <bytes>
 //   transport <rank>|<line>|<op>|<ucp>|<protocol>|<transport>|<calls>|<bytes>   (empty line: NONE)
 //   ucx <rank> <state>
 // With `classify TABLES`: for each `<code> <size>` line, the protocol and
-// transport TinyProf::ucx reads from the UCX tables in file TABLES.
-#include <tinyprof/tinyprof.hpp>
+// transport TinyProf::detail::ucx reads from the UCX tables in file TABLES.
+#include <tinyprof/detail/mpi_section.hpp>
+#include <tinyprof/detail/ucx.hpp>
 
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
-namespace mp = TinyProf::mpisection;
+namespace mp = TinyProf::detail::mpisection;
+namespace ux = TinyProf::detail::ucx;
 
 static std::int64_t number(const std::string& text) {
     return text == "-" || text.empty() ? mp::kNone : std::stoll(text);
@@ -33,11 +38,11 @@ static int classify(const char* path) {
     std::ifstream file(path);
     std::stringstream text;
     text << file.rdbuf();
-    const auto tables = TinyProf::ucx::parse_tables(text.str());
+    const auto tables = ux::parse_tables(text.str());
     for (int code = 0; std::cin >> code;) {
         std::int64_t size = 0;
         std::cin >> size;
-        const auto [protocol, transport] = TinyProf::ucx::classify(tables, code, size);
+        const auto [protocol, transport] = ux::classify(tables, code, size);
         std::cout << protocol << "|" << transport << "\n";
     }
     return 0;

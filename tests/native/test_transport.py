@@ -61,8 +61,8 @@ def test_tables_read_as_python_reads_them(build):
 
 
 @pytest.fixture(scope="module")
-def program(tmp_path_factory) -> Path:
-    return linked("tests/native/transport.cpp", tmp_path_factory.mktemp("transport"))
+def program(build) -> Path:
+    return linked(build, "tests/native/transport.cpp")
 
 
 def rows(prof, region, rank):
