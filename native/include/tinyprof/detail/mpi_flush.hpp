@@ -186,17 +186,6 @@ inline std::vector<int> entries_in(const Callpaths& local, const Callpaths& glob
 
 // -- phase 2: aggregation -------------------------------------------------------
 
-struct Group { int index, first, size; };
-
-// Ranks form `naggs` contiguous groups whose sizes differ by at most one;
-// the first rank of each is its aggregator (the Python side's group_of).
-inline Group group_of(int rank, int nranks, int naggs) {
-    const int small = nranks / naggs, extra = nranks % naggs;
-    const int edge = extra * (small + 1);
-    const int index = rank < edge ? rank / (small + 1) : extra + (rank - edge) / small;
-    return {index, index * small + std::min(index, extra), small + (index < extra ? 1 : 0)};
-}
-
 constexpr std::size_t kRowHead = 32;   // int64 (end of the fields, executions, end of mpi, used length)
 
 // This rank's row: the head, then with consistent metrics one consistent

@@ -1,7 +1,8 @@
 // Python twin: tinyprof/runtime/settings.py; identity: tests/native/test_vectors.py
 //
 // The settings of a run: the Profiler's arguments, the environment variables
-// that change them, and the rules derived from them (the aggregator count).
+// that change them, and the rules derived from them (the aggregator count and
+// groups).
 #pragma once
 
 #include <mpi.h>
@@ -95,6 +96,17 @@ inline std::vector<std::pair<std::string, bool>> parse_selfkeys(std::string_view
 inline int aggregator_count(const Settings& s, int nranks) {
     int wanted = s.aggregators > 0 ? s.aggregators : nranks / 16;
     return std::min(std::max(1, wanted), nranks);
+}
+
+struct Group { int index, first, size; };
+
+// Ranks form `naggs` contiguous groups whose sizes differ by at most one;
+// the first rank of each is its aggregator (the Python side's group_of).
+inline Group group_of(int rank, int nranks, int naggs) {
+    const int small = nranks / naggs, extra = nranks % naggs;
+    const int edge = extra * (small + 1);
+    const int index = rank < edge ? rank / (small + 1) : extra + (rank - edge) / small;
+    return {index, index * small + std::min(index, extra), small + (index < extra ? 1 : 0)};
 }
 
 }  // namespace detail

@@ -10,7 +10,6 @@
 #include "capture.hpp"
 #include "collect.hpp"
 #include "layout.hpp"
-#include "mpi_flush.hpp"
 #include "session.hpp"
 #include "settings.hpp"
 
