@@ -45,7 +45,8 @@ namespace TinyProf {
 
 // A profiled region, from construction to destruction (RAII). Not copyable
 // or movable: each Event is one frame of its thread's stack of open events.
-// Enter and exit are inline: the hot path (detail/event_map.hpp).
+// Enter and exit are the hot path (detail/event_map.hpp), always inlined: left
+// to the compiler's budget, a call site would pay a call and its register saves.
 class Event {
   public:
     explicit Event(std::string_view name) : Event(name, true, 0, {}) {}
@@ -56,7 +57,7 @@ class Event {
     template <std::size_t N>
     Event(std::string_view name, const char (&selfvalues)[N]) = delete;
 
-    Event(std::string_view name, bool is_common, int loop, std::string_view selfvalues) {
+    [[gnu::always_inline]] Event(std::string_view name, bool is_common, int loop, std::string_view selfvalues) {
         if (loop < 0 || loop > 2) detail::bad_loop(name);
         if (!selfvalues.empty()) values_ = detail::parse_values(name, selfvalues);
         detail::Tree& t = detail::tree();
@@ -69,7 +70,7 @@ class Event {
         start_ = detail::now();
     }
 
-    ~Event() {
+    [[gnu::always_inline]] ~Event() {
         const std::int64_t end = detail::now();
         if (tree_->current != node_)     // only a heap-allocated Event can get here
             detail::exited_out_of_order(*node_, *tree_->current);
