@@ -146,7 +146,9 @@ inline Callpaths synchronise(MPI_Comm comm, const Local& local) {
     const std::int64_t nc = static_cast<std::int64_t>(common.size()), d = digest(prefix);
     std::int64_t stats[6] = {nc, -nc, d, -d, -static_cast<std::int64_t>(partial.size()),
                              -static_cast<std::int64_t>(full.size())};
-    MPI_Allreduce(MPI_IN_PLACE, stats, 6, MPI_INT64_T, MPI_MIN, comm);
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, stats, 6, MPI_INT64_T, MPI_MIN, comm, &request);
+    complete(request);
     const bool hints_hold = stats[0] == -stats[1] && stats[2] == -stats[3];
     const std::string& payload = hints_hold ? partial : full;
     const auto size = static_cast<std::size_t>(-(hints_hold ? stats[4] : stats[5]));
@@ -160,8 +162,9 @@ inline Callpaths synchronise(MPI_Comm comm, const Local& local) {
     std::string send(size, '\0');
     std::memcpy(send.data(), payload.data(), payload.size());
     std::vector<char> recv(size * static_cast<std::size_t>(nranks));
-    MPI_Allgather(send.data(), static_cast<int>(size), MPI_BYTE, recv.data(), static_cast<int>(size),
-                  MPI_BYTE, comm);
+    MPI_Iallgather(send.data(), static_cast<int>(size), MPI_BYTE, recv.data(), static_cast<int>(size),
+                   MPI_BYTE, comm, &request);
+    complete(request);
     std::vector<std::string_view> seen;        // ranks alike send alike: decode each once
     for (int r = 0; r < nranks; ++r) {
         const std::string_view mine(recv.data() + size * static_cast<std::size_t>(r), size);
@@ -333,13 +336,16 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const
     for (const auto& m : s.metrics) with_consistent = with_consistent || m.second;
     std::string row = encode_row(at, local, with_consistent, executions_now(), mpi, trace);
     std::int64_t width = static_cast<std::int64_t>(row.size());
-    MPI_Allreduce(MPI_IN_PLACE, &width, 1, MPI_INT64_T, MPI_MAX, group);
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, &width, 1, MPI_INT64_T, MPI_MAX, group, &request);
+    complete(request);
     row.resize(static_cast<std::size_t>(width), '\0');
     int group_rank = 0;
     MPI_Comm_rank(group, &group_rank);
     std::vector<char> rows(group_rank == 0 ? static_cast<std::size_t>(width * g.size) : 0);
-    MPI_Gather(row.data(), static_cast<int>(width), MPI_BYTE, rows.data(), static_cast<int>(width),
-               MPI_BYTE, 0, group);
+    MPI_Igather(row.data(), static_cast<int>(width), MPI_BYTE, rows.data(), static_cast<int>(width),
+                MPI_BYTE, 0, group, &request);
+    complete(request);
     row = std::string();
 
     std::int64_t state[2] = {1, 1};    // [file written, no older set to remove]
@@ -361,10 +367,12 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const
         state[0] = write_file(s, h, data);
         if (rank == 0 && state[0]) state[1] = stale_sets(s, naggs).empty();
     }
-    MPI_Allreduce(MPI_IN_PLACE, state, 2, MPI_INT64_T, MPI_MIN, comm);
+    MPI_Iallreduce(MPI_IN_PLACE, state, 2, MPI_INT64_T, MPI_MIN, comm, &request);
+    complete(request);
     if (state[0] && !state[1]) {
         if (rank == 0) remove_stale(s, naggs);
-        MPI_Barrier(comm);     // no rank returns, and reads, before the old set is gone
+        MPI_Ibarrier(comm, &request);     // no rank returns, and reads, before the old set is gone
+        complete(request);
     }
 }
 
@@ -393,7 +401,11 @@ inline void flush_if_new() {
     Registry& reg = registry();
     const MpiPause pause;
     std::int64_t fresh = total_records(reg) != reg.flushed_records;
-    if (mpi_live()) MPI_Allreduce(MPI_IN_PLACE, &fresh, 1, MPI_INT64_T, MPI_MAX, reg.settings.comm);
+    if (mpi_live()) {
+        MPI_Request request;
+        MPI_Iallreduce(MPI_IN_PLACE, &fresh, 1, MPI_INT64_T, MPI_MAX, reg.settings.comm, &request);
+        complete(request);
+    }
     if (fresh) write_profile();
 }
 

@@ -11,7 +11,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +24,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -60,6 +63,24 @@ inline bool mpi_live() {
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     return initialized && !finalized;
+}
+
+// Completes `request` without a long busy wait: when ranks outnumber cores, a
+// rank in MPI's busy loop takes its share of a core from the ranks still at
+// work (the aggregator above all). So after a short spin it sleeps between
+// tests, longer each time up to 200 us: a collective progresses only while
+// its ranks test, round by round, so naps of 1 ms made the flush slower.
+inline void complete(MPI_Request request) {
+    using std::chrono::microseconds;
+    const auto spin_end = std::chrono::steady_clock::now() + microseconds(50);
+    auto nap = microseconds(50);
+    for (int done = 0;;) {
+        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        if (std::chrono::steady_clock::now() < spin_end) continue;
+        std::this_thread::sleep_for(nap);
+        nap = std::min(2 * nap, microseconds(200));
+    }
 }
 
 // Every thread's tree, listed under the registry's lock (trees are never removed).
@@ -107,7 +128,9 @@ inline void settle_run(Registry& reg, MPI_Comm comm) {
         reg.run_drawn = true;
     }
     if (!reg.run_agreed && mpi_live()) {
-        MPI_Bcast(&reg.run_id, 1, MPI_UINT64_T, 0, comm);
+        MPI_Request request;
+        MPI_Ibcast(&reg.run_id, 1, MPI_UINT64_T, 0, comm, &request);
+        complete(request);
         reg.run_agreed = true;
     }
 }
