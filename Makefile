@@ -78,11 +78,12 @@ bench: install bench-native
 	$(PY) benchmarks/peers.py
 	$(PY) benchmarks/mpi.py
 
-# The C++ annotation cost, built with the mpicxx of the mpich wheel; the MPI wrappers' cost in C.
+# The C++ annotation cost, built with the mpicxx of the mpich wheel (the implementation in a
+# file of its own, as in an application); the MPI wrappers' cost in C.
 bench-native: install
 	mkdir -p native/build
 	$(BIN)/mpicxx -std=c++17 -O2 -Wall -Wextra -Werror -Inative/include \
-		benchmarks/native_event.cpp -o native/build/native_event
+		benchmarks/native_event.cpp native/src/tinyprof.cpp -o native/build/native_event
 	native/build/native_event
 	$(BIN)/mpicc -O2 -Wall -Wextra -Werror benchmarks/mpi_wrapper.c -o native/build/mpi_plain
 	$(BIN)/mpicc -O2 -Wall -Wextra -Werror benchmarks/mpi_wrapper.c -o native/build/mpi_linked \

@@ -5,6 +5,10 @@
 //     mpiexec -n 4 ./heat [steps] [outdir]
 //
 // The profile is written at MPI_Finalize (no explicit flush needed).
+//
+// One file of a program compiles tinyprof's implementation: this one (in a
+// program that links the CMake target tinyprof::tinyprof, none does).
+#define TINYPROF_IMPLEMENTATION
 #include <tinyprof/tinyprof.hpp>
 
 #include <cstdlib>

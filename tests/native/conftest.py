@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
@@ -25,32 +25,53 @@ PROGRAMS = ["tests/native/scenario.cpp", "tests/native/values.cpp", "tests/nativ
             "tests/native/trace_encode.cpp", "tests/native/traced.cpp", "tests/native/stuck.cpp",
             "tests/native/snapshot_threads.cpp"]
 
+# The implementation (TINYPROF_IMPLEMENTATION), compiled once with the programs
+# and linked into each as an archive, as the CMake target tinyprof::tinyprof
+# is: a program that includes tinyprof.hpp takes it; the codec drivers (detail
+# headers only) and heat.cpp (which compiles the implementation itself) do not.
+IMPLEMENTATION = "native/src/tinyprof.cpp"
+
 
 class Builder:
-    """Compiles each program once: ``build("tests/native/x.cpp")`` -> executable."""
+    """Compiles each source once and links programs from the objects:
+    ``build("tests/native/x.cpp")`` -> executable; ``build(source, *libs)``
+    links ``libs`` too, into an executable of its own."""
 
     def __init__(self, outdir: Path) -> None:
         self.outdir = outdir
-        self.done: Dict[str, Path] = {}
+        self.archive = outdir / "libtinyprof_impl.a"
+        self.objects: Dict[str, Path] = {}
+        self.done: Dict[Tuple[str, ...], Path] = {}
 
-    def __call__(self, source: str) -> Path:
-        if not self.done:
-            self.compile(PROGRAMS)
-        if source not in self.done:
+    def __call__(self, source: str, *libs: str) -> Path:
+        if not self.objects:
+            self.compile([IMPLEMENTATION, *PROGRAMS])
+            self.check([["ar", "rcs", str(self.archive), str(self.objects[IMPLEMENTATION])]])
+        if source not in self.objects:
             self.compile([source])
-        return self.done[source]
+        key = (source, *libs)
+        if key not in self.done:
+            exe = self.outdir / (Path(source).stem + ("-linked" if libs else ""))
+            self.check([[str(MPICXX), *FLAGS, str(self.objects[source]), str(self.archive), *libs,
+                         "-o", str(exe)]])
+            self.done[key] = exe
+        return self.done[key]
 
     def compile(self, sources: Sequence[str]) -> None:
-        jobs = []
+        cmds = []
         for source in sources:
-            exe = self.outdir / Path(source).stem
-            cmd = [str(MPICXX), *FLAGS, "-I", str(ROOT / "native" / "include"),
-                   str(ROOT / source), "-o", str(exe)]
-            jobs.append((source, exe, cmd, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)))
-        for source, exe, cmd, proc in jobs:
+            self.objects[source] = self.outdir / (Path(source).stem + ".o")
+            cmds.append([str(MPICXX), *FLAGS, "-I", str(ROOT / "native" / "include"), "-c",
+                         str(ROOT / source), "-o", str(self.objects[source])])
+        self.check(cmds)
+
+    @staticmethod
+    def check(cmds: Sequence[Sequence[str]]) -> None:
+        """Runs ``cmds`` in parallel; each must succeed."""
+        procs = [(cmd, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)) for cmd in cmds]
+        for cmd, proc in procs:
             _, err = proc.communicate()
             assert proc.returncode == 0, f"{' '.join(cmd)}\n{err}"
-            self.done[source] = exe
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,21 @@
 // Prints the `mpi` section payload of the rows read from stdin, through the
 // header's encoder: the codec identity tests (test_mpi_capture.py,
-// test_transport.py) compare it with tinyprof.format.mpi_section.encode. One row a
-// line, fields separated by spaces, `-` for NONE (or no member):
+// test_transport.py) compare it with tinyprof/format/mpi_section.py's encode.
+// One row a line, fields separated by spaces, `-` for NONE (or no member):
 //   comm <name> <size> <created> <member,member,...>
 //   op <rank> <line> <comm> <op> <bucket> <calls> <bytes> <time>
 //   peer <rank> <line> <comm> <peer> <messages> <bytes>
 //   transport <rank>|<line>|<op>|<ucp>|<protocol>|<transport>|<calls>|<bytes>   (empty line: NONE)
 //   ucx <rank> <state>
-#include <tinyprof/tinyprof.hpp>
+#include <tinyprof/detail/mpi_section.hpp>
 
+#include <cstdint>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
-namespace mp = TinyProf::mpisection;
+namespace mp = TinyProf::detail::mpisection;
 
 static std::int64_t number(const std::string& text) {
     return text == "-" || text.empty() ? mp::kNone : std::stoll(text);

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
-from conftest import FLAGS, MPICXX, ROOT, run
+from conftest import run
 
 import tinyprof
 from tinyprof.format import mpi_section, reader
@@ -89,21 +89,16 @@ MAIN, SETUP, HALO, REDUCE = ("main",), ("main", "setup"), ("main", "halo"), ("ma
 Key = Tuple[object, object, str, int]          # (callpath or None, comm name or None, op, bucket)
 
 
-def linked(source: str, outdir: Path) -> Path:
-    """``source`` compiled and linked with libtinyprof_mpi (skips without it)."""
+def linked(build, source: str) -> Path:
+    """``source`` built and linked with libtinyprof_mpi (skips without it)."""
     if not LIB.exists():
         pytest.skip(f"no {LIB} (built by setup.py with the environment's mpicc)")
-    exe = outdir / Path(source).stem
-    cmd = [str(MPICXX), *FLAGS, "-I", str(ROOT / "native" / "include"), str(ROOT / source),
-           "-o", str(exe), f"-L{LIB.parent}", "-ltinyprof_mpi", f"-Wl,-rpath,{LIB.parent}"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
-    return exe
+    return build(source, f"-L{LIB.parent}", "-ltinyprof_mpi", f"-Wl,-rpath,{LIB.parent}")
 
 
 @pytest.fixture(scope="module")
-def capture_program(tmp_path_factory) -> Path:
-    return linked("tests/native/mpi_capture.cpp", tmp_path_factory.mktemp("mpi-capture"))
+def capture_program(build) -> Path:
+    return linked(build, "tests/native/mpi_capture.cpp")
 
 
 def expected(nranks: int, rank: int):

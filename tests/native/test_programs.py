@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
-from conftest import BIN, MPICXX, ROOT, run
+from conftest import BIN, FLAGS, IMPLEMENTATION, MPICXX, ROOT, run
 from test_vectors import RankScript, run_cxx
 
 import tinyprof
@@ -249,12 +249,25 @@ def test_unicode_profile_name_gives_a_readable_set(build, tmp_path):
 
 # -- CMake ------------------------------------------------------------------------
 
+# heat.cpp compiles the implementation itself; serial.cpp takes tinyprof::tinyprof's.
 CMAKE_APP = """\
 cmake_minimum_required(VERSION 3.16)
 project(heat_app CXX)
 {how}
 add_executable(heat {example})
-target_link_libraries(heat PRIVATE tinyprof::mpi tinyprof::tinyprof)
+target_link_libraries(heat PRIVATE tinyprof::mpi tinyprof::header_only)
+add_executable(serial serial.cpp)
+target_link_libraries(serial PRIVATE tinyprof::tinyprof)
+"""
+
+SERIAL_APP = """\
+#include <tinyprof/tinyprof.hpp>
+int main(int, char** argv) {
+    TinyProf::Profiler prof("serial");
+    prof.set_outdir(argv[1]);
+    { TINYPROF_REGION("main"); }
+    TinyProf::flush();
+}
 """
 
 
@@ -276,13 +289,14 @@ def test_cmake_routes(tmp_path, route):
         build_lib, prefix = tmp_path / "lib-build", tmp_path / "prefix"
         cmake("-S", str(native), "-B", str(build_lib), f"-DCMAKE_INSTALL_PREFIX={prefix}", *mpi,
               cwd=tmp_path)
-        cmake("--build", str(build_lib), cwd=tmp_path)        # libtinyprof_mpi
+        cmake("--build", str(build_lib), cwd=tmp_path)        # libtinyprof, libtinyprof_mpi
         cmake("--install", str(build_lib), cwd=tmp_path)
         how = "find_package(tinyprof REQUIRED)"
         prefix_args = [f"-DCMAKE_PREFIX_PATH={prefix}"]
     app = tmp_path / "app"
     app.mkdir()
     (app / "CMakeLists.txt").write_text(CMAKE_APP.format(how=how, example=native / "examples/heat.cpp"))
+    (app / "serial.cpp").write_text(SERIAL_APP)
     cmake("-S", str(app), "-B", str(app / "build"), *mpi, *prefix_args,
           "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Werror", cwd=tmp_path)
     cmake("--build", str(app / "build"), cwd=tmp_path)
@@ -290,6 +304,8 @@ def test_cmake_routes(tmp_path, route):
     prof = tinyprof.read(str(tmp_path / "out"))
     assert prof.nranks == 2 and prof.mpi_recorded      # tinyprof::mpi linked: MPI recorded
     assert set(prof.mpi.op) >= {"Sendrecv"}
+    run([app / "build" / "serial", tmp_path / "serial"])
+    assert tinyprof.read(str(tmp_path / "serial")).callpaths == [("main",)]
 
 
 @pytest.mark.parametrize("nranks", [1, 3])
@@ -323,10 +339,39 @@ def test_constructor_overloads(tmp_path, args, ok):
         assert "deleted" in result.stderr
 
 
+STRICT = ["-Wall", "-Wextra", "-Wpedantic", "-Wshadow", "-Wconversion", "-Wsign-conversion", "-Werror"]
+
+
 def test_header_is_clean_under_strict_warnings():
-    result = syntax_check(ROOT / "native/examples/heat.cpp", "-Wall", "-Wextra", "-Wpedantic",
-                          "-Wshadow", "-Wconversion", "-Wsign-conversion", "-Werror")
+    result = syntax_check(ROOT / "native/examples/heat.cpp", *STRICT)    # with the implementation
     assert result.returncode == 0, result.stderr
+
+
+def test_each_detail_header_compiles_alone(tmp_path):
+    """Each header includes what it uses: the include order cannot rot."""
+    headers = sorted((ROOT / "native/include/tinyprof/detail").glob("*.hpp"))
+    procs = []
+    for header in headers:
+        src = tmp_path / f"{header.stem}.cpp"
+        src.write_text(f'#include "{header}"\n')
+        procs.append((header.name, subprocess.Popen(
+            [str(MPICXX), "-std=c++17", "-fsyntax-only", *STRICT, str(src)], stderr=subprocess.PIPE, text=True)))
+    errors = [(name, *proc.communicate(), proc.returncode) for name, proc in procs]
+    failed = {name: err for name, _, err, code in errors if code != 0}
+    assert len(headers) >= 10 and not failed, failed
+
+
+def test_the_implementation_is_linked_exactly_once(build, tmp_path):
+    """Without a file that defines TINYPROF_IMPLEMENTATION, or with two, the
+    link fails and says so."""
+    build("tests/native/threads.cpp")
+    objects = build.objects
+    for given in ([objects["tests/native/threads.cpp"]],
+                  [objects["native/examples/heat.cpp"], objects[IMPLEMENTATION]]):
+        result = subprocess.run([str(MPICXX), *FLAGS, *map(str, given), "-o", str(tmp_path / "x")],
+                                capture_output=True, text=True)
+        assert result.returncode != 0
+        assert "define_TINYPROF_IMPLEMENTATION_in_exactly_one_file" in result.stderr, result.stderr
 
 
 def test_profiler_destructor_flushes_while_mpi_is_live(build, tmp_path):

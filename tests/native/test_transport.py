@@ -71,8 +71,8 @@ def test_tables_read_as_recorded():
 
 
 @pytest.fixture(scope="module")
-def program(tmp_path_factory) -> Path:
-    return linked("tests/native/transport.cpp", tmp_path_factory.mktemp("transport"))
+def program(build) -> Path:
+    return linked(build, "tests/native/transport.cpp")
 
 
 def rows(prof, region, rank):

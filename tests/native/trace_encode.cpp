@@ -1,18 +1,21 @@
 // Prints the `trace` block of the rows read from stdin, through the header's
 // encoder: the codec identity test (test_trace.py) compares it with
-// tinyprof.format.trace_section.make_block + encode. One row a line, fields
+// the Python side's make_block + encode (tinyprof/format/trace_section.py). One row a line, fields
 // separated by spaces, `-` for NONE:
 //   rank <r> <local0> <offset0> <local1> <offset1> <error> <dropped events> <dropped calls>
 //   comm <name>
 //   ev <tid> <line> <start> <dur>
 //   call <tid> <line> <start> <dur> <op> <comm> <bytes> <root>
 //   ep <call> <kind> <peer> <tag> <bytes> <comm>
-#include <tinyprof/tinyprof.hpp>
+#include <tinyprof/detail/trace_section.hpp>
 
+#include <cstdint>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
-namespace tr = TinyProf::trace;
+namespace tr = TinyProf::detail::trace;
 
 static std::int64_t number(const std::string& text) { return text == "-" ? tr::kNone : std::stoll(text); }
 

@@ -7,7 +7,7 @@
  * communicator it sees created. Design and rules: docs/mpi.md.
  *
  * Users of this interface: tinyprof's Python package (through ctypes, in
- * tinyprof/_capture.py) and the C++ header tinyprof.hpp (through dlsym, so
+ * tinyprof/runtime/capture.py) and the C++ header tinyprof.hpp (through dlsym, so
  * the header keeps working when the library is not linked). Neither calls
  * it on the annotation hot path: the library asks the annotator for the
  * current node, through the source function, only when an MPI call is made.

@@ -1,0 +1,125 @@
+// Python twin: tinyprof/format/layout.py; identity: tests/native/test_programs.py (file names)
+//
+// The output directory: the files of a flush, `<outdir>/<stem>.<i>-of-<n>.tp`,
+// and those of snapshot k in `<outdir>/snapshots/<k>/`, each written atomically.
+#pragma once
+
+#include "encoding.hpp"
+#include "settings.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace TinyProf {
+namespace detail {
+namespace format {
+
+
+// `<name>.<index>-of-<count>.tp`. Python keeps Unicode word characters too;
+// here every non-ASCII character becomes '_' (one per code point), a name
+// the Python reader and its file_name() agree with.
+inline std::string file_name(std::string_view name, int index, int count) {
+    std::string safe;
+    for (const char ch : utf8_safe(name)) {
+        const auto c = static_cast<unsigned char>(ch);
+        if ((c & 0xC0) == 0x80) continue;       // UTF-8 continuation byte
+        safe += (std::isalnum(c) && c < 0x80) || c == '_' || c == '.' || c == '+' || c == '-'
+                    ? static_cast<char>(c) : '_';
+    }
+    if (safe.empty()) safe = "profile";
+    std::string idx = std::to_string(index);
+    const std::string cnt = std::to_string(count);
+    if (idx.size() < cnt.size()) idx.insert(0, cnt.size() - idx.size(), '0');
+    return safe + "." + idx + "-of-" + cnt + ".tp";
+}
+
+// The file count of `entry` if it is a file of set `stem`, else -1 (the
+// Python reader's pattern `<name>.<index>-of-<count>.tp`).
+inline int set_count(std::string_view entry, std::string_view stem) {
+    auto all_digits = [](std::string_view s) {
+        return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    if (entry.size() < 3 || entry.substr(entry.size() - 3) != ".tp") return -1;
+    entry.remove_suffix(3);
+    const auto of = entry.rfind("-of-");
+    if (of == std::string_view::npos || !all_digits(entry.substr(of + 4))) return -1;
+    const auto dot = entry.rfind('.', of);
+    if (dot == std::string_view::npos || !all_digits(entry.substr(dot + 1, of - dot - 1)) ||
+        entry.substr(0, dot) != stem)
+        return -1;
+    return std::atoi(std::string(entry.substr(of + 4)).c_str());
+}
+
+// One write to a temporary name, fsync, rename: readers never see half a file.
+inline bool write_atomic(const std::string& path, const std::string& data) {
+    const std::string tmp = path + ".tmp" + std::to_string(getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return false;
+    std::size_t done = 0;
+    while (done < data.size()) {
+        const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+        if (n < 0) break;
+        done += static_cast<std::size_t>(n);
+    }
+    const bool ok = done == data.size() && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        ::unlink(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+}  // namespace format
+
+// Files of older sets of this profile whose file count is not `count`.
+inline std::vector<std::filesystem::path> stale_sets(const Settings& s, int count) {
+    std::vector<std::filesystem::path> out;
+    std::string stem = format::file_name(s.name, 0, 1);
+    stem.resize(stem.size() - std::string_view(".0-of-1.tp").size());
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(s.outdir, ec)) {
+        const int c = format::set_count(entry.path().filename().string(), stem);
+        if (c >= 0 && c != count) out.push_back(entry.path());
+    }
+    return out;
+}
+
+inline void remove_stale(const Settings& s, int count) {
+    for (const auto& p : stale_sets(s, count)) {
+        std::error_code ec;
+        std::filesystem::remove(p, ec);
+    }
+}
+
+inline std::filesystem::path snapshot_dir(const Settings& s, std::int64_t k) {
+    char number[24];
+    std::snprintf(number, sizeof number, "%06lld", static_cast<long long>(k));
+    return std::filesystem::path(s.outdir) / "snapshots" / number;
+}
+
+// Numbers of the snapshot directories, complete or not, oldest first.
+inline std::vector<std::int64_t> snapshot_numbers(const Settings& s) {
+    std::vector<std::int64_t> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(s.outdir) / "snapshots", ec)) {
+        const std::string n = e.path().filename().string();
+        if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos) out.push_back(std::stoll(n));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace detail
+}  // namespace TinyProf
