@@ -40,7 +40,7 @@ def worker(outdir: str, repeats: int) -> None:
     import tinyprof
     from tinyprof import _sweep
     from tinyprof.format import layout
-    from tinyprof.runtime.mpi_flush import group_of
+    from tinyprof.runtime.settings import group_of
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()

@@ -17,7 +17,7 @@ from mpi4py import MPI
 
 import tinyprof
 from tinyprof.format.layout import file_name
-from tinyprof.runtime import mpi_flush, session
+from tinyprof.runtime import session, settings
 
 pytestmark = [pytest.mark.mpi, pytest.mark.filterwarnings("error")]
 
@@ -144,7 +144,7 @@ def test_groups_are_contiguous_and_even(world):
         return
     for nranks in range(1, 70):
         for naggs in range(1, nranks + 1):
-            groups = [mpi_flush.group_of(r, nranks, naggs) for r in range(nranks)]
+            groups = [settings.group_of(r, nranks, naggs) for r in range(nranks)]
             sizes = {}
             for r, (index, first, size) in enumerate(groups):
                 assert first <= r < first + size and groups[first][1] == first

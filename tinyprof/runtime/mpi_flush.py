@@ -35,14 +35,13 @@ from ..format.mpi_section import Section
 from . import assemble, trace_block
 from .assemble import SetLabel
 from .collect import LocalEvent
-from .settings import Settings
+from .settings import Settings, group_of
+from .world import wait
 
 Callpath = Tuple[str, ...]
 Meta = Tuple[Callpath, int, bool]        # callpath, loop mode, is_common hint
 
 _SEP = ord("|")
-_SPIN = 5e-5                # seconds a wait spins before it sleeps
-_NAP = (5e-5, 1e-3)         # first and longest sleep of a wait (s)
 # A rank row starts with int64 (executions, fields' length, mpi length, trace length).
 _ROW_HEAD = 32
 
@@ -114,12 +113,12 @@ def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[Loc
         state[0] = not problem
         if rank == 0 and state[0]:
             state[1] = not layout.stale_sets(outdir, stem, naggs)
-    _wait(comm.Iallreduce(MPI.IN_PLACE, state, op=MPI.MIN))   # everyone knows: the set is complete
+    wait([comm.Iallreduce(MPI.IN_PLACE, state, op=MPI.MIN)])   # everyone knows: the set is complete
     if state[0] and not state[1]:
         if rank == 0:
             for path in layout.stale_sets(outdir, stem, naggs):
                 layout.remove(path)
-        _wait(comm.Ibarrier())  # no rank returns, and reads, before the old set is gone
+        wait([comm.Ibarrier()])  # no rank returns, and reads, before the old set is gone
     t3 = time.perf_counter()
     return FlushStats(bool(state[0]), sync_path, t_encoded - t0, t1 - t_encoded, t2 - t1,
                       t3 - t2)
@@ -147,32 +146,6 @@ def _encode_local(events: List[LocalEvent], metrics: Sequence[Tuple[str, bool]]
     return meta, nodes, fields, consistent
 
 
-def group_of(rank: int, nranks: int, naggs: int) -> Tuple[int, int, int]:
-    """``(index, first rank, size)`` of the group of ``rank`` when ``nranks``
-    ranks form ``naggs`` contiguous groups whose sizes differ by at most one."""
-    small, extra = divmod(nranks, naggs)        # the first `extra` groups hold one more
-    edge = extra * (small + 1)
-    index = rank // (small + 1) if rank < edge else extra + (rank - edge) // small
-    return index, index * small + min(index, extra), small + (index < extra)
-
-
-def _wait(request) -> None:
-    """Complete ``request`` without spinning for long: when ranks outnumber
-    cores, a rank that waits in MPI's busy loop takes its share of a core
-    from the ranks still at work (the aggregator above all), so after a short
-    spin it tests, then sleeps, longer each time."""
-    end = time.perf_counter() + _SPIN
-    while not request.Test():
-        if time.perf_counter() > end:
-            break
-    else:
-        return
-    nap = _NAP[0]
-    while not request.Test():
-        time.sleep(nap)
-        nap = min(2 * nap, _NAP[1])
-
-
 # -- phase 1: event synchronisation ---------------------------------------------
 
 def _synchronise(comm, meta: Sequence[Meta]
@@ -196,7 +169,7 @@ def _synchronise(comm, meta: Sequence[Meta]
     digest = _digest(common)
     stats = np.array([len(common), -len(common), digest, -digest, -len(partial), -len(full)],
                      dtype=np.int64)
-    _wait(comm.Iallreduce(MPI.IN_PLACE, stats, op=MPI.MIN))
+    wait([comm.Iallreduce(MPI.IN_PLACE, stats, op=MPI.MIN)])
     if stats[0] == -stats[1] and stats[2] == -stats[3]:
         how, payload, size, loops = "common", partial, -int(stats[4]), dict(common)
     else:
@@ -205,7 +178,7 @@ def _synchronise(comm, meta: Sequence[Meta]
     send = np.zeros(size, np.uint8)
     send[:len(payload)] = np.frombuffer(payload, np.uint8)
     recv = np.empty(size * comm.Get_size(), np.uint8)
-    _wait(comm.Iallgather([send, MPI.BYTE], [recv, MPI.BYTE]))
+    wait([comm.Iallgather([send, MPI.BYTE], [recv, MPI.BYTE])])
     seen = set()
     for r in range(comm.Get_size()):     # lowest rank first, for merged_loop
         payload = recv[r * size:(r + 1) * size].tobytes()
@@ -308,16 +281,16 @@ def _gather(group, box: List[bytearray]) -> Optional[Tuple[np.ndarray, List[int]
     row = box.pop()
     size = np.array([len(row)], np.int64)
     if group.Get_rank() != 0:
-        _wait(group.Igather(size, None, root=0))
-        _wait(group.Igatherv([row, MPI.BYTE], None, root=0))
+        wait([group.Igather(size, None, root=0)])
+        wait([group.Igatherv([row, MPI.BYTE], None, root=0)])
         return None
     sizes = np.empty(group.Get_size(), np.int64)
-    _wait(group.Igather(size, sizes, root=0))
+    wait([group.Igather(size, sizes, root=0)])
     starts = np.concatenate([[0], np.cumsum(sizes)])
     rows = np.empty(int(starts[-1]), np.uint8)
     rows[:len(row)] = np.frombuffer(row, np.uint8)
     del row                  # the last reference: freed before the gather
-    _wait(group.Igatherv(MPI.IN_PLACE, [rows, sizes, starts[:-1], MPI.BYTE], root=0))
+    wait([group.Igatherv(MPI.IN_PLACE, [rows, sizes, starts[:-1], MPI.BYTE], root=0)])
     return rows, starts.tolist()
 
 

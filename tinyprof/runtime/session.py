@@ -28,7 +28,7 @@ from . import lifecycle as _lifecycle
 from .collect import LocalEvent, collect
 from .settings import Settings
 from .snapshots import SnapshotStats, Snapshotter
-from .world import launched_rank, live_mpi, world_comm
+from .world import launched_rank, live_mpi, wait, world_comm
 
 if TYPE_CHECKING:       # both import what only a flush needs (mpi4py, numpy)
     from .mpi_flush import FlushStats
@@ -350,18 +350,18 @@ class Session:
         if comm.Get_rank() != 0:
             sent = comm.Isend(mine, dest=0, tag=_VOTE)
             if aborting:
-                _wait([sent], timeout)
+                wait([sent], timeout)
                 return False, need
             decision = np.empty(2, np.int64)
             self._pending.append(decision)
-            _wait([sent, comm.Irecv(decision, source=0, tag=_DECISION)])
+            wait([sent, comm.Irecv(decision, source=0, tag=_DECISION)])
             return bool(decision[0]), bool(decision[1])
         if not aborting:
             votes = np.empty((comm.Get_size() - 1, 2), np.int64)
-            _wait([comm.Irecv(votes[r - 1], source=r, tag=_VOTE) for r in range(1, comm.Get_size())])
+            wait([comm.Irecv(votes[r - 1], source=r, tag=_VOTE) for r in range(1, comm.Get_size())])
             mine[0] &= int(votes[:, 0].all())
             mine[1] |= int(votes[:, 1].any())
-        _wait([comm.Isend(mine, dest=r, tag=_DECISION) for r in range(1, comm.Get_size())],
+        wait([comm.Isend(mine, dest=r, tag=_DECISION) for r in range(1, comm.Get_size())],
               timeout if aborting else None)
         return bool(mine[0]), bool(mine[1])
 
@@ -393,16 +393,6 @@ def _trace_block(records: Records, events: Sequence[LocalEvent]) -> bytes:
     """The trace block of a one-rank file, whose lines are the positions in ``events``."""
     from . import trace_block
     return trace_block.block(records, {e.node.id: i for i, e in enumerate(events)})
-
-
-def _wait(requests: list, timeout: Optional[float] = None) -> None:
-    """Sleep-poll ``requests`` (no busy wait on slow ranks), at most ``timeout`` s."""
-    from mpi4py import MPI
-    end = None if timeout is None else time.monotonic() + timeout
-    while not MPI.Request.Testall(requests):
-        if end is not None and time.monotonic() > end:
-            return
-        time.sleep(0.001)
 
 
 _active: Optional[Session] = None

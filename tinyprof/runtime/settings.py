@@ -145,3 +145,12 @@ class Settings:
     def selfkeys(self) -> str:
         """The metrics in ``Profiler(selfkeys=...)`` spelling."""
         return ",".join(f"{k}:{0 if c else 1}" for k, c in self.metrics)
+
+
+def group_of(rank: int, nranks: int, naggs: int) -> Tuple[int, int, int]:
+    """``(index, first rank, size)`` of the group of ``rank`` when ``nranks``
+    ranks form ``naggs`` contiguous groups whose sizes differ by at most one."""
+    small, extra = divmod(nranks, naggs)        # the first `extra` groups hold one more
+    edge = extra * (small + 1)
+    index = rank // (small + 1) if rank < edge else extra + (rank - edge) // small
+    return index, index * small + min(index, extra), small + (index < extra)

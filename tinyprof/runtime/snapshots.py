@@ -39,7 +39,7 @@ from ..format.encoding import relabel
 from ..format.mpi_section import Section
 from .assemble import Base, RankPart, SetLabel, assemble, rank_part
 from .collect import LocalEvent, collect
-from .settings import Settings
+from .settings import Settings, group_of
 
 # Seconds a stopping snapshot thread may take to finish the snapshot in progress.
 STOP_TIMEOUT = 5.0
@@ -294,7 +294,6 @@ class Snapshotter:
         import numpy as np
         from mpi4py import MPI
 
-        from .mpi_flush import group_of
         comm, settings = self.comm, self.settings
         cpu = time.thread_time()
         with self.lock:

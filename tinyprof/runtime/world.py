@@ -1,14 +1,18 @@
-"""Which processes a session profiles over: the MPI launcher's word, a live
-MPI, the choice of COMM_WORLD. Light on purpose: ``python -m tinyprof``
+"""Which processes a session profiles over (the MPI launcher's word, a live
+MPI, the choice of COMM_WORLD), and how tinyprof waits on MPI. Light on purpose: ``python -m tinyprof``
 imports it before the script runs, without numpy or the flush."""
 from __future__ import annotations
 
 import importlib
 import os
 import sys
-from typing import Any, Optional, Tuple
+import time
+from typing import Any, List, Optional, Tuple
 
 from . import lifecycle
+
+_SPIN = 5e-5                # seconds a wait spins before it sleeps
+_NAP = (5e-5, 1e-3)         # first and longest sleep of a wait (s)
 
 # Environment variables by which MPI launchers tell a process its rank and size.
 _LAUNCH_VARS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
@@ -54,3 +58,22 @@ def world_comm(explicit: Any) -> Any:
             return None
     mpi = live_mpi()
     return None if mpi is None else mpi.COMM_WORLD
+
+
+def wait(requests: List[Any], timeout: Optional[float] = None) -> bool:
+    """Complete the mpi4py ``requests`` without holding a core: when ranks
+    outnumber cores, a rank in MPI's busy loop takes its share of a core from
+    the ranks still at work (an aggregator above all). So a short spin, then
+    tests with sleeps between, longer each time. False if ``timeout`` seconds
+    passed first."""
+    from mpi4py import MPI
+    now = time.perf_counter()
+    spin, end, nap = now + _SPIN, None if timeout is None else now + timeout, _NAP[0]
+    while not MPI.Request.Testall(requests):
+        now = time.perf_counter()
+        if end is not None and now > end:
+            return False
+        if now > spin:
+            time.sleep(nap)
+            nap = min(2 * nap, _NAP[1])
+    return True
