@@ -5,7 +5,7 @@ iterations (benchmarks/formats.py's synthetic profile) for growing rank counts.
     .venv/bin/python benchmarks/report.py [--ranks 64 256 1024] [--repeats 5]
 
 Writing: ``tinyprof.read`` (the baseline: what any analysis pays) and
-``_report.write`` (read + the report's numbers + the HTML) run alternately in
+``report.write`` (read + the report's numbers + the HTML) run alternately in
 one process, median of the repeats; the ratio is report over read. Size: the
 file, and the part that is the profile's numbers (the JSON payload; the rest is
 plotly.min.js and the page's own script and style).

@@ -1,4 +1,4 @@
-"""Tests of the C hot path ``tinyprof.annotate._core`` against the reference ``_pyevent``.
+"""Tests of the C hot path ``tinyprof.annotate._core`` against the reference ``pyevent``.
 
 The same event programs run on both implementations with the same injected
 clock and must leave identical event maps. The general annotation tests are in

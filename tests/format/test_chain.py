@@ -1,7 +1,7 @@
 """Delta snapshots read back through their chains (tinyprof/format/chain.py), and
 every way a chain can be broken gives a clear FormatError.
 
-Files are made by the writer's own pieces (``_assemble.rank_part`` and
+Files are made by the writer's own pieces (``assemble.rank_part`` and
 ``assemble``) from hand-built events, so every byte is known.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The C core (``_core.c``) builds an Event itself only in the cases it checks
 trivially (an exact ``str`` name, ``loop`` an exact int 0/1/2, ``is_common`` an
 exact bool, no metric values) and calls ``event_args`` for everything else; the
-pure-Python twin (``_pyevent.py``) always calls it. So both accept, normalise
+pure-Python twin (``pyevent.py``) always calls it. So both accept, normalise
 and reject the same arguments with the same messages.
 """
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The event map's declared metric keys, shared with the hot path.
 
 ``configure`` fills ``keys`` (declared key -> consistent?) in place; the hot
-path (``_core.c`` or ``_pyevent.py``) holds that dict (``set_metric_keys``)
+path (``_core.c`` or ``pyevent.py``) holds that dict (``set_metric_keys``)
 and stores the values itself: consistent ones once per callpath, inconsistent
 ones in a column of doubles aligned with the node's times (NaN where an
 occurrence gave none). A value of an undeclared key makes it call
-``warn_undeclared``. The flush copies the map out with ``_collect.collect``.
+``warn_undeclared``. The flush copies the map out with ``collect.collect``.
 No numpy here: annotating must not load it.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The event map copied out for a flush or snapshot: one LocalEvent per callpath.
 
-Numpy is loaded here, at the first flush, not while annotating (_eventmap.py).
+Numpy is loaded here, at the first flush, not while annotating (metrics.py).
 """
 from __future__ import annotations
 

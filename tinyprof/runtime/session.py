@@ -3,9 +3,9 @@
 A :class:`Session` holds the settings, the communicators, the run id, the
 flush count, the snapshotter and what the last flush wrote. ``start()``
 makes it live (collective under MPI), ``close()`` ends it; lifecycle events
-(exit, SIGTERM, fork: ``_lifecycle.py``) call its methods. The hot path
-(``_annotate``) knows nothing of it: the session reads the event map when it
-writes. ``Profiler(...)`` (``_profiler.py``) is the friendly front.
+(exit, SIGTERM, fork: ``lifecycle.py``) call its methods. The hot path
+(``annotate``) knows nothing of it: the session reads the event map when it
+writes. ``Profiler(...)`` (``profiler.py``) is the friendly front.
 """
 from __future__ import annotations
 
@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, List, Opt
 import numpy as np
 
 from .. import annotate
-from ..annotate import metrics as _eventmap
+from ..annotate import metrics
 from ..format import layout
 from ..format.encoding import NO_RUN, env_run_id
 from ..format.mpi_section import Section
-from . import assemble
-from . import lifecycle as _lifecycle
+from . import assemble, lifecycle
 from .collect import LocalEvent, collect
 from .settings import Settings
 from .snapshots import SnapshotStats, Snapshotter
@@ -90,10 +89,10 @@ class Session:
         start periodic snapshots. Nothing when profiling is off."""
         if not annotate.enabled():
             return self
-        if _lifecycle.take_inherited():     # a fork child profiling itself: from scratch
+        if lifecycle.take_inherited():     # a fork child profiling itself: from scratch
             annotate.impl.reset()
         settings = self.settings
-        _eventmap.configure(settings.metrics)
+        metrics.configure(settings.metrics)
         run, start = _run_id(), self.clock()
         comm = world_comm(self.user_comm)
         if settings.mpi:
@@ -109,7 +108,7 @@ class Session:
                 run, start = self.private.bcast((run, start), root=0)
         else:
             launch = launched_rank()
-            if launch is not None and launch[1] > 1 and not _lifecycle.forked_child():
+            if launch is not None and launch[1] > 1 and not lifecycle.forked_child():
                 self.stem = f"{settings.name}.rank{launch[0]}"
                 self.warn("no-mpi", f"rank {launch[0]} of {launch[1]} started by an MPI "
                           "launcher, but mpi4py cannot initialise MPI: each rank writes "
@@ -119,7 +118,7 @@ class Session:
         snap = self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
                                               run, self.clock, self._snapshot_extras, self.paused)
         self.live = True
-        _lifecycle.attach(self)
+        lifecycle.attach(self)
         if settings.frequency:
             self._start_snapshots(snap)
         return self
@@ -182,7 +181,7 @@ class Session:
         if not self.live:
             return
         self.live = False
-        _lifecycle.detach(self)
+        lifecycle.detach(self)
         snap = self.snapshotter
         if snap is not None:
             snap.close()
@@ -324,7 +323,7 @@ class Session:
                 snap.close()
                 self.flush()
             elif need and not normal:
-                snap.snapshot(_lifecycle.TERM_TIMEOUT)
+                snap.snapshot(lifecycle.TERM_TIMEOUT)
         except Exception as e:      # the profiler never takes the application down
             self.warn("exit", f"exit flush failed: {type(e).__name__}: {e}")
         finally:
@@ -346,7 +345,7 @@ class Session:
             return comm is None, need
         mine = np.array([0 if aborting else 1, int(need)], np.int64)
         self._pending.append(mine)
-        timeout = _lifecycle.TERM_TIMEOUT
+        timeout = lifecycle.TERM_TIMEOUT
         if comm.Get_rank() != 0:
             sent = comm.Isend(mine, dest=0, tag=_VOTE)
             if aborting:
@@ -373,7 +372,7 @@ class Session:
         snap = self.snapshotter
         if not self.live or snap is None or not annotate.impl.root().children:
             return
-        timeout = _lifecycle.TERM_TIMEOUT
+        timeout = lifecycle.TERM_TIMEOUT
         if snap.comm is not None:
             snap.snapshot(timeout)
             return
@@ -410,6 +409,6 @@ def begin(settings: Settings, comm: Any = None) -> Session:
 def current() -> Session:
     """The session of this process, started with default settings on first need
     (or anew in a fork child, whose inherited session is the parent's)."""
-    if _active is None or (not _active.live and _lifecycle.forked_child()):
+    if _active is None or (not _active.live and lifecycle.forked_child()):
         return begin(Settings.create())
     return _active
