@@ -76,7 +76,7 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     if still_open:
         head += (f"; {', '.join(still_open)} still open when written: % run is of the time "
                  "recorded inside")
-    where = source if source is not None else "PROFILE"
-    tail = (f"Next: tinyprof report {shlex.quote(where)} -o report.html  (call tree, ranks, heatmap, "
+    where = printable(shlex.quote(source)) if source is not None else "PROFILE"
+    tail = (f"Next: tinyprof report {where} -o report.html  (call tree, ranks, heatmap, "
             "MPI in a browser; docs/guide.md#analysing-a-profile)")
     return "\n".join([head, *align(table), "", tail])
