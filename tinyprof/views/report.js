@@ -61,6 +61,7 @@
   };
   // A callpath is flagged for imbalance only when it is a share of the run worth a look.
   const HOT_IMBALANCE = 1.25, HOT_SHARE = 0.01;
+  const BELOW = { orientation: "h", y: -0.3 };   // the legend, clear of the x axis title
 
   // -- the page -------------------------------------------------------------------------
   const main = el("main");
@@ -156,7 +157,7 @@
         marker: { color: "#54a24b" } }],
     { barmode: "group", margin: { t: 30, r: 10 },
       xaxis: { ...rankAxis("rank", P), domain: [0, 0.85] }, xaxis2: { domain: [0.88, 1] },
-      yaxis: { title: { text: unit } }, legend: { orientation: "h" } }, CONFIG);
+      yaxis: { title: { text: unit } }, legend: BELOW }, CONFIG);
     const it = D.iterations[String(i)];
     if (!it) {
       caption(iterPlot, "One occurrence per rank: no iterations to show");
@@ -175,7 +176,7 @@
     { margin: { t: 30, r: 10 },
       xaxis: { title: { text: "occurrence (executions and iterations in order, from 0)" +
         (it.binned ? ": each point a bin from there" : "") }, tickformat: "d", rangemode: "tozero" },
-      yaxis: { title: { text: unit } }, legend: { orientation: "h" } }, CONFIG);
+      yaxis: { title: { text: unit } }, legend: BELOW }, CONFIG);
   }
 
   // -- rank x callpath heatmap -------------------------------------------------------------
@@ -193,7 +194,7 @@
     Plotly.react(heatPlot, [{ type: "heatmap", z, x: ranks, y: labels, colorscale: "Viridis",
       zmin: 0, zmax: top || 1, colorbar: { title: { text: unit } }, hoverongaps: false,
       hovertemplate: `rank %{x}<br>%{y}<br>%{z:.3f} ${unit}<extra></extra>` }],
-    { margin: { l: 220, t: 10 }, height: Math.min(900, 160 + 18 * N), xaxis: rankAxis("rank", P),
+    { margin: { l: 220, t: 30 }, height: Math.min(900, 160 + 18 * N), xaxis: rankAxis("rank", P),
       yaxis: { type: "category", autorange: "reversed", automargin: true } }, CONFIG);
   }
   pick.addEventListener("change", drawHeat);
