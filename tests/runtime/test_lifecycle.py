@@ -198,6 +198,90 @@ def test_nothing_new_after_a_flush_means_no_rewrite_at_exit(tmp_path):
     assert os.stat(tmp_path / "out" / "app.0-of-1.tp").st_mtime == 0
 
 
+# -- the application's own SIGTERM handling ------------------------------------------------
+# Whoever installed a handler last gets the signal, with tinyprof's snapshot on the way.
+
+def _terminated(tmp_path, code: str):
+    """Run ``code``, send it SIGTERM once it printed ``ready``, return what it printed."""
+    script = tmp_path / "app.py"
+    script.write_text(textwrap.dedent(code))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+TERM_PRELUDE = """
+    import signal, threading, time
+    import tinyprof
+    got = []
+"""
+
+
+def test_a_python_handler_installed_after_the_profiler_gets_sigterm(tmp_path):
+    proc = _ok(_terminated(tmp_path, TERM_PRELUDE + """
+    tinyprof.Profiler("app", outdir="out", frequency=3600)
+    signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    with tinyprof.Event("main"):
+        print("ready", flush=True)
+        while not got:
+            time.sleep(0.01)
+    print("handled", got)
+    """))
+    assert proc.stdout == "handled [15]\n"
+    assert tinyprof.snapshots(tmp_path / "out") == [1]      # taken on the way
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]
+
+
+def test_a_sigterm_blocked_and_collected_with_sigwait_reaches_the_application(tmp_path):
+    """tinyprof's threads block it too, so the kernel keeps it for sigwait."""
+    proc = _ok(_terminated(tmp_path, TERM_PRELUDE + """
+    tinyprof.Profiler("app", outdir="out", frequency=0.01)   # a snapshot thread too
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    with tinyprof.Event("main"):
+        print("ready", flush=True)
+        while signal.SIGTERM not in signal.sigpending():   # collected later, not at once
+            time.sleep(0.01)
+        got.append(signal.sigwait({signal.SIGTERM}))
+    print("handled", int(got[0]))
+    """))
+    assert proc.stdout == "handled 15\n"
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]
+
+
+def test_a_profiler_created_in_another_thread_snapshots_on_sigterm(tmp_path):
+    """signal.signal works only in the main thread: it hooks SIGTERM as soon
+    as it next runs Python code (here: the call of ``python_code``)."""
+    proc = _terminated(tmp_path, TERM_PRELUDE + """
+    started = threading.Event()
+    def work():
+        tinyprof.Profiler("app", outdir="out")
+        with tinyprof.Event("main"):
+            with tinyprof.Event("step"):
+                pass
+            started.set()
+            time.sleep(3600)
+    def python_code():
+        pass
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    started.wait()
+    python_code()
+    print("ready", flush=True)
+    worker.join()
+    """)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert tinyprof.snapshots(tmp_path / "out") == [1]
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",), ("main", "step")]
+
+
 @pytest.mark.parametrize("frequency", [math.nan, math.inf, -1, "5", True, None])
 def test_bad_frequencies_are_refused_at_once(frequency):
     with pytest.raises((ValueError, TypeError), match="frequency"):
