@@ -347,6 +347,26 @@ def test_a_rank_that_skipped_snapshots_completes_those_others_started(tmp_path):
     assert tinyprof.read(tmp_path / "s", snapshot=2).nranks == 2
 
 
+def test_a_snapshot_never_starts_inside_another(tmp_path):
+    """As a signal handler run between bytecodes of a snapshot would: told no at once."""
+    tinyprof.Profiler("s", outdir=tmp_path / "s")
+    with tinyprof.Event("main"):
+        pass
+    settings = Settings.create("s", 3600, outdir=str(tmp_path / "s"), keep="all")
+    nested: list = []
+
+    def extras(events):
+        if not nested:
+            nested.append(snap.take(2))
+        return None, ()
+
+    snap = Snapshotter(settings, "s", 0, 1, 0.0, _session.current().run, clock=lambda: 0.0,
+                       extras=extras)
+    assert snap.take(1) and nested == [False]
+    assert tinyprof.snapshots(tmp_path / "s") == [1]
+    assert snap.take(2) and tinyprof.snapshots(tmp_path / "s") == [1, 2]
+
+
 def test_snapshot_numbers_follow_the_injected_clock(tmp_path):
     now = [100.0]
     settings = Settings.create("s", 2, outdir=str(tmp_path / "s"))

@@ -19,12 +19,13 @@ first attach and torn down in a fork child. Docs: docs/api.md, "Lifecycle".
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import signal
 import sys
 import threading
-from typing import Any, Optional, Protocol
+from typing import Any, Iterator, Optional, Protocol
 
 # Seconds the SIGTERM snapshot may take before the application's own handling goes on.
 TERM_TIMEOUT = 5.0
@@ -253,16 +254,24 @@ _KEPT = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIG
          signal.SIGTRAP, signal.SIGSYS}
 
 
-def start_thread(target: Any, args: tuple, name: str) -> threading.Thread:
-    """Start a daemon thread of tinyprof's, with the asynchronous signals
-    blocked (a thread inherits its creator's mask)."""
-    blocked = signal.valid_signals() - _KEPT
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """The asynchronous signals blocked in this thread meanwhile: the threads
+    started meanwhile (ours, and those of libraries that tinyprof loads, as
+    OpenBLAS under numpy or an MPI library) inherit the mask, and never take
+    a signal from the application's threads."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals() - _KEPT)
     try:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        thread.start()
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def start_thread(target: Any, args: tuple, name: str) -> threading.Thread:
+    """Start a daemon thread of tinyprof's, with the asynchronous signals blocked."""
+    with signals_blocked():
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
     return thread
 
 
