@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -231,12 +232,13 @@ def test_a_python_handler_installed_after_the_profiler_gets_sigterm(tmp_path):
     signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
     with tinyprof.Event("main"):
         print("ready", flush=True)
-        while not got:
+        while not got or not tinyprof.snapshots("out"):     # handled, snapshot taken on the way
             time.sleep(0.01)
+    tinyprof.flush()                # and the application goes on
     print("handled", got)
     """))
     assert proc.stdout == "handled [15]\n"
-    assert tinyprof.snapshots(tmp_path / "out") == [1]      # taken on the way
+    assert tinyprof.snapshots(tmp_path / "out") == [1]
     assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]
 
 
@@ -280,6 +282,60 @@ def test_a_profiler_created_in_another_thread_snapshots_on_sigterm(tmp_path):
     assert proc.returncode == -signal.SIGTERM, proc.stderr
     assert tinyprof.snapshots(tmp_path / "out") == [1]
     assert tinyprof.read(tmp_path / "out").callpaths == [("main",), ("main", "step")]
+
+
+EMBED = r"""
+#include <Python.h>
+#include <signal.h>
+#include <unistd.h>
+static void on_term(int sig) {
+    static const char m[] = "c handler\n";
+    (void)sig;
+    (void)!write(1, m, sizeof m - 1);
+    _exit(0);
+}
+int main(int argc, char **argv) {       /* a C handler installed before Python starts */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    return Py_BytesMain(argc, argv);
+}
+"""
+PYTHON_CONFIG = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}."
+                             f"{sys.version_info[1]}-config")
+
+
+@pytest.mark.skipif(not (shutil.which("cc") and os.path.exists(PYTHON_CONFIG)),
+                    reason="needs a C compiler and python-config to embed Python")
+def test_a_c_handler_installed_before_python_gets_sigterm_after_the_snapshot(tmp_path):
+    def config(*args):
+        return subprocess.run([PYTHON_CONFIG, *args], capture_output=True, text=True,
+                              check=True).stdout.split()
+    (tmp_path / "embed.c").write_text(EMBED)
+    subprocess.run(["cc", "-o", str(tmp_path / "embed"), str(tmp_path / "embed.c"),
+                    *config("--includes"), *config("--ldflags", "--embed")], check=True)
+    (tmp_path / "app.py").write_text(textwrap.dedent(TERM_PRELUDE + """
+    assert signal.getsignal(signal.SIGTERM) is None     # set from C: Python cannot call it
+    tinyprof.Profiler("app", outdir="out")
+    with tinyprof.Event("main"):
+        print("ready", flush=True)
+        time.sleep(3600)
+    """))
+    root = os.path.dirname(os.path.dirname(tinyprof.__file__))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *sys.path[1:]])}
+    env.pop("TINYPROF", None)
+    proc = subprocess.Popen([str(tmp_path / "embed"), "app.py"], cwd=tmp_path, env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out) == (0, "c handler\n"), err
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]      # the snapshot
 
 
 @pytest.mark.parametrize("frequency", [math.nan, math.inf, -1, "5", True, None])
