@@ -7,7 +7,11 @@ The session reacts; this module only knows when:
   collective at exit;
 - **SIGTERM**: a watcher thread woken through ``signal.set_wakeup_fd`` (a
   Python handler would run only when the main thread next executes bytecode,
-  never while it is blocked in MPI), then the application's own handling;
+  never while it is blocked in MPI), then the application's own handling:
+  whoever installed a handler last gets the signal (a Python handler set
+  after ours, or the one before ours: Python's, the default action, or a C
+  handler, saved and put back). tinyprof's threads block the asynchronous
+  signals, so that the application's threads get them (``sigwait``);
 - **fork**: in the child, every hook is detached. The child inherits neither
   the watcher (its wakeup pipe would wake the parent's watcher and kill the
   parent) nor the session (its exit would overwrite the parent's profile);
@@ -25,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from typing import Any, Iterator, Optional, Protocol
 
 # Seconds the SIGTERM snapshot may take before the application's own handling goes on.
@@ -204,7 +209,11 @@ _pending: list = []
 
 
 def _pending_hook(arg: Any) -> int:
-    _hook_sigterm()
+    try:
+        _hook_sigterm()
+    except Exception as e:      # never into the application, whose bytecode this interrupts
+        warnings.warn(f"tinyprof: SIGTERM is not watched: {type(e).__name__}: {e}",
+                      RuntimeWarning, stacklevel=1)
     return 0
 
 

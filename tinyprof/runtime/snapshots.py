@@ -92,6 +92,7 @@ class Snapshotter:
         self.ready: Any = None              # ... and the request that makes it
         self.keyval: Any = None             # ... and the MPI_Finalize hook that stops it
         self.mpi_lock = threading.Lock()    # held by the helper around each MPI call
+        self.orphans: list = []             # requests left pending by a stop, and their buffers
         self.closed = False
         self.warned: set = set()
         self.taken, self.cpu = 0, 0.0       # snapshots written, CPU seconds spent in them
@@ -287,7 +288,10 @@ class Snapshotter:
                 self._exchange(lambda: [self.ready])
                 # a first call on it, before any cut: with ucx=True, the capture
                 # library learns that the traffic of its setting up was tinyprof's
-                self.comm.Iprobe()
+                with self.mpi_lock:         # as every MPI call of the helper's (``_halt``)
+                    if self.stop.is_set():
+                        return
+                    self.comm.Iprobe()
                 while self.agreed is None:
                     if not self.halting.is_set():
                         self.wake.wait(max(self.start + k * f - self.clock(), 0))
@@ -373,12 +377,15 @@ class Snapshotter:
         wait while other ranks are late). Each MPI call happens under
         ``mpi_lock`` and only while not stopped, so none follows ``_halt``;
         ``_Stopped`` then (the requests stay pending: cancelling a collective
-        is erroneous)."""
+        is erroneous). Pending requests and their buffers are kept for good:
+        freed in this thread, they would call MPI_Request_free while
+        MPI_Finalize goes on in another, and MPI may still write into them."""
         from mpi4py import MPI
         nap, requests = _NAP[0], None
         while True:
             with self.mpi_lock:
                 if self.stop.is_set():
+                    self.orphans.append((requests, post))
                     raise _Stopped()
                 if requests is None:
                     requests = post()
