@@ -296,7 +296,7 @@ def _watch(fd: int) -> None:
             # set after ours runs in the main thread by itself; ours hands over.
             if signal.getsignal(signal.SIGTERM) is _on_sigterm:
                 _hand_over(None)
-            _term_done.set()
+                _term_done.set()        # for _on_sigterm, which waits for it
 
 
 def _hand_over(frame: Any) -> None:
