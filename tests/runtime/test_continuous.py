@@ -187,17 +187,24 @@ def test_a_rank_raising_under_mpi4py_aborts_without_hanging(tmp_path):
 
 
 @needs_mpi
-def test_an_application_that_finalizes_mpi_itself(tmp_path):
-    """MPI_Finalize stops the snapshot helpers first (a COMM_SELF attribute's
-    delete callback), so none calls MPI after it; the exit then writes each
-    rank's own snapshot file, as MPI is gone."""
+@pytest.mark.parametrize("frequency, mode", [(3600, "plain"), (0.002, "plain"), (0.002, "trace"),
+                                             (3600, "late"), (0.002, "late")])
+def test_an_application_that_finalizes_mpi_itself(tmp_path, frequency, mode):
+    """MPI_Finalize makes the snapshot helpers take a last snapshot together
+    and stop (a COMM_SELF attribute's delete callback), so none calls MPI
+    after it, and every rank numbers its own files alike from there: the
+    exit writes each rank's full file of the next snapshot, which holds what
+    was recorded after MPI_Finalize."""
     out = tmp_path / "out"
-    cmd = [MPIEXEC, "-n", "3", sys.executable, os.path.join(HERE, "_finalize_app.py"), str(out)]
+    cmd = [MPIEXEC, "-n", "3", sys.executable, os.path.join(HERE, "_finalize_app.py"), str(out),
+           str(frequency), mode]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.count("finalized") == 3, proc.stderr
-    assert "after finalizing" not in proc.stderr
+    assert "tinyprof" not in proc.stderr
     p = tinyprof.read(out)
-    assert p.snapshot is not None and [len(p.series(STEP, r)[0]) for r in range(3)] == [300] * 3
+    steps = [300, 3000 if mode == "late" else 300, 300]
+    assert p.snapshot is not None and [len(p.series(STEP, r)[0]) for r in range(3)] == steps
+    assert [len(p.series(("after",), r)[0]) for r in range(3)] == [1] * 3
 
 
 @needs_mpi
@@ -214,7 +221,7 @@ def test_unwritable_output_directory_warns_and_exits_0(tmp_path):
 
 @needs_mpi
 @pytest.mark.parametrize("level, warning", [
-    ("single", "MPI_THREAD_SINGLE: snapshots are taken at safe points"),
+    ("single", "below MPI_THREAD_MULTIPLE: each rank writes its own snapshot file"),
     ("funneled", "below MPI_THREAD_MULTIPLE: each rank writes its own snapshot file")])
 def test_lower_thread_levels_fall_back_to_per_rank_snapshots(tmp_path, level, warning):
     out = tmp_path / "out"
@@ -227,6 +234,43 @@ def test_lower_thread_levels_fall_back_to_per_rank_snapshots(tmp_path, level, wa
     done = tinyprof.snapshots(out)
     assert done and len(os.listdir(layout.snapshot_dir(str(out), done[-1]))) == 2   # P files
     assert [len(tinyprof.read(out, snapshot=done[-1]).series(STEP, r)) for r in (0, 1)] == [1, 1]
+
+
+SIGALRM_APP = """
+import signal, sys, time
+import mpi4py
+mpi4py.rc.thread_level = "single"
+from mpi4py import MPI
+import tinyprof
+
+out = sys.argv[1]
+alarms = []
+tinyprof.Profiler("app", frequency=0.01, outdir=out, keep="all")
+signal.signal(signal.SIGALRM, lambda signum, frame: alarms.append(signum))   # the application's
+deadline = time.monotonic() + 60                # a hang guard, not a timing assumption
+with tinyprof.Event("main"):
+    while True:
+        with tinyprof.Event("step", loop=1):
+            time.sleep(0.005)
+        if len(tinyprof.snapshots(out)) >= 3 or time.monotonic() > deadline:
+            break
+MPI.COMM_WORLD.Barrier()
+print(f"{len(tinyprof.snapshots(out)) >= 3} {len(alarms)}", flush=True)     # one write
+"""
+
+
+@needs_mpi
+def test_snapshots_at_thread_level_single_leave_sigalrm_to_the_application(tmp_path):
+    """A helper thread that makes no MPI call writes them: no timer, no signal borrowed."""
+    script = tmp_path / "app.py"
+    script.write_text(SIGALRM_APP)
+    out = tmp_path / "out"
+    proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script), str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["True 0", "True 0"]     # snapshots, and no alarm
+    p = tinyprof.read(out / "app.0-of-1.tp")        # the exit flush
+    assert p.nranks == 2 and all(len(p.series(STEP, r)[0]) >= 1 for r in (0, 1))
 
 
 # -- in this process -----------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -198,6 +199,145 @@ def test_nothing_new_after_a_flush_means_no_rewrite_at_exit(tmp_path):
     assert os.stat(tmp_path / "out" / "app.0-of-1.tp").st_mtime == 0
 
 
+# -- the application's own SIGTERM handling ------------------------------------------------
+# Whoever installed a handler last gets the signal, with tinyprof's snapshot on the way.
+
+def _terminated(tmp_path, code: str):
+    """Run ``code``, send it SIGTERM once it printed ``ready``, return what it printed."""
+    script = tmp_path / "app.py"
+    script.write_text(textwrap.dedent(code))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+TERM_PRELUDE = """
+    import signal, threading, time
+    import tinyprof
+    got = []
+"""
+
+
+def test_a_python_handler_installed_after_the_profiler_gets_sigterm(tmp_path):
+    proc = _ok(_terminated(tmp_path, TERM_PRELUDE + """
+    tinyprof.Profiler("app", outdir="out", frequency=3600)
+    signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    with tinyprof.Event("main"):
+        print("ready", flush=True)
+        while not got or not tinyprof.snapshots("out"):     # handled, snapshot taken on the way
+            time.sleep(0.01)
+    tinyprof.flush()                # and the application goes on
+    print("handled", got)
+    """))
+    assert proc.stdout == "handled [15]\n"
+    assert tinyprof.snapshots(tmp_path / "out") == [1]
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]
+
+
+def test_a_sigterm_blocked_and_collected_with_sigwait_reaches_the_application(tmp_path):
+    """tinyprof's threads block it too, so the kernel keeps it for sigwait."""
+    proc = _ok(_terminated(tmp_path, TERM_PRELUDE + """
+    tinyprof.Profiler("app", outdir="out", frequency=0.01)   # a snapshot thread too
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    with tinyprof.Event("main"):
+        print("ready", flush=True)
+        while signal.SIGTERM not in signal.sigpending():   # collected later, not at once
+            time.sleep(0.01)
+        got.append(signal.sigwait({signal.SIGTERM}))
+    print("handled", int(got[0]))
+    """))
+    assert proc.stdout == "handled 15\n"
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]
+
+
+def test_a_profiler_created_in_another_thread_snapshots_on_sigterm(tmp_path):
+    """signal.signal works only in the main thread: it hooks SIGTERM as soon
+    as it next runs Python code (here: the call of ``python_code``)."""
+    proc = _terminated(tmp_path, TERM_PRELUDE + """
+    started = threading.Event()
+    def work():
+        tinyprof.Profiler("app", outdir="out")
+        with tinyprof.Event("main"):
+            with tinyprof.Event("step"):
+                pass
+            started.set()
+            time.sleep(3600)
+    def python_code():
+        pass
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    started.wait()
+    python_code()
+    print("ready", flush=True)
+    worker.join()
+    """)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert tinyprof.snapshots(tmp_path / "out") == [1]
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",), ("main", "step")]
+
+
+EMBED = r"""
+#include <Python.h>
+#include <signal.h>
+#include <unistd.h>
+static void on_term(int sig) {
+    static const char m[] = "c handler\n";
+    (void)sig;
+    (void)!write(1, m, sizeof m - 1);
+    _exit(0);
+}
+int main(int argc, char **argv) {       /* a C handler installed before Python starts */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    return Py_BytesMain(argc, argv);
+}
+"""
+PYTHON_CONFIG = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}."
+                             f"{sys.version_info[1]}-config")
+
+
+@pytest.mark.skipif(not (shutil.which("cc") and os.path.exists(PYTHON_CONFIG)),
+                    reason="needs a C compiler and python-config to embed Python")
+def test_a_c_handler_installed_before_python_gets_sigterm_after_the_snapshot(tmp_path):
+    def config(*args):
+        return subprocess.run([PYTHON_CONFIG, *args], capture_output=True, text=True,
+                              check=True).stdout.split()
+    (tmp_path / "embed.c").write_text(EMBED)
+    subprocess.run(["cc", "-o", str(tmp_path / "embed"), str(tmp_path / "embed.c"),
+                    *config("--includes"), *config("--ldflags", "--embed")], check=True)
+    (tmp_path / "app.py").write_text(textwrap.dedent(TERM_PRELUDE + """
+    assert signal.getsignal(signal.SIGTERM) is None     # set from C: Python cannot call it
+    tinyprof.Profiler("app", outdir="out")
+    with tinyprof.Event("main"):
+        print("ready", flush=True)
+        time.sleep(3600)
+    """))
+    root = os.path.dirname(os.path.dirname(tinyprof.__file__))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *sys.path[1:]])}
+    env.pop("TINYPROF", None)
+    proc = subprocess.Popen([str(tmp_path / "embed"), "app.py"], cwd=tmp_path, env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out) == (0, "c handler\n"), err
+    assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]      # the snapshot
+
+
 @pytest.mark.parametrize("frequency", [math.nan, math.inf, -1, "5", True, None])
 def test_bad_frequencies_are_refused_at_once(frequency):
     with pytest.raises((ValueError, TypeError), match="frequency"):
@@ -261,6 +401,26 @@ def test_a_rank_that_skipped_snapshots_completes_those_others_started(tmp_path):
     assert ranks[1].take(3)
     assert tinyprof.snapshots(tmp_path / "s") == [1, 2, 3]
     assert tinyprof.read(tmp_path / "s", snapshot=2).nranks == 2
+
+
+def test_a_snapshot_never_starts_inside_another(tmp_path):
+    """As a signal handler run between bytecodes of a snapshot would: told no at once."""
+    tinyprof.Profiler("s", outdir=tmp_path / "s")
+    with tinyprof.Event("main"):
+        pass
+    settings = Settings.create("s", 3600, outdir=str(tmp_path / "s"), keep="all")
+    nested: list = []
+
+    def extras(events):
+        if not nested:
+            nested.append(snap.take(2))
+        return None, ()
+
+    snap = Snapshotter(settings, "s", 0, 1, 0.0, _session.current().run, clock=lambda: 0.0,
+                       extras=extras)
+    assert snap.take(1) and nested == [False]
+    assert tinyprof.snapshots(tmp_path / "s") == [1]
+    assert snap.take(2) and tinyprof.snapshots(tmp_path / "s") == [1, 2]
 
 
 def test_snapshot_numbers_follow_the_injected_clock(tmp_path):

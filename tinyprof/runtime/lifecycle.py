@@ -7,7 +7,11 @@ The session reacts; this module only knows when:
   collective at exit;
 - **SIGTERM**: a watcher thread woken through ``signal.set_wakeup_fd`` (a
   Python handler would run only when the main thread next executes bytecode,
-  never while it is blocked in MPI), then the application's own handling;
+  never while it is blocked in MPI), then the application's own handling:
+  whoever installed a handler last gets the signal (a Python handler set
+  after ours, or the one before ours: Python's, the default action, or a C
+  handler, saved and put back). tinyprof's threads block the asynchronous
+  signals, so that the application's threads get them (``sigwait``);
 - **fork**: in the child, every hook is detached. The child inherits neither
   the watcher (its wakeup pipe would wake the parent's watcher and kill the
   parent) nor the session (its exit would overwrite the parent's profile);
@@ -19,12 +23,14 @@ first attach and torn down in a fork child. Docs: docs/api.md, "Lifecycle".
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import signal
 import sys
 import threading
-from typing import Any, Optional, Protocol
+import warnings
+from typing import Any, Iterator, Optional, Protocol
 
 # Seconds the SIGTERM snapshot may take before the application's own handling goes on.
 TERM_TIMEOUT = 5.0
@@ -44,7 +50,7 @@ _target: Optional[Target] = None
 _aborting = False           # an unhandled exception or a coming MPI_Abort
 _process_hooks = False      # atexit, excepthook, at-fork: once per process, forks inherit them
 _sigterm_hooked = False     # our SIGTERM handler and watcher: per process, not inherited
-_previous_term: Any = None
+_previous_term: Any = None     # the handler before ours: Python's, SIG_DFL, SIG_IGN or _CHandler
 _wakeup = -1                # the watcher's pipe: write end (our wakeup fd), read end
 _read_end = -1
 _term_done = threading.Event()      # the watcher finished a SIGTERM snapshot
@@ -165,7 +171,10 @@ def _after_fork_child() -> None:
     if _sigterm_hooked:
         try:
             if signal.getsignal(signal.SIGTERM) is _on_sigterm:
-                signal.signal(signal.SIGTERM, _previous_term)
+                if isinstance(_previous_term, _CHandler):
+                    _previous_term.restore()
+                else:
+                    signal.signal(signal.SIGTERM, _previous_term)
         except (ValueError, TypeError):
             pass
         _sigterm_hooked = False
@@ -180,13 +189,56 @@ def _after_fork_child() -> None:
 # for when another wakeup fd (e.g. asyncio's) is in use.
 
 def _install_sigterm() -> None:
-    global _sigterm_hooked, _previous_term
-    if _sigterm_hooked or threading.current_thread() is not threading.main_thread():
+    """Hook SIGTERM, from the main thread (``signal.signal`` works only there):
+    at once, or, for a Profiler created in another thread, as a pending call
+    that the main thread runs between its next bytecodes."""
+    global _sigterm_hooked
+    if _sigterm_hooked:
         return
     _sigterm_hooked = True
+    if threading.current_thread() is threading.main_thread():
+        _hook_sigterm()
+        return
+    _pending.append(_PENDING(_pending_hook))        # kept alive while queued
+    ctypes.pythonapi.Py_AddPendingCall.argtypes = [_PENDING, ctypes.c_void_p]
+    ctypes.pythonapi.Py_AddPendingCall(_pending[-1], None)
+
+
+_PENDING = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+_pending: list = []
+
+
+def _pending_hook(arg: Any) -> int:
+    try:
+        _hook_sigterm()
+    except Exception as e:      # never into the application, whose bytecode this interrupts
+        warnings.warn(f"tinyprof: SIGTERM is not watched: {type(e).__name__}: {e}",
+                      RuntimeWarning, stacklevel=1)
+    return 0
+
+
+class _CHandler:
+    """A handler installed from C before Python started (``getsignal`` gives
+    None): its ``struct sigaction``, saved as opaque bytes, to hand the signal
+    back to it."""
+
+    def __init__(self) -> None:
+        self.action = ctypes.create_string_buffer(512)    # >= sizeof(struct sigaction)
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.sigaction(signal.SIGTERM, None, self.action)
+
+    def restore(self) -> None:
+        self.libc.sigaction(signal.SIGTERM, self.action, None)
+
+
+def _hook_sigterm() -> None:
+    global _previous_term
+    if not _sigterm_hooked or signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        return                  # detached meanwhile (a fork child), or hooked already
+    c_handler = _CHandler() if signal.getsignal(signal.SIGTERM) is None else None
     _previous_term = signal.signal(signal.SIGTERM, _on_sigterm)
-    if _previous_term is None:          # set from C: we cannot chain to it, treat as default
-        _previous_term = signal.SIG_DFL
+    if _previous_term is None:
+        _previous_term = c_handler
     _watch_sigterm()
 
 
@@ -201,8 +253,35 @@ def _watch_sigterm() -> None:
         os.close(write_end)
         return
     _wakeup, _read_end = write_end, read_end
-    threading.Thread(target=_watch, args=(read_end,), name="tinyprof-sigterm",
-                     daemon=True).start()
+    start_thread(_watch, (read_end,), "tinyprof-sigterm")
+
+
+# Signals a thread of tinyprof never takes: the kernel hands a process-directed
+# signal to any thread that does not block it, and an application that blocks
+# one to collect it with sigwait() must get it, not our thread.
+_KEPT = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT,
+         signal.SIGTRAP, signal.SIGSYS}
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """The asynchronous signals blocked in this thread meanwhile: the threads
+    started meanwhile (ours, and those of libraries that tinyprof loads, as
+    OpenBLAS under numpy or an MPI library) inherit the mask, and never take
+    a signal from the application's threads."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals() - _KEPT)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def start_thread(target: Any, args: tuple, name: str) -> threading.Thread:
+    """Start a daemon thread of tinyprof's, with the asynchronous signals blocked."""
+    with signals_blocked():
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+    return thread
 
 
 def _watch(fd: int) -> None:
@@ -213,9 +292,26 @@ def _watch(fd: int) -> None:
             return
         if signal.SIGTERM in data:
             _term_snapshot()
-            if _previous_term == signal.SIG_DFL:
-                _die()
-            _term_done.set()
+            # Whoever installed a handler last gets the signal: a Python handler
+            # set after ours runs in the main thread by itself; ours hands over.
+            if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+                _hand_over(None)
+                _term_done.set()        # for _on_sigterm, which waits for it
+
+
+def _hand_over(frame: Any) -> None:
+    """Apply the handling that was there before ours: the default action
+    (die by SIGTERM), a C handler (back in place, the signal raised again:
+    the C handler has it from then on), or, in the main thread (``frame``),
+    a Python handler; SIG_IGN: nothing."""
+    previous = _previous_term
+    if previous == signal.SIG_DFL:
+        _die()
+    elif isinstance(previous, _CHandler):
+        previous.restore()
+        os.kill(os.getpid(), signal.SIGTERM)
+    elif callable(previous) and frame is not None:
+        previous(signal.SIGTERM, frame)
 
 
 def _term_snapshot() -> None:
@@ -237,12 +333,9 @@ def _on_sigterm(signum, frame) -> None:
     if _wakeup == -1 or current != _wakeup:     # no watcher saw this signal
         signal.set_wakeup_fd(current)
         _term_snapshot()
-    else:
+        _hand_over(frame)
+    else:           # the watcher took the snapshot and applied any other handling
         _term_done.wait(TERM_TIMEOUT + 1)
-    _term_done.clear()
-    previous = _previous_term
-    if callable(previous):
-        previous(signum, frame)
-    elif previous != signal.SIG_IGN:         # the default action: die by SIGTERM
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+        _term_done.clear()
+        if callable(_previous_term):
+            _previous_term(signum, frame)

@@ -50,7 +50,9 @@ class Profiler:
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
         self.settings = settings
-        from . import session as _session  # the flush machinery, numpy with it: not on import
+        from . import lifecycle
+        with lifecycle.signals_blocked():   # threads that numpy's libraries start never take signals
+            from . import session as _session  # the flush machinery, numpy with it: not on import
         self.session = _session.begin(settings, comm)
 
     name = property(lambda self: self.settings.name, doc="The profile's name.")
@@ -112,5 +114,7 @@ def flush() -> Optional[str]:
     recorded until then. Returns None when profiling is off (``TINYPROF=0``).
     A file that cannot be written gives a warning; the data stays in memory.
     """
-    from . import session as _session
+    from . import lifecycle
+    with lifecycle.signals_blocked():
+        from . import session as _session
     return _session.current().flush()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
@@ -125,20 +124,16 @@ class Session:
 
     def _start_snapshots(self, snap: Snapshotter) -> None:
         """Periodic snapshots: aggregated from a helper thread when MPI allows
-        a second thread to call it, else per rank (docs/api.md)."""
-        if self.private is None:
-            snap.run_periodic(timer=False)
-            return
-        from mpi4py import MPI
-        level = MPI.Query_thread()
-        if level == MPI.THREAD_MULTIPLE:
-            snap.run_aggregated(self.private)
-        elif level == MPI.THREAD_SINGLE:
-            snap.run_periodic(timer=True)
-        else:
+        a second thread to call it, else per rank from a helper thread that
+        makes no MPI call (docs/api.md)."""
+        if self.private is not None:
+            from mpi4py import MPI
+            if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
+                snap.run_aggregated(self.private)
+                return
             self.warn("thread-level", "MPI thread level is below MPI_THREAD_MULTIPLE: each "
                       "rank writes its own snapshot file (P files per snapshot, no MPI call)")
-            snap.run_periodic(timer=False)
+        snap.run_periodic()
 
     def _start_capture(self, comm: Any) -> None:
         """Record MPI calls (``mpi=True``), or warn why not and go on without."""
@@ -379,9 +374,7 @@ class Session:
         end = time.monotonic() + timeout
         k = snap.forced()
         # A helper thread bounds the attempt: a hung file system cannot hold the exit.
-        worker = threading.Thread(target=snap.safe_take, args=(k,), daemon=True)
-        worker.start()
-        worker.join(timeout)
+        lifecycle.start_thread(snap.safe_take, (k,), "tinyprof-sigterm-snapshot").join(timeout)
         outdir = self.settings.outdir
         while self.size > 1 and time.monotonic() < end and \
                 not layout.snapshot_is_complete(outdir, k):

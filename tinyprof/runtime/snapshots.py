@@ -16,9 +16,11 @@ not with data x snapshots (docs/api.md). Two ways to write them:
   snapshot ``k`` holds every rank's data as of ``k``; the application's
   thread never waits for another rank.
 * **per rank** (no MPI, or a lower thread level): each rank writes its own
-  file of the set (P files) with no MPI call, from a thread or, at
-  ``MPI_THREAD_SINGLE``, a SIGALRM timer (safe points). A rank that fell behind
-  also writes its file into the snapshots it skipped that others started.
+  file of the set (P files) from a helper thread that makes no MPI call
+  (so even ``MPI_THREAD_SINGLE`` allows it: docs/api.md). A rank that fell
+  behind also writes its file into the snapshots it skipped that others started.
+
+One snapshot at a time: a snapshot never starts inside another (``_one``).
 
 Layout and reading rules: docs/format.md, "Snapshots"; behaviour: docs/api.md.
 """
@@ -26,12 +28,11 @@ from __future__ import annotations
 
 import contextlib
 import pickle
-import signal
 import threading
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Iterator, List, Optional, Sequence, Tuple
 
 from .. import annotate
 from ..format import layout
@@ -39,6 +40,7 @@ from ..format.encoding import relabel
 from ..format.mpi_section import Section
 from .assemble import Base, RankPart, SetLabel, assemble, rank_part
 from .collect import LocalEvent, collect
+from .lifecycle import start_thread
 from .settings import Settings, group_of
 
 # Seconds a stopping snapshot thread may take to finish the snapshot in progress.
@@ -77,17 +79,20 @@ class Snapshotter:
         self.rank, self.size, self.start = rank, size, start
         self.run, self.clock = run, clock
         self.last = 0                       # newest snapshot number this rank took part in
-        self.lock = threading.RLock()       # RLock: a signal handler may interrupt a snapshot
-        self.stop = threading.Event()
+        self.lock = threading.Lock()        # one snapshot at a time (``_one``)
+        self.owner: Optional[int] = None    # the thread taking one
+        self.stop = threading.Event()       # no MPI call any more
+        self.halting = threading.Event()    # MPI_Finalize: one last aggregated snapshot
+        self.agreed: Optional[int] = None   # ... after which all ranks number from here
         self.wake = threading.Event()       # a snapshot is wanted now (or stop)
         self.done = threading.Condition()   # notified when a snapshot ends
         self.cuts = self.ended = 0          # snapshots whose data was cut / that ended
         self.thread: Optional[threading.Thread] = None
-        self.timer = False
         self.comm: Any = None               # aggregated: tinyprof's snapshot communicator
         self.ready: Any = None              # ... and the request that makes it
         self.keyval: Any = None             # ... and the MPI_Finalize hook that stops it
         self.mpi_lock = threading.Lock()    # held by the helper around each MPI call
+        self.orphans: list = []             # requests left pending by a stop, and their buffers
         self.closed = False
         self.warned: set = set()
         self.taken, self.cpu = 0, 0.0       # snapshots written, CPU seconds spent in them
@@ -95,6 +100,7 @@ class Snapshotter:
         # builds on (None: the next is full), valid for the event map of `root`.
         self.base: Base = {}
         self.over: Optional[int] = None
+        self.over_kind = ""                 # "rank" or "aggregated": who wrote snapshot `over`
         self.deltas = 0                     # deltas since the last full snapshot
         self.fulls = 0                      # full snapshots so far
         self.root: object = None
@@ -105,13 +111,14 @@ class Snapshotter:
         f = self.settings.frequency
         return int((self.clock() - self.start) // f) if f else self.last
 
-    def _part(self, k: int) -> Tuple[bool, RankPart, Base, Sequence[Tuple[str, bytes]]]:
+    def _part(self, k: int, kind: str
+              ) -> Tuple[bool, RankPart, Base, Sequence[Tuple[str, bytes]]]:
         """This rank's part of snapshot ``k``: whether it is full, the part
         (whole, or since ``over``), the base it leaves, and its whole sections."""
         impl = annotate.impl
         if impl.root() is not self.root:        # a reset: a new event map, nothing to build on
             self.root, self.base, self.fresh = impl.root(), {}, self.root is not None
-        full = self._full(k)
+        full = self._full(k, kind)
         events = collect(self.root)
         executions = impl.executions()     # after collect: never fewer than the fields hold
         mpi, sections = self.extras(events)
@@ -119,15 +126,16 @@ class Snapshotter:
                                {} if full else self.base, mpi)
         return full, part, base, sections
 
-    def _full(self, k: int) -> bool:
+    def _full(self, k: int, kind: str) -> bool:
         """Whether snapshot ``k`` must be full: nothing to build on (or only a
-        later number: ``take`` may go back), or the chain is long enough.
+        later number: ``take`` may go back; or files of other names: a per-rank
+        file after aggregated ones, once MPI is finalized), or the chain is long enough.
         Aggregated, this depends only on what all ranks agreed, so that all
         decide alike; a reset rank then sends its fields whole (from an empty
         base: callpaths it lost still show in that delta) and asks everyone
         for a full snapshot next. Per rank, a reset means a full one at once."""
-        return self.over is None or self.over >= k or self.deltas >= self.chain_length() \
-            or (self.fresh and self.comm is None)
+        return self.over is None or self.over >= k or self.over_kind != kind \
+            or self.deltas >= self.chain_length() or (self.fresh and kind == "rank")
 
     def chain_length(self) -> int:
         """Deltas before the next full snapshot: ``chain`` after the first
@@ -137,9 +145,9 @@ class Snapshotter:
         would make it grow with data x snapshots / chain."""
         return self.settings.chain << min(max(self.fulls - 1, 0), 40)
 
-    def _commit(self, k: int, base: Base, full: bool) -> None:
+    def _commit(self, k: int, base: Base, full: bool, kind: str) -> None:
         """Snapshot ``k`` is complete: the next delta builds on it."""
-        self.base, self.over = base, k
+        self.base, self.over, self.over_kind = base, k, kind
         self.deltas = 0 if full else self.deltas + 1
         self.fulls += full
         self.fresh = self.fresh and not full
@@ -161,9 +169,28 @@ class Snapshotter:
 
     # -- per rank --------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _one(self) -> Iterator[bool]:
+        """Whether this thread may take a snapshot now: never inside another
+        one (a thread already taking one, e.g. from a signal handler, is
+        told no at once), and after the one another thread takes (boundedly)."""
+        me = threading.get_ident()
+        if self.owner == me or not self.lock.acquire(timeout=STOP_TIMEOUT):
+            yield False
+            return
+        self.owner = me
+        try:
+            yield True
+        finally:
+            self.owner = None
+            self.lock.release()
+
     def take(self, k: int) -> bool:
-        """Write this rank's file of snapshot ``k``; False (and a warning) if it cannot."""
-        with self.lock:
+        """Write this rank's file of snapshot ``k``; False (and a warning) if it
+        cannot, or if a snapshot is in progress in this thread or will not end."""
+        with self._one() as free:
+            if not free:
+                return False
             cpu = time.thread_time()
             with self.done:
                 self.cuts += 1
@@ -175,7 +202,7 @@ class Snapshotter:
 
     def _write(self, k: int) -> bool:
         """``take`` under the lock."""
-        full, part, base, sections = self._part(k)
+        full, part, base, sections = self._part(k, "rank")
         header = self.label(k).header(self.size, self.rank, 1, self.rank, self.size)
         header.set_base = None if full else self.over
         data = assemble(header, [part], header.set_base is not None, sections)
@@ -189,7 +216,7 @@ class Snapshotter:
             return False
         self._complete_skipped(k, data, header.set_base)
         self.last = max(self.last, k)
-        self._commit(k, base, header.set_base is None)
+        self._commit(k, base, header.set_base is None, "rank")
         if self.settings.keep == "last" and self.rank == 0:
             layout.prune_snapshots(outdir)
         return True
@@ -209,7 +236,10 @@ class Snapshotter:
 
     def forced(self) -> int:
         """Number of an unscheduled per-rank snapshot (SIGTERM, aborting exit):
-        the next periodic one, which every rank signalled at about the same time names alike."""
+        the next periodic one, which every rank signalled at about the same time
+        names alike; after MPI_Finalize, the number all ranks agreed on then."""
+        if self.agreed is not None:
+            return max(self.agreed, self.last + 1)
         return max(self.due() + (1 if self.settings.frequency else 0), self.last + 1)
 
     def safe_take(self, k: int) -> None:
@@ -218,39 +248,21 @@ class Snapshotter:
         except Exception as e:      # the profiler never takes the application down
             self.warn("error", f"snapshot failed: {type(e).__name__}: {e}")
 
-    def run_periodic(self, timer: bool) -> None:
-        """Start periodic per-rank snapshots: a daemon thread, or with ``timer``
-        (MPI thread level SINGLE: no second thread may call into anything) a SIGALRM timer."""
-        if not timer:
-            self.thread = threading.Thread(target=self._loop, name="tinyprof-snapshots",
-                                           daemon=True)
-            self.thread.start()
-            return
-        # Safe points: the handler runs in the main thread between bytecodes, so
-        # no second thread exists (MPI_THREAD_SINGLE); a long C call delays it.
-        if threading.current_thread() is not threading.main_thread() or \
-                signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
-            self.warn("timer", "MPI thread level is MPI_THREAD_SINGLE and SIGALRM is taken "
-                      "(or Profiler() is not in the main thread): no periodic snapshots; "
-                      "the exit flush and the SIGTERM snapshot still work")
-            return
-        self.warn("timer", "MPI thread level is MPI_THREAD_SINGLE: snapshots are taken at "
-                  "safe points (a SIGALRM timer, run between bytecodes of the main thread), "
-                  "one file per rank, delayed while the main thread is inside a long MPI or "
-                  "C call")
-        signal.signal(signal.SIGALRM, lambda signum, frame: self.safe_take(self.due()))
-        first = self.start + self.settings.frequency - self.clock()
-        signal.setitimer(signal.ITIMER_REAL, max(first, 1e-3), self.settings.frequency)
-        self.timer = True
+    def run_periodic(self) -> None:
+        """Start periodic per-rank snapshots, from a daemon thread."""
+        self.thread = start_thread(self._loop, (), "tinyprof-snapshots")
 
     def _loop(self) -> None:
-        f = self.settings.frequency
+        f, cost = self.settings.frequency, 0.0
         while True:
-            self.wake.wait(max(self.start + (self.due() + 1) * f - self.clock(), 0))
+            # at least as long as the last one took: never all of the time on snapshots
+            self.wake.wait(max(self.start + (self.due() + 1) * f - self.clock(), cost))
             if self.stop.is_set():
                 return
             self.wake.clear()
+            began = time.monotonic()
             self.safe_take(max(self.due(), self.last + 1))
+            cost = time.monotonic() - began
 
     # -- aggregated ------------------------------------------------------------------
 
@@ -261,13 +273,12 @@ class Snapshotter:
         with self.paused():
             self.comm, self.ready = comm.Idup()
         # MPI_Finalize deletes COMM_SELF's attributes first, while MPI still
-        # works: the helper stops there, never to call MPI after it (an
-        # application may finalize MPI itself, long before exit).
-        self.keyval = MPI.Comm.Create_keyval(delete_fn=lambda *args: self._halt())
+        # works: the helpers take a last snapshot together there and stop,
+        # never to call MPI after it (an application may finalize MPI itself,
+        # long before exit, and record more afterwards).
+        self.keyval = MPI.Comm.Create_keyval(delete_fn=lambda *args: self._halt(final=True))
         MPI.COMM_SELF.Set_attr(self.keyval, True)
-        self.thread = threading.Thread(target=self._helper, name="tinyprof-snapshots",
-                                       daemon=True)
-        self.thread.start()
+        self.thread = start_thread(self._helper, (), "tinyprof-snapshots")
 
     def _helper(self) -> None:
         f = self.settings.frequency
@@ -277,9 +288,13 @@ class Snapshotter:
                 self._exchange(lambda: [self.ready])
                 # a first call on it, before any cut: with ucx=True, the capture
                 # library learns that the traffic of its setting up was tinyprof's
-                self.comm.Iprobe()
-                while True:
-                    self.wake.wait(max(self.start + k * f - self.clock(), 0))
+                with self.mpi_lock:         # as every MPI call of the helper's (``_halt``)
+                    if self.stop.is_set():
+                        return
+                    self.comm.Iprobe()
+                while self.agreed is None:
+                    if not self.halting.is_set():
+                        self.wake.wait(max(self.start + k * f - self.clock(), 0))
                     if self.stop.is_set():
                         return
                     self.wake.clear()
@@ -296,10 +311,12 @@ class Snapshotter:
 
         comm, settings = self.comm, self.settings
         cpu = time.thread_time()
-        with self.lock:
+        with self._one() as free:
+            if not free:
+                raise _Stopped()        # after a hung per-rank one (MPI is being finalized)
             with self.done:
                 self.cuts += 1
-            full, part, base, _ = self._part(k)
+            full, part, base, _ = self._part(k, "aggregated")
         blob = pickle.dumps(part, pickle.HIGHEST_PROTOCOL)
         del part
         naggs = settings.aggregator_count(self.size)
@@ -324,18 +341,22 @@ class Snapshotter:
                               "the next snapshot holds its data")
             f = settings.frequency
             wanted = max(k + 1, int((self.clock() - self.start) // f) + 1)
-            # MIN: every file written, the latest next number, a full one next if any reset
-            agreed = np.array([ok, -wanted, -int(self.fresh)], np.int64)
+            # MIN: every file written, the latest next number, a full one next
+            # if any reset, the last one if any rank is in MPI_Finalize
+            agreed = np.array([ok, -wanted, -int(self.fresh), -int(self.halting.is_set())],
+                              np.int64)
             self._exchange(lambda: [comm.Iallreduce(MPI.IN_PLACE, agreed, MPI.MIN)])
         finally:
             self.cpu += time.thread_time() - cpu
         self.last = k
         if agreed[0]:
-            self._commit(k, base, full)
+            self._commit(k, base, full, "aggregated")
             if settings.keep == "last" and self.rank == 0:
                 layout.prune_snapshots(settings.outdir)
         if agreed[2]:
             self.deltas = self.chain_length()
+        if agreed[3]:           # every helper stops after this one; the ranks' own files go on
+            self.agreed = int(-agreed[1])
         self._ended()
         return int(-agreed[1])
 
@@ -356,12 +377,15 @@ class Snapshotter:
         wait while other ranks are late). Each MPI call happens under
         ``mpi_lock`` and only while not stopped, so none follows ``_halt``;
         ``_Stopped`` then (the requests stay pending: cancelling a collective
-        is erroneous)."""
+        is erroneous). Pending requests and their buffers are kept for good:
+        freed in this thread, they would call MPI_Request_free while
+        MPI_Finalize goes on in another, and MPI may still write into them."""
         from mpi4py import MPI
         nap, requests = _NAP[0], None
         while True:
             with self.mpi_lock:
                 if self.stop.is_set():
+                    self.orphans.append((requests, post))
                     raise _Stopped()
                 if requests is None:
                     requests = post()
@@ -370,14 +394,24 @@ class Snapshotter:
             time.sleep(nap)
             nap = min(2 * nap, _NAP[1])
 
-    def _halt(self) -> None:
-        """Stop the helper and wait (boundedly) until it makes no MPI call any more."""
+    def _halt(self, final: bool = False) -> None:
+        """Stop the helper; with ``final`` (MPI_Finalize, on every rank), after
+        a last snapshot that all ranks agree is the last (boundedly). Returns
+        when the helper makes no MPI call any more, whatever the timing: it
+        holds ``mpi_lock`` only around one nonblocking call, and checks
+        ``stop`` under it before each."""
+        thread = self.thread
+        own = thread is threading.current_thread()
+        if final and thread is not None and thread.is_alive() and not own:
+            self.halting.set()
+            self.wake.set()
+            thread.join(STOP_TIMEOUT)
         self.stop.set()
         self.wake.set()
-        if self.mpi_lock.acquire(timeout=STOP_TIMEOUT):     # none in flight, none after
-            self.mpi_lock.release()
-        if self.thread is not None and self.thread is not threading.current_thread():
-            self.thread.join(STOP_TIMEOUT)
+        with self.mpi_lock:                     # none in flight, none after
+            pass
+        if thread is not None and not own:
+            thread.join(STOP_TIMEOUT)
 
     # -- both ------------------------------------------------------------------------
 
@@ -427,7 +461,3 @@ class Snapshotter:
         """Stop snapshots (waits for one in progress, boundedly)."""
         self.closed = True
         self._halt()
-        if self.timer:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
-            self.timer = False

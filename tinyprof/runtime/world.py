@@ -53,7 +53,8 @@ def world_comm(explicit: Any) -> Any:
         if launch is None or launch[1] < 2:
             return None
         try:
-            importlib.import_module("mpi4py.MPI")   # initialises MPI
+            with lifecycle.signals_blocked():       # the MPI library's threads take no signal
+                importlib.import_module("mpi4py.MPI")   # initialises MPI
         except Exception:               # not installed, or no working MPI library
             return None
     mpi = live_mpi()
