@@ -328,7 +328,7 @@ def _flushed(out: Path) -> str:
 
 
 def test_cxx_writes_the_golden_file(build, tmp_path):
-    golden = (ROOT / "tests/golden/fig3-v2.tp").read_bytes()
+    golden = (ROOT / "tests/golden/fig3-v3.tp").read_bytes()
     run_id = re.search(rb"^run ([0-9a-f]{16})$", golden, re.M)
     out = run_cxx(build, tmp_path, fig2, 2, run_id[1].decode() if run_id else RUN_ID)
     assert (out / "fig2.0-of-1.tp").read_bytes() == golden
