@@ -360,7 +360,7 @@ def test_cxx_file_ends_in_its_crc32(build, tmp_path):
     body, end = data.rsplit(b"end ", 1)
     assert end == b"%08x\n" % zlib.crc32(body)
     head = body.split(b"\n")[:4]
-    assert head == [b"tinyprof 2", b"name awk ward", b"run " + RUN_ID.encode(), b"set flush 1"]
+    assert head == [b"tinyprof 3", b"name awk ward", b"run " + RUN_ID.encode(), b"set flush 1"]
 
 
 def test_run_id_is_drawn_once_and_shared_by_the_ranks(build, tmp_path):

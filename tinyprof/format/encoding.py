@@ -105,6 +105,10 @@ def encode_rank_field(times: np.ndarray, execs: np.ndarray,
     n = len(times)
     if n <= start:
         return b""
+    if len(execs) == 2 and n <= _CHUNK and not any(m is not None for m in metrics):
+        # one execution, times only: the common small field, without the chunks' work
+        text = "+".join(map(str, times[start:].tolist()))
+        return (gap(int(execs[0])) + text if start == 0 else "+" + text).encode()
     # small lists as Python ints (a numpy call per field would cost more than
     # the field); a long one stays an array, read a chunk's worth at a time
     pairs = execs.tolist() if len(execs) <= 2 * _CHUNK else execs
