@@ -231,21 +231,58 @@ def encode_file(header: Header, names: Sequence[str], parents: Sequence[int],
     ]
     # surrogatepass: a lone surrogate in a name is written, not a crash at flush
     # time; the reader decodes the same way.
-    out: List[Union[bytes, memoryview]] = ["\n".join(head).encode("utf-8", "surrogatepass"), b"\n"]
+    out = _Pieces()
+    out.add(["\n".join(head).encode("utf-8", "surrogatepass"), b"\n"])
     bar = b"|"
     for i, (parent, name_id) in enumerate(zip(parents, ids)):
         path = f"{parent}:{name_id}" if parent >= 0 else str(name_id)
-        out += [f"{path}|{loops[i]}|".encode(), consistent[i]]
-        for f in fields:        # the fields as they are: one copy, into the file
-            out += [bar, f[i]]
-        out.append(b"\n")
+        line: List[Union[bytes, memoryview]] = [f"{path}|{loops[i]}|".encode(), consistent[i]]
+        for f in fields:
+            line += [bar, f[i]]
+        line.append(b"\n")
+        out.add(line)
     for name, payload in sections:
-        out += [f"section {name} {len(payload)}\n".encode(), payload, b"\n"]
-    crc = 0          # over the parts: no copy of the whole file
-    for part in out:
-        crc = zlib.crc32(part, crc)
-    out.append(b"end %08x\n" % crc)
-    return b"".join(out)
+        out.add([f"section {name} {len(payload)}\n".encode(), payload, b"\n"])
+    return out.join()
+
+
+class _Pieces:
+    """The file's bytes as pieces, joined once (the fields, as they are, are
+    its largest share: one copy of them, into the file). Small pieces are
+    joined a block at a time first: a join costs a buffer descriptor per piece."""
+
+    BLOCK = 1 << 16
+
+    def __init__(self) -> None:
+        self.out: List[Union[bytes, memoryview]] = []
+        self.small: List[Union[bytes, memoryview]] = []
+        self.size = 0
+        self.crc = 0        # over the pieces in order: no copy of the whole file
+
+    def add(self, pieces: Sequence[Union[bytes, memoryview]]) -> None:
+        for piece in pieces:
+            if len(piece) >= self.BLOCK:
+                self.flush()
+                self.crc = zlib.crc32(piece, self.crc)
+                self.out.append(piece)
+            else:
+                self.small.append(piece)
+                self.size += len(piece)
+        if self.size >= self.BLOCK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.small:
+            block = b"".join(self.small)
+            self.crc = zlib.crc32(block, self.crc)
+            self.out.append(block)
+            self.small, self.size = [], 0
+
+    def join(self) -> bytes:
+        """The pieces and the end line, in one bytes."""
+        self.flush()
+        self.out.append(b"end %08x\n" % self.crc)
+        return b"".join(self.out)
 
 
 def encode_consistent(values: Dict[str, float], keys: Sequence[str]) -> bytes:
