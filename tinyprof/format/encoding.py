@@ -297,7 +297,7 @@ def set_value(kind: str, number: int, base: Optional[int] = None) -> str:
 
 
 def relabel(data: bytes, kind: str, number: int, base: Optional[int] = None) -> bytes:
-    """The bytes of a version-2 file as a file of set ``kind`` ``number``
+    """The bytes of a version-2 or 3 file as a file of set ``kind`` ``number``
     (over ``base``): the same data, its ``set`` line and checksum rewritten."""
     head, sep, rest = data.partition(b"\nset ")
     body = head + sep + set_value(kind, number, base).encode() + rest[rest.index(b"\n"):]
