@@ -194,6 +194,27 @@ def test_random_blocks_round_trip(events, calls, offset):
     assert len(back.endpoints) == len(calls)
 
 
+def test_many_rows_encode_as_one_piece():
+    """Rows are encoded a chunk at a time: every start is still relative to
+    the row before it, across the chunks' borders too."""
+    n = 150_000
+    rng = np.random.default_rng(3)
+    start = np.cumsum(rng.integers(0, 50, n))
+    ev = np.column_stack([rng.choice([11, 5], n), rng.integers(0, 3, n), start,
+                          rng.integers(0, 9, n)])
+    b = make_block(0, (0, 0, 0, 0, 0), ev, np.zeros((0, 7), np.int64), [],
+                   np.zeros((0, 6), np.int64), [])
+    rows = b.events
+    assert b.threads == [5, 11]
+    assert rows[:, 0].tolist() == [b.threads.index(t) for t in ev[np.lexsort(
+        (-ev[:, 3], ev[:, 0], ev[:, 2])), 0].tolist()]
+    d = np.diff(rows[:, 2], prepend=0)
+    want = "".join(f"{t}|{ln}|{s}|{u}\n" for t, ln, s, u in
+                   zip(rows[:, 0].tolist(), rows[:, 1].tolist(), d.tolist(), rows[:, 3].tolist()))
+    data = encode([b])
+    assert data.endswith(f"events {n}|0\n{want}calls 0|0\n".encode())
+
+
 # -- the flush of one process ------------------------------------------------------------
 
 def test_flush_writes_the_trace_section(clock, tmp_path):

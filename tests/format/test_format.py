@@ -405,12 +405,12 @@ def test_encode_file_writes_run_set_and_checksum(tmp_path):
     data = _encode(["main", "x"], [-1, 0], [0, 1], [b"5", b"2"],
                    run="00ff00ff00ff00ff", set_kind="snapshot", set_number=12)
     head, _, rest = data.partition(b"\nnranks ")
-    assert head == b"tinyprof 2\nname p\nrun 00ff00ff00ff00ff\nset snapshot 12"
+    assert head == b"tinyprof 3\nname p\nrun 00ff00ff00ff00ff\nset snapshot 12"
     body, end = data[:data.rindex(b"end ")], data[data.rindex(b"end "):]
     assert body.endswith(b"\nevents 2\n0|0||5\n0:1|0||2\n")
     assert end == b"end %08x\n" % zlib.crc32(body)
     h = _parse(tmp_path, data).header
-    assert (h.run, h.set_kind, h.set_number, h.format_version) == ("00ff00ff00ff00ff", "snapshot", 12, 2)
+    assert (h.run, h.set_kind, h.set_number, h.format_version) == ("00ff00ff00ff00ff", "snapshot", 12, 3)
 
 
 def test_run_id_comes_from_the_environment_when_valid(monkeypatch):

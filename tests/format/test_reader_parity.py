@@ -126,7 +126,7 @@ def test_random_profiles_read_the_same(tmp_path, data):
 
 # An event line of a file with 2 ranks (3 and 2 executions), one consistent and
 # one inconsistent metric, 3 names, as the second of 3 lines.
-_HEAD = (b"tinyprof 2\nname h\nrun 0000000000000000\nset flush 0\nnranks 2\nranks 0 2\n"
+_HEAD = (b"tinyprof %d\nname h\nrun 0000000000000000\nset flush 0\nnranks 2\nranks 0 2\n"
          b"file 0 1\nunit ns\nmetrics c:0 m:1\ncreated 2026-01-02T03:04:05Z\nversion 0\n"
          b"executions 3,2\nnames 3\na\nb\nc\nevents 3\n0|0||1|2\n")
 _TOKENS = ["0", "1", "-1", "12", "007", "-0", "9223372036854775807", "9223372036854775808",
@@ -136,35 +136,39 @@ _TOKENS = ["0", "1", "-1", "12", "007", "-0", "9223372036854775807", "9223372036
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=st.lists(st.one_of(st.sampled_from(_TOKENS), st.sampled_from(list("|,;+:"))),
-                      max_size=24))
-def test_random_event_lines_read_the_same(tmp_path, parts):
+@given(parts=st.lists(st.one_of(st.sampled_from(_TOKENS), st.sampled_from(list("|,;+:*"))),
+                      max_size=24), version=st.sampled_from([2, 3]))
+def test_random_event_lines_read_the_same(tmp_path, parts, version):
     line = "".join(parts).encode()
     path = str(tmp_path / "line.tp")
-    _write_line(path, line)
+    _write_line(path, line, version)
     same(path, f"event line {line!r}")
 
 
-def _write_line(path: str, line: bytes) -> None:
-    body = _HEAD + line + b"\n0:2|1||1|\n"
+def _write_line(path: str, line: bytes, version: int = 2) -> None:
+    body = _HEAD % version + line + b"\n0:2|1||1|\n"
     with open(path, "wb") as f:
         f.write(body + b"end %08x\n" % zlib.crc32(body))
 
 
 _FIELD_TOKENS = [b"5", b"-0", b"2.5", b"nan", b"+", b";", b",", b"|"]
+# version 3's execution gaps "*k;", k >= 2: too small, the largest, too large
+_GAP_TOKENS = [b"*1;", b"*2;", b"*3;", b"*"]
 
 
-def test_every_short_rank_field_reads_the_same(tmp_path):
+@pytest.mark.parametrize("version,tokens", [(2, _FIELD_TOKENS + [b"*2;"]),
+                                            (3, _FIELD_TOKENS[:1] + _FIELD_TOKENS[3:] + _GAP_TOKENS)])
+def test_every_short_rank_field_reads_the_same(tmp_path, version, tokens):
     """Both ranks' fields, every text of up to 4 tokens (loop 1) or 3 (loop 2,
     one value per execution): empty executions and fields, trailing
-    separators, metric values, too many executions or fields."""
+    separators, execution gaps, metric values, too many executions or fields."""
     path = str(tmp_path / "field.tp")
     outcomes = {"ok": 0, "error": 0}
     for loop, most in ((b"1", 4), (b"2", 3)):
         for n in range(most + 1):
-            for tokens in itertools.product(_FIELD_TOKENS, repeat=n):
-                line = b"0:1|" + loop + b"||" + b"".join(tokens)
-                _write_line(path, line)
+            for parts in itertools.product(tokens, repeat=n):
+                line = b"0:1|" + loop + b"||" + b"".join(parts)
+                _write_line(path, line, version)
                 outcomes[same(path, f"event line {line!r}")] += 1
     assert outcomes["ok"] >= 30 and outcomes["error"] > 5000, outcomes   # both kinds, many
 

@@ -194,7 +194,28 @@ def common_only(s: RankScript) -> None:
     s.add("flush")
 
 
-SCENARIOS = {"fig2": fig2, "awkward": awkward, "uneven": uneven, "common_only": common_only}
+def requests(s: RankScript) -> None:
+    """A request loop: each execution adds a callpath, which the earlier
+    executions lack (format version 3's execution gaps '*k;'), and a
+    handler that every third request runs; a snapshot and a flush mid-way."""
+    s.profiler("requests", 3600)
+    r = s.rank
+    for x in range(12):
+        s.enter("request")
+        s.tick(1 + r)
+        s.event(f"handler{x % (5 + r)}", 10 + x)
+        if x % 3 == 2:
+            s.event("every third", 3, loop=1)
+        s.exit()
+        if x == 5:
+            s.add("snapshot")
+        if x == 8:
+            s.add("flush")
+    s.add("flush")
+
+
+SCENARIOS = {"fig2": fig2, "awkward": awkward, "uneven": uneven, "common_only": common_only,
+             "requests": requests}
 
 
 def chained(s: RankScript) -> None:
@@ -259,14 +280,14 @@ def test_metric_values_are_formatted_as_python_does(build, tmp_path):
     assert not bad, bad[:10]
 
 
-@pytest.mark.parametrize("name", ["awkward", "fig2", "common_only"])
+@pytest.mark.parametrize("name", ["awkward", "fig2", "common_only", "requests"])
 def test_single_process_vectors_are_byte_identical(build, tmp_path, name):
     cxx, py = both(build, tmp_path, SCENARIOS[name])
     assert_identical(cxx, py)
 
 
 @pytest.mark.parametrize("nranks,name", [(1, "awkward"), (3, "uneven"), (4, "uneven"),
-                                         (3, "common_only"), (4, "awkward")])
+                                         (3, "common_only"), (4, "awkward"), (2, "requests")])
 def test_mpi_vectors_are_byte_identical(build, tmp_path, nranks, name):
     cxx, py = both(build, tmp_path, SCENARIOS[name], nranks)
     assert_identical(cxx, py)
@@ -328,7 +349,7 @@ def _flushed(out: Path) -> str:
 
 
 def test_cxx_writes_the_golden_file(build, tmp_path):
-    golden = (ROOT / "tests/golden/fig3-v2.tp").read_bytes()
+    golden = (ROOT / "tests/golden/fig3-v3.tp").read_bytes()
     run_id = re.search(rb"^run ([0-9a-f]{16})$", golden, re.M)
     out = run_cxx(build, tmp_path, fig2, 2, run_id[1].decode() if run_id else RUN_ID)
     assert (out / "fig2.0-of-1.tp").read_bytes() == golden
@@ -339,7 +360,7 @@ def test_cxx_file_ends_in_its_crc32(build, tmp_path):
     body, end = data.rsplit(b"end ", 1)
     assert end == b"%08x\n" % zlib.crc32(body)
     head = body.split(b"\n")[:4]
-    assert head == [b"tinyprof 2", b"name awk ward", b"run " + RUN_ID.encode(), b"set flush 1"]
+    assert head == [b"tinyprof 3", b"name awk ward", b"run " + RUN_ID.encode(), b"set flush 1"]
 
 
 def test_run_id_is_drawn_once_and_shared_by_the_ranks(build, tmp_path):

@@ -1,4 +1,4 @@
-/* tinyprof.format._parse: the event lines of a format-version-2 file, parsed in C.
+/* tinyprof.format._parse: the event lines of a format-version-2 or 3 file, parsed in C.
  *
  * The reader (tinyprof/format/reader.py) parses the header, name table and sections
  * in Python and hands the event lines to parse_events(), which checks them
@@ -174,12 +174,13 @@ static int pairset_add(PairSet *set, int64_t parent, int64_t id)   /* 1 if new *
     }
 }
 
-/* Ends an occurrence's token: the next occurrence, execution or rank field. */
-#define OCC_END(c) ((c) == '+' || (c) == ';' || (c) == '|')
+/* Ends an occurrence's token: the next occurrence, execution, execution gap
+ * (version 3) or rank field. */
+#define OCC_END(c) ((c) == '+' || (c) == ';' || (c) == '|' || (c) == '*')
 
 /* One occurrence from q: a time in its one spelling (0 | -?[1-9][0-9]*, in
  * int64), then up to ninc metric values after commas, no trailing empty one.
- * One pass: returns where it stopped (at '+', ';', '|' or e), NULL if invalid. */
+ * One pass: returns where it stopped (at '+', ';', '|', '*' or e), NULL if invalid. */
 static const char *parse_occurrence(Parser *p, const char *q, const char *e)
 {
     int neg = q < e && *q == '-';
@@ -213,18 +214,20 @@ static const char *parse_occurrence(Parser *p, const char *q, const char *e)
     return q < e && !OCC_END(*q) ? NULL : q;
 }
 
-/* One rank's field from q: executions split by ';' (empty ones allowed, not
- * a trailing one), occurrences by '+'. Returns where it stopped (at '|' or
- * e), NULL if invalid. Slots count from `base`, the rank's first execution. */
+/* One rank's field from q: executions split by ';' , occurrences by '+'.
+ * Versions 1 and 2 (`gaps` 0) allow empty executions but a trailing one;
+ * version 3 writes none but a first one, and a gap of k >= 2 executions as
+ * '*k;'. Returns where it stopped (at '|' or e), NULL if invalid. Slots
+ * count from `base`, the rank's first execution. */
 static const char *parse_field(Parser *p, const char *q, const char *e, int64_t nexec, int loop,
-                               int64_t base)
+                               int64_t base, int gaps)
 {
     if (q == e || *q == '|')
         return q;
-    for (int64_t x = 0;; x++) {
+    for (int64_t x = 0, step = 1;; x += step, step = 1) {
         if (x >= nexec)
             return NULL;
-        if (q < e && *q != ';' && *q != '|') {
+        if (q < e && !OCC_END(*q)) {
             int64_t count = 0;
             for (;;) {
                 if (!(q = parse_occurrence(p, q, e)))
@@ -238,9 +241,20 @@ static const char *parse_field(Parser *p, const char *q, const char *e, int64_t 
                 return NULL;
             PUT(&p->out[OUT_SLOTS], int64_t, base + x);
             PUT(&p->out[OUT_COUNTS], int64_t, count);
+        } else if (gaps && x > 0) {
+            return NULL;                /* an empty execution but the first */
         }
-        if (q == e || *q != ';')
+        if (gaps && q < e && *q == '*') {
+            const char *k = ++q;
+            while (q < e && (unsigned)(*q - '0') <= 9)
+                q++;
+            if (q == e || *q != ';' || (step = natural(k, q, nexec)) < 2)
+                return NULL;            /* a gap is followed by an execution */
+        }
+        if (q == e || *q == '|')
             return q;
+        if (*q != ';')
+            return NULL;
         if (++q == e || *q == '|')
             return NULL;                /* trailing empty execution */
     }
@@ -248,7 +262,7 @@ static const char *parse_field(Parser *p, const char *q, const char *e, int64_t 
 
 /* One event line [s, e) (without its newline), line `i` of the file's events. */
 static int parse_line(Parser *p, const char *s, const char *e, int64_t i, int64_t nnames,
-                      const int64_t *executions, Py_ssize_t nranks, PairSet *seen)
+                      const int64_t *executions, Py_ssize_t nranks, PairSet *seen, int gaps)
 {
     /* The values of a line number at most (its length + 1) / 2: reserve once. */
     size_t most = (size_t)(e - s) / 2 + 1;
@@ -317,7 +331,7 @@ static int parse_line(Parser *p, const char *s, const char *e, int64_t i, int64_
     /* one field per rank */
     int64_t base = 0;
     for (Py_ssize_t r = 0; r < nranks; r++) {
-        const char *q = parse_field(p, cons_end + 1, e, executions[r], loop, base);
+        const char *q = parse_field(p, cons_end + 1, e, executions[r], loop, base, gaps);
         if (!q || (r + 1 < nranks) != (q < e))
             return -1;
         cons_end = q;
@@ -383,8 +397,9 @@ static PyObject *as_block(Buf *b)
 }
 
 PyDoc_STRVAR(parse_events_doc,
-"parse_events(data, pos, stop, nevents, nnames, executions, ncons, ninc)\n--\n\n"
-"Parse the ``nevents`` event lines of a version-2 file starting at byte ``pos``\n"
+"parse_events(data, pos, stop, nevents, nnames, executions, ncons, ninc, gaps)\n--\n\n"
+"Parse the ``nevents`` event lines of a version-2 (``gaps`` false) or version-3\n"
+"file starting at byte ``pos``\n"
 "(before ``stop``). ``executions``: int64 bytes, the executions of each rank of\n"
 "the file. Returns None if any line breaks the grammar, else a tuple of the\n"
 "position after the lines and Blocks of native values (see tinyprof/format/_parse.pyi).");
@@ -394,8 +409,9 @@ static PyObject *parse_events(PyObject *self, PyObject *args)
     (void)self;
     Py_buffer data, execs;
     Py_ssize_t pos, stop, nevents, nnames, ncons, ninc;
-    if (!PyArg_ParseTuple(args, "y*nnnny*nn", &data, &pos, &stop, &nevents, &nnames, &execs,
-                          &ncons, &ninc))
+    int gaps;
+    if (!PyArg_ParseTuple(args, "y*nnnny*nnp", &data, &pos, &stop, &nevents, &nnames, &execs,
+                          &ncons, &ninc, &gaps))
         return NULL;
     PyObject *result = NULL;
     Parser p = {.data = data.buf, .ninc = ninc, .ncons = ncons};
@@ -428,7 +444,7 @@ static PyObject *parse_events(PyObject *self, PyObject *args)
         const char *nl = s < end ? memchr(s, '\n', (size_t)(end - s)) : NULL;
         PUT(&p.out[OUT_VSTART], int64_t, (int64_t)(p.out[OUT_TIMES].len / 8));
         PUT(&p.out[OUT_SSTART], int64_t, (int64_t)(p.out[OUT_SLOTS].len / 8));
-        if (!nl || parse_line(&p, s, nl, i, nnames, executions, nranks, &seen)) {
+        if (!nl || parse_line(&p, s, nl, i, nnames, executions, nranks, &seen, gaps)) {
             ok = 0;
             break;
         }

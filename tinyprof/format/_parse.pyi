@@ -13,10 +13,11 @@ class Block:
 
 
 def parse_events(data: bytes, pos: int, stop: int, nevents: int, nnames: int, executions: bytes,
-                 ncons: int, ninc: int) -> Optional[Tuple[int, Block, Block, Block, Block, Block,
+                 ncons: int, ninc: int, gaps: bool) -> Optional[Tuple[int, Block, Block, Block, Block, Block,
                                                           Block, Block, Block, Block, Block,
                                                           List[Block]]]:
-    """Parse the ``nevents`` event lines of a version-2 file from byte ``pos``
+    """Parse the ``nevents`` event lines of a version-2 file (``gaps`` false)
+    or a version-3 file (``gaps``: ``*k;`` skips executions) from byte ``pos``
     (the end line starts at ``stop``), for a file whose ranks have
     ``executions`` (native int64 bytes) executions, ``nnames`` names, ``ncons``
     consistent and ``ninc`` inconsistent metrics. The GIL is released while

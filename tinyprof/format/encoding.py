@@ -25,7 +25,7 @@ from .._version import __version__
 if TYPE_CHECKING:       # numpy is loaded at the first flush or read, not on import
     import numpy as np
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 NO_RUN = "0" * 16              # the run id of writers that were given none
 RUN_RE = re.compile("[0-9a-f]{16}")
 
@@ -85,6 +85,12 @@ def format_value(v: float) -> str:
 
 # -- writer -------------------------------------------------------------------
 
+# Values are encoded this many occurrences at a time: the Python strings of a
+# chunk are freed before the next, so a flush's memory is that of the text
+# it writes, not of a Python object per value.
+_CHUNK = 1 << 16
+
+
 def encode_rank_field(times: np.ndarray, execs: np.ndarray,
                       metrics: Sequence[Optional[np.ndarray]] = (), start: int = 0) -> bytes:
     """One rank's values of one callpath: ``exec;exec`` of ``occ+occ``.
@@ -99,17 +105,38 @@ def encode_rank_field(times: np.ndarray, execs: np.ndarray,
     n = len(times)
     if n <= start:
         return b""
-    occ = _occurrences(times[start:], [None if m is None else m[start:] for m in metrics])
-    exs, firsts = execs[0::2].tolist(), execs[1::2].tolist() + [n]
-    pieces: List[str] = []
-    for q in range(max(bisect.bisect_right(firsts, start) - 1, 0), len(exs)):
-        lo, hi = max(firsts[q], start), min(firsts[q + 1], n)
-        if lo < hi:
-            # A new execution is preceded by one ';' per execution it moves on
-            # (the empty groups of executions without values); a continued one by '+'.
-            sep = ";" * (exs[q] - (exs[q - 1] if q else 0)) if lo == firsts[q] else "+"
-            pieces.append(sep + "+".join(occ[lo - start:hi - start]))
-    return "".join(pieces).encode()
+    if len(execs) == 2 and n <= _CHUNK and not any(m is not None for m in metrics):
+        # one execution, times only: the common small field, without the chunks' work
+        text = "+".join(map(str, times[start:].tolist()))
+        return (gap(int(execs[0])) + text if start == 0 else "+" + text).encode()
+    # small lists as Python ints (a numpy call per field would cost more than
+    # the field); a long one stays an array, read a chunk's worth at a time
+    pairs = execs.tolist() if len(execs) <= 2 * _CHUNK else execs
+    exs, firsts = pairs[0::2], pairs[1::2]
+    pieces: List[bytes] = []
+    for lo in range(start, n, _CHUNK):
+        hi = min(lo + _CHUNK, n)
+        occ = _occurrences(times[lo:hi], [None if m is None else m[lo:hi] for m in metrics])
+        seps = ["+"] * (hi - lo)        # an occurrence continues its execution, but
+        b0, b1 = bisect.bisect_left(firsts, lo), bisect.bisect_left(firsts, hi)
+        previous = int(exs[b0 - 1]) if b0 else 0
+        last = base = -1
+        for first, ex in zip(firsts[b0:b1], exs[b0:b1]):
+            if first != last:           # (two pairs at one index: the first had no values)
+                base = previous
+            seps[int(first) - lo] = gap(int(ex) - base)     # the first of a new one
+            previous, last = int(ex), first
+        both = [""] * (2 * (hi - lo))
+        both[0::2], both[1::2] = seps, occ
+        pieces.append("".join(both).encode())
+    return b"".join(pieces)
+
+
+def gap(executions: int) -> str:
+    """The separator before an execution's values, ``executions`` after the
+    previous one with values (or after the start, 0: none): ``;``, or
+    ``*k;`` for k >= 2, in constant space (docs/format.md, "Event lines")."""
+    return "" if executions == 0 else ";" if executions == 1 else f"*{executions};"
 
 
 def _occurrences(times: np.ndarray, metrics: Sequence[Optional[np.ndarray]]) -> List[str]:
@@ -204,18 +231,58 @@ def encode_file(header: Header, names: Sequence[str], parents: Sequence[int],
     ]
     # surrogatepass: a lone surrogate in a name is written, not a crash at flush
     # time; the reader decodes the same way.
-    out = ["\n".join(head).encode("utf-8", "surrogatepass")]
+    out = _Pieces()
+    out.add(["\n".join(head).encode("utf-8", "surrogatepass"), b"\n"])
+    bar = b"|"
     for i, (parent, name_id) in enumerate(zip(parents, ids)):
         path = f"{parent}:{name_id}" if parent >= 0 else str(name_id)
-        prefix = f"{path}|{loops[i]}|".encode() + consistent[i]
-        out.append(b"|".join([prefix, *(f[i] for f in fields)]))
+        line: List[Union[bytes, memoryview]] = [f"{path}|{loops[i]}|".encode(), consistent[i]]
+        for f in fields:
+            line += [bar, f[i]]
+        line.append(b"\n")
+        out.add(line)
     for name, payload in sections:
-        out += [f"section {name} {len(payload)}".encode(), bytes(payload)]
-    crc = 0          # over the parts as joined below: no copy of the whole file
-    for part in out:
-        crc = zlib.crc32(b"\n", zlib.crc32(part, crc))
-    out += [b"end %08x" % crc, b""]
-    return b"\n".join(out)
+        out.add([f"section {name} {len(payload)}\n".encode(), payload, b"\n"])
+    return out.join()
+
+
+class _Pieces:
+    """The file's bytes as pieces, joined once (the fields, as they are, are
+    its largest share: one copy of them, into the file). Small pieces are
+    joined a block at a time first: a join costs a buffer descriptor per piece."""
+
+    BLOCK = 1 << 16
+
+    def __init__(self) -> None:
+        self.out: List[Union[bytes, memoryview]] = []
+        self.small: List[Union[bytes, memoryview]] = []
+        self.size = 0
+        self.crc = 0        # over the pieces in order: no copy of the whole file
+
+    def add(self, pieces: Sequence[Union[bytes, memoryview]]) -> None:
+        for piece in pieces:
+            if len(piece) >= self.BLOCK:
+                self.flush()
+                self.crc = zlib.crc32(piece, self.crc)
+                self.out.append(piece)
+            else:
+                self.small.append(piece)
+                self.size += len(piece)
+        if self.size >= self.BLOCK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.small:
+            block = b"".join(self.small)
+            self.crc = zlib.crc32(block, self.crc)
+            self.out.append(block)
+            self.small, self.size = [], 0
+
+    def join(self) -> bytes:
+        """The pieces and the end line, in one bytes."""
+        self.flush()
+        self.out.append(b"end %08x\n" % self.crc)
+        return b"".join(self.out)
 
 
 def encode_consistent(values: Dict[str, float], keys: Sequence[str]) -> bytes:
@@ -230,7 +297,7 @@ def set_value(kind: str, number: int, base: Optional[int] = None) -> str:
 
 
 def relabel(data: bytes, kind: str, number: int, base: Optional[int] = None) -> bytes:
-    """The bytes of a version-2 file as a file of set ``kind`` ``number``
+    """The bytes of a version-2 or 3 file as a file of set ``kind`` ``number``
     (over ``base``): the same data, its ``set`` line and checksum rewritten."""
     head, sep, rest = data.partition(b"\nset ")
     body = head + sep + set_value(kind, number, base).encode() + rest[rest.index(b"\n"):]

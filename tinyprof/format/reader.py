@@ -195,6 +195,7 @@ class _Parser:
         self.pos = self.no = 0          # next byte and number of lines read
         self.stop = len(data)           # end of the lines: version 2, the end line
         self.strict = True              # version 2 rules
+        self.gaps = True                # version 3 rank fields
         self.canonical: Dict[bytes, float] = {b"": _NAN}     # metric value tokens checked
 
     def fail(self, problem: str, line: Optional[int] = None) -> FormatError:
@@ -255,7 +256,8 @@ class _Parser:
         if version > FORMAT_VERSION:
             raise self.fail(f"written by a newer tinyprof (format version {version}); "
                             f"this reader supports versions 1 to {FORMAT_VERSION}")
-        self.strict = version == 2
+        self.strict = version >= 2
+        self.gaps = version >= 3        # "*k;" skips executions (docs/format.md)
         if self.strict:
             self.check_end()
         h = self.header(version)
@@ -287,7 +289,8 @@ class _Parser:
         other_keys = [k for k, c in h.metrics if not c]
         got = nevents >= 0 and _parse.parse_events(
             self.data, self.pos, self.stop, nevents, len(names),
-            np.asarray(h.executions, np.int64).tobytes(), len(cons_keys), len(other_keys))
+            np.asarray(h.executions, np.int64).tobytes(), len(cons_keys), len(other_keys),
+            self.gaps)
         if not got:
             if self.parser == "c":
                 raise self.fail("the C parser rejects the name table or event lines", mark[1] + 1)
@@ -425,20 +428,11 @@ class _Parser:
         for r, fld in enumerate(parts[3:]):
             if not fld:
                 continue
-            if self.strict and fld.endswith(b";"):
-                raise self.fail(f"trailing empty execution in the field of rank {h.first_rank + r}")
-            groups = fld.split(b";")
-            if len(groups) > h.executions[r]:
-                raise self.fail(f"rank {h.first_rank + r} has {len(groups)} executions, "
-                                f"header says {h.executions[r]}")
-            base = exec_base[r]
-            for e, group in enumerate(groups):
-                if not group:
-                    continue
+            for e, group in self.executions(fld, h.executions[r], h.first_rank + r):
                 occ = group.split(b"+")
                 if loop == 2 and len(occ) > 1:
                     raise self.fail("loop-2 event with several values in one execution")
-                slots.append(base + e)
+                slots.append(exec_base[r] + e)
                 counts.append(len(occ))
                 if b"," in group:
                     self.split_metrics(occ, tokens, values)
@@ -448,6 +442,44 @@ class _Parser:
                         col.extend([b""] * len(occ))
         lines.line(loop, consistent, self.times(tokens),
                    {k: self.column(col) for k, col in zip(other_keys, values)}, slots, counts)
+
+    def executions(self, fld: bytes, most: int, rank: int) -> List[Tuple[int, bytes]]:
+        """A non-empty rank field as (execution, occurrences) pairs, those
+        with values; at most ``most`` executions."""
+        groups = fld.split(b";")
+        if not self.gaps:           # versions 1, 2: a ';' per execution
+            if self.strict and not groups[-1]:
+                raise self.fail(f"trailing empty execution in the field of rank {rank}")
+            if len(groups) > most:
+                raise self.fail(f"rank {rank} has {len(groups)} executions, header says {most}")
+            return [(e, g) for e, g in enumerate(groups) if g]
+        out: List[Tuple[int, bytes]] = []
+        e = 0
+        for j, group in enumerate(groups):
+            # "occ+occ" or "occ+occ*k" (k >= 2 executions on, or k - 1 skipped);
+            # only the first may be empty, only the last has no ';' after it
+            body, star, skip = group.partition(b"*")
+            if not body and j:
+                raise self.fail(f"empty execution in the field of rank {rank} (version 3 "
+                                f"writes '*k;' for executions without values)")
+            if body:
+                if e >= most:
+                    raise self.fail(f"rank {rank} has more than {most} executions, "
+                                    f"as its header says")
+                out.append((e, body))
+            if j == len(groups) - 1:
+                if star or not body:
+                    raise self.fail(f"trailing empty execution in the field of rank {rank}")
+                break
+            try:
+                step = natural(skip, most) if star else 1
+            except ValueError:
+                step = 0
+            if step < 1 or (step == 1 and star):
+                raise self.fail(f"bad execution gap {b'*' + skip[:40]!r} in the field of rank "
+                                f"{rank} (must be '*k;' with 2 <= k <= {most})")
+            e += step
+        return out
 
     def times(self, tokens: List[bytes]) -> np.ndarray:
         """The time tokens as int64, each in its one spelling. Vectorised: numpy

@@ -82,12 +82,12 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
     events = np.asarray(events, np.int64).reshape(-1, 4)
     calls = np.asarray(calls, np.int64).reshape(-1, 7)
     endpoints = np.asarray(endpoints, np.int64).reshape(-1, 6)
-    threads = sorted(set(events[:, 0].tolist()) | set(calls[:, 0].tolist()))
-    tindex = {tid: i for i, tid in enumerate(threads)}
+    tids = np.union1d(events[:, 0], calls[:, 0])      # sorted, distinct
+    threads = tids.tolist()
 
-    ev = events[np.lexsort((-events[:, 3], events[:, 0], events[:, 2]))] if len(events) else events
-    ev = ev.copy()
-    ev[:, 0] = [tindex[t] for t in ev[:, 0].tolist()]
+    # fancy indexing copies: the caller's rows stay as they were
+    ev = events[np.lexsort((-events[:, 3], events[:, 0], events[:, 2]))] if len(events) else events.copy()
+    ev[:, 0] = np.searchsorted(tids, ev[:, 0])
 
     order = np.lexsort((-calls[:, 3], calls[:, 0], calls[:, 2])) if len(calls) else \
         np.zeros(0, np.int64)
@@ -110,7 +110,7 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
     op_names: dict = {}
     ops = [call_ops[i] for i in order.tolist()]
     out = np.empty((len(order), 8), np.int64)
-    out[:, 0] = [tindex[t] for t in sorted_calls[:, 0].tolist()]
+    out[:, 0] = np.searchsorted(tids, sorted_calls[:, 0])
     out[:, 1:4] = sorted_calls[:, 1:4]
     out[:, 4] = [op_names.setdefault(op, len(op_names)) for op in ops]
     out[:, 5] = [used.get(c, NONE) for c in sorted_calls[:, 4].tolist()]
@@ -121,23 +121,28 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
 
 def encode(blocks: Sequence[Block]) -> bytes:
     """The payload of the blocks (given in ascending rank order)."""
-    out: List[str] = []
+    out: List[bytes] = []
     for b in blocks:
-        out.append(f"rank {b.rank}\nclock {'|'.join(map(str, b.clock))}\n")
-        out.append("|".join(map(str, [f"threads {len(b.threads)}", *b.threads])) + "\n")
-        out.append("|".join([f"comms {len(b.comms)}", *b.comms]) + "\n")
+        head = [f"rank {b.rank}\nclock {'|'.join(map(str, b.clock))}\n",
+                "|".join(map(str, [f"threads {len(b.threads)}", *b.threads])) + "\n",
+                "|".join([f"comms {len(b.comms)}", *b.comms]) + "\n",
+                f"events {len(b.events)}|{b.dropped[0]}\n"]
+        out.append("".join(head).encode())
         ev = b.events
-        out.append(f"events {len(ev)}|{b.dropped[0]}\n")
-        if len(ev):
-            d = np.diff(ev[:, 2], prepend=0)
+        for lo in range(0, len(ev), _CHUNK):    # Python objects for a chunk of rows at a time
+            rows = ev[lo:lo + _CHUNK]
+            d = np.diff(rows[:, 2], prepend=ev[lo - 1, 2] if lo else 0)
             out.append("".join(f"{t}|{ln}|{s}|{u}\n" for t, ln, s, u in
-                               zip(ev[:, 0].tolist(), ev[:, 1].tolist(), d.tolist(),
-                                   ev[:, 3].tolist())))
+                               zip(rows[:, 0].tolist(), rows[:, 1].tolist(), d.tolist(),
+                                   rows[:, 3].tolist())).encode())
         calls = b.calls
-        out.append(f"calls {len(calls)}|{b.dropped[1]}\n")
+        out.append(f"calls {len(calls)}|{b.dropped[1]}\n".encode())
         if len(calls):
-            out.append("".join(_call_rows(b)))
-    return "".join(out).encode()
+            out.append("".join(_call_rows(b)).encode())
+    return b"".join(out)
+
+
+_CHUNK = 1 << 16
 
 
 def _call_rows(b: Block) -> List[str]:

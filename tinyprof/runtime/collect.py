@@ -57,11 +57,14 @@ def collect(root) -> List[LocalEvent]:
         here = len(out)
         out.append(LocalEvent(path, node.loop, node.common, times, execs,
                               dict(node.consistent or {}), metrics, parent, node))
-        stack.extend((path, here, child) for child in reversed(list(node.children.values())))
+        if node.children:
+            stack.extend((path, here, child) for child in reversed(list(node.children.values())))
     return out
 
 
 def _clean_execs(execs: np.ndarray, ntimes: int) -> np.ndarray:
+    if len(execs) == 2 and execs[1] < ntimes:      # one execution: nothing to clean
+        return execs
     # Another thread may record between the copies of times and boundaries, and
     # two threads racing on a node's first record of an execution (pure-Python
     # path only) can append the same boundary twice: keep what the times cover.

@@ -47,7 +47,10 @@ def block(records: Records, lines: Dict[int, int]) -> bytes:
     rec = np.frombuffer(core[0], np.int64).reshape(-1, 4)
     line = line_of(rec[:, 0])
     keep = line != NONE
-    events = np.column_stack([rec[keep, 1], line[keep], rec[keep, 2], rec[keep, 3]])
+    events = rec[keep]              # (node, tid, start, dur) -> (tid, line, start, dur), in place
+    events[:, 0] = events[:, 1]
+    events[:, 1] = line[keep]
+    del line, keep
     calls, ops, endpoints, names, dropped = np.zeros((0, 7), np.int64), [], \
         np.zeros((0, 6), np.int64), [], 0
     if mpi is not None:

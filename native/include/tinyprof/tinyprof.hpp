@@ -17,7 +17,7 @@
 // or by linking the CMake target tinyprof::tinyprof. Every other file that
 // includes this header compiles only the annotation hot path.
 //
-// Files are the Python side's, byte for byte (docs/format.md, version 2); the flush is its
+// Files are the Python side's, byte for byte (docs/format.md, version 3); the flush is its
 // three-phase flush (docs/flush.md). Usage, semantics and limits: docs/native.md.
 #pragma once
 

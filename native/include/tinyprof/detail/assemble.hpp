@@ -52,7 +52,7 @@ struct SetId {
 // A section of a file: its name and payload.
 using Sections = std::vector<std::pair<std::string, std::string>>;
 
-// The whole file (the Python side's encode_file), format version 2.
+// The whole file (the Python side's encode_file), format version 3.
 // fields(r, i) is rank first+r's field of callpath i; `sections` follow.
 template <class Fields>
 inline std::string encode_file(const Settings& s, const SetId& set, const FileHeader& h,
@@ -60,7 +60,7 @@ inline std::string encode_file(const Settings& s, const SetId& set, const FileHe
                                Fields&& fields, const Sections& sections = {}) {
     std::vector<std::size_t> ids;
     const auto names = name_table(paths, &ids);
-    std::string out = "tinyprof 2\nname " + format::escape(s.name) + "\nrun " + format::hex16(set.run) +
+    std::string out = "tinyprof 3\nname " + format::escape(s.name) + "\nrun " + format::hex16(set.run) +
                       "\nset " + set.kind + " " + std::to_string(set.number) +
                       (set.over < 0 ? std::string() : " over " + std::to_string(set.over)) + "\nnranks " +
                       std::to_string(h.nranks) + "\nranks " + std::to_string(h.first) + " " +

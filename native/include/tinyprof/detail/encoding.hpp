@@ -1,6 +1,6 @@
 // Python twin: tinyprof/format/encoding.py; identity: tests/native/test_vectors.py
 //
-// The pieces of the file format (docs/format.md, version 2), the same bytes
+// The pieces of the file format (docs/format.md, version 3), the same bytes
 // as the Python side's: text escaping, metric values, run-length counts, the
 // CRC of the end line, and a rank's field of one callpath.
 #pragma once
@@ -164,6 +164,13 @@ inline std::string rle(const std::vector<std::int64_t>& counts) {
     return out;
 }
 
+// The separator before an execution's values, `executions` after the
+// previous one with values (0: the first, none): ";" or "*k;" for k >= 2.
+inline std::string gap(std::int64_t executions) {
+    if (executions <= 1) return executions == 1 ? ";" : "";
+    return "*" + std::to_string(executions) + ";";
+}
+
 }  // namespace format
 
 struct Occurrence {
@@ -181,8 +188,8 @@ inline std::string encode_field(const std::vector<Occurrence>& occ, std::size_t 
     for (std::size_t i = from; i < to; ++i) {
         if (i > 0 && occ[i].exec == occ[i - 1].exec)
             out += '+';
-        else            // one ';' per execution it moves on, past those without values
-            out.append(static_cast<std::size_t>(occ[i].exec - (i > 0 ? occ[i - 1].exec : 0)), ';');
+        else            // the executions it moves on: ';', or '*k;' past those without values
+            out += format::gap(occ[i].exec - (i > 0 ? occ[i - 1].exec : 0));
         out += std::to_string(occ[i].time);
         std::size_t used = occ[i].metrics.size();
         while (used > 0 && occ[i].metrics[used - 1] != occ[i].metrics[used - 1]) --used;
