@@ -27,7 +27,7 @@ import numpy as np
 
 import tinyprof
 
-from . import Event
+from . import Event, annotate
 from .runtime import session
 
 HOT, COLD = 100.0, 0.0
@@ -113,6 +113,10 @@ def _launch(args: argparse.Namespace, argv: List[str]) -> int:
     status = subprocess.run(cmd, env=env).returncode
     if status:
         sys.exit(f"tinyprof.demo: {' '.join(cmd)} failed with status {status}")
+    if not annotate.enabled():
+        print("tinyprof.demo: profiling is off (TINYPROF=0): the solver ran, "
+              "no profile was written")
+        return 0
     from .views.summary import summary
     profile = tinyprof.read(args.outdir)
     print(summary(profile, args.outdir))
@@ -152,8 +156,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     cpu = comm.reduce(snaps.cpu, op=MPI.MAX)
     if comm.Get_rank() == 0:        # the reductions' results are rank 0's
         assert elapsed is not None and cpu is not None
+        where = f"profile in {args.outdir}" if annotate.enabled() else "profiling off (TINYPROF=0)"
         print(f"heat: {comm.Get_size()} ranks, {args.steps} steps, residual {residual:.3g}; "
-              f"profile in {args.outdir}; {elapsed:.3f} s; "
+              f"{where}; {elapsed:.3f} s; "
               f"{taken} snapshots, {1e3 * cpu:.1f} ms CPU in them")
     return 0
 
