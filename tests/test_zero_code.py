@@ -134,7 +134,8 @@ def test_a_module_runs_as_under_python_m(tmp_path):
 def test_mpi4py_demos(tmp_path):
     """mpi4py's own demos, by relative path from their directory: the spawning
     counter (it spawns ``__file__`` and tells the child by ``sys.argv[0] ==
-    __file__``), hello world, and the futures pool (``-m mpi4py.futures``)."""
+    __file__``), hello world (also under ``-m mpi4py``), and the futures pool
+    (``-m mpi4py.futures``)."""
     def run(nranks, *argv):
         out = tmp_path / f"prof{len(os.listdir(tmp_path))}"
         proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, "-m", "tinyprof",
@@ -152,6 +153,8 @@ def test_mpi4py_demos(tmp_path):
     assert sorted(out.splitlines()) == [
         f"Hello, World! I am process {r} of 3 on {socket.gethostname()}." for r in range(3)]
     assert prof.nranks == 3 and prof.callpaths == [("helloworld.py",)]
+    out, prof = run(2, "-m", "mpi4py", "helloworld.py")            # mpi4py's own runner
+    assert len(out.splitlines()) == 2 and prof.callpaths == [("mpi4py",)]
     out, prof = run(3, "-m", "mpi4py.futures", "run_hello.py")
     assert [line.split(" on ")[0] for line in out.splitlines()] == [
         f"Hello, World! I am worker {w} of 2" for w in range(2)]

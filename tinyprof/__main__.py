@@ -146,6 +146,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         region = name = opts.module
         sys.path[0] = os.getcwd()
         code, spec = _module_code(opts.module)      # its packages imported, as by python -m
+        if opts.module.partition(".")[0] == "mpi4py":
+            # its runner's abort status, hooked when the profiler starts (runtime/lifecycle.py)
+            importlib.import_module("mpi4py.run")
     else:
         region = os.path.basename(opts.script)
         name = os.path.splitext(region)[0]
