@@ -50,15 +50,16 @@ def _mpi(args: argparse.Namespace) -> int:
     from .views import mpi
 
     profile = read(args.profile)
+    limit = args.limit or None          # 0: all, as in every command
     if not profile.mpi_recorded:
         print(f"tinyprof: profile {profile.name!r} holds no MPI data "
               "(record with Profiler(mpi=True) or TINYPROF_MPI=1)", file=sys.stderr)
         return 1
     if "transport" in args.by:
-        print(mpi.transport(profile, args.callpath, "rank" in args.by, args.limit))
+        print(mpi.transport(profile, args.callpath, "rank" in args.by, limit))
         return 0
     rows = mpi.group(profile, args.by, args.callpath, args.comm)
-    print(mpi.table(profile, rows, args.by, args.sort, args.limit))
+    print(mpi.table(profile, rows, args.by, args.sort, limit))
     if args.comms:
         print(f"\n{mpi.communicators(profile)}")
     if not rows:
@@ -71,7 +72,7 @@ def _trace_command(args: argparse.Namespace) -> int:
     from .views import trace as _tracetext
 
     profile = read(args.profile)
-    limit = args.limit or None
+    limit = args.limit or None          # 0: all, as in every command
     try:
         if args.command == "critical-path":
             text = _tracetext.critical_path(profile, limit, args.segments)
@@ -177,7 +178,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="keep the calls on this communicator (repeat for several)")
     mpi.add_argument("--sort", choices=SORTS, default="time",
                      help="largest first by this column (default: time)")
-    mpi.add_argument("--limit", type=_count, metavar="N", help="print at most N rows")
+    mpi.add_argument("--limit", type=_count, default=0, metavar="N",
+                     help="print at most N rows (default 0: all)")
     mpi.add_argument("--comms", action="store_true",
                      help="also print the communicators: size, world ranks, creating callpath")
     mpi.set_defaults(run=_mpi)

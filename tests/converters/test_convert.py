@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import subprocess
 import sys
 from typing import Dict, List, Tuple
@@ -440,3 +441,41 @@ def test_csv_quotes_text_cells_a_spreadsheet_would_run(tmp_path, clock, names):
         want += [["0", "0", "0", f"'{name}", "3e-09", "-1.5", "-3.0"],
                  ["0", "0", "0", f"'{name}<=child", "1e-09", "", ""]]
     assert sorted(rows) == sorted(want)
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+SPLIT_NAMES = ["x;=1+1", "a,=2", "p|@cmd", "t\t+3", "q;\"=HYPERLINK(1)", "n\n-4", "'=quoted",
+               "x;'y", "plain;name", "=1;=2"]
+
+
+def test_csv_no_cell_starts_a_formula_whatever_a_spreadsheet_splits_on(tmp_path, clock):
+    """A spreadsheet may split on ``;``, ``|`` or tab, or ignore quotes that do not
+    start a cell: wherever a cell can start, none starts a formula. pandas reads
+    the file, and ``original`` gives every name back."""
+    from tinyprof.converters.csv import FORMULA_START, original
+
+    outdir = tmp_path / "split"
+    tinyprof.Profiler("split", selfkeys="x;=m:0", outdir=outdir)
+    for name in SPLIT_NAMES:
+        with Event(name, **{"x;=m": -1.0}):
+            clock.tick(2)
+    tinyprof.flush()
+    _convert_in_a_process(str(outdir), "csv", tmp_path / "s.csv")
+    text = (tmp_path / "s.csv").read_text(encoding="utf-8")
+    for cell in re.split("[,;|\t\n\r]", text):      # where any split may start a cell
+        cell = cell.lstrip('"')
+        assert not cell.startswith(FORMULA_START) or _number(cell), cell
+    frame = pd.read_csv(tmp_path / "s.csv", keep_default_na=False)
+    assert [original(c) for c in frame.columns] == ["rank", "execution", "iteration", "callpath",
+                                                    "time", "x;=m"]
+    assert sorted(map(original, frame.iloc[:, 3])) == sorted(SPLIT_NAMES)
+    assert list(frame.iloc[:, 5]) == [-1.0] * len(SPLIT_NAMES)
+    assert _csv_rows(tmp_path / "s.csv")[1:] == [
+        ["0", "0", "0", cell, "2e-09", "-1.0"] for cell in frame.iloc[:, 3]]

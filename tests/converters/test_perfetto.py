@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -39,15 +40,19 @@ def test_the_json_holds_every_occurrence_call_and_message(demo):
     assert data == to_perfetto(profile)
     events = data["traceEvents"]
     trace = profile.trace
-    names = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "process_name"}
-    assert names == {(r, f"rank {r}") for r in range(3)}
-    threads = [e for e in events if e["name"] == "thread_name"]
-    assert sorted(e["pid"] for e in threads if e["args"]["name"] == "main") == [0, 1, 2]
+    # one process, the run; a track per rank (its MPI thread) in rank order
+    assert [(e["pid"], e["args"]["name"]) for e in events if e["name"] == "process_name"] == [
+        (0, "heat (3 ranks)")]
+    threads = sorted((e["tid"], e["args"]["name"]) for e in events if e["name"] == "thread_name")
+    assert all(e["pid"] == 0 for e in events)
+    assert [name for _, name in threads if " thread " not in name] == ["rank 0", "rank 1", "rank 2"]
+    rank_of = {tid: int(name.split()[1]) for tid, name in threads}
+    assert list(rank_of.values()) == sorted(rank_of.values())
     regions = [e for e in events if e["ph"] == "X" and e["cat"] == "region"]
     calls = [e for e in events if e["ph"] == "X" and e["cat"] == "mpi"]
     assert len(regions) == len(trace.ev["rank"]) and len(calls) == len(trace.calls["rank"])
     # per rank and callpath, as many slices as the profile's occurrences
-    got = Counter((e["pid"], e["args"]["callpath"]) for e in regions)
+    got = Counter((rank_of[e["tid"]], e["args"]["callpath"]) for e in regions)
     for rank in range(3):
         for callpath in profile.callpaths:
             n = sum(len(x) for x in profile.series(callpath, rank))
@@ -67,7 +72,7 @@ def test_the_json_holds_every_occurrence_call_and_message(demo):
     assert len(halo_messages) == 20 * 2 * 2
     # forward, even where the clocks' alignment error swaps send and receive
     assert all(ends[k]["ts"] > starts[k]["ts"] and ends[k]["bp"] == "e" for k in starts)
-    assert all(abs(starts[k]["pid"] - ends[k]["pid"]) == 1 for k in halo_messages)
+    assert all(abs(rank_of[starts[k]["tid"]] - rank_of[ends[k]["tid"]]) == 1 for k in halo_messages)
 
 
 def test_slices_nest_on_every_track(demo):
@@ -130,7 +135,7 @@ def test_the_perfetto_ui_renders_the_slices_and_arrows(demo, tmp_path):
             const one = async (sql) => Number((await app.trace.engine.query(sql)).iter({}).get('n'));
             return [await one('select count(*) as n from slice'),
                     await one('select count(*) as n from flow'),
-                    await one("select count(*) as n from process where name like 'rank %'"),
+                    await one("select count(*) as n from thread where name like 'rank %'"),
                     await one('select count(*) as n from thread_track')]; })()""")
         slices = sum(e["ph"] == "X" for e in events)
         flows = sum(e["ph"] == "s" for e in events)
@@ -141,7 +146,7 @@ def test_the_perfetto_ui_renders_the_slices_and_arrows(demo, tmp_path):
             const out = [];
             for (; it.valid(); it.next()) out.push(it.get('name') + '=' + Number(it.get('value')));
             return out; })()""")
-        assert counts == [slices, flows, 3, tracks], problems
+        assert counts == [slices, flows, tracks, tracks], problems
         assert problems == []
         # a slice read back: the UI's time and duration, in ns, are the JSON's
         first = min((e for e in events if e["ph"] == "X" and e["name"] == "stencil"),
@@ -153,7 +158,11 @@ def test_the_perfetto_ui_renders_the_slices_and_arrows(demo, tmp_path):
         assert got[1] == pytest.approx(first["dur"] * 1e3, abs=1)
         # drawn: after expanding every rank, the track area is not blank
         browser.evaluate("app.commands.runCommand('dev.perfetto.ExpandAllGroups')")
-        browser.wait_for("document.querySelectorAll('.pf-track').length >= 6 ? 1 : 0", 30)
+        browser.wait_for("document.querySelectorAll('.pf-track').length >= 4 ? 1 : 0", 30)
+        # the ranks listed in rank order, whatever each one's number of slices
+        listed = browser.evaluate("[...document.querySelectorAll('.pf-track')].map(t => t.textContent)")
+        ranks = [int(m[1]) for m in map(re.compile(r"^\W*rank (\d+)").match, listed) if m]
+        assert ranks == sorted(ranks) and set(ranks) == {0, 1, 2}, listed
         shot = str(tmp_path / "ui.png")
         browser.wait_for("new Promise(r => setTimeout(() => r(1), 500))")
         browser.screenshot(shot)

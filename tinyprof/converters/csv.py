@@ -10,14 +10,18 @@ The MPI table (``table="mpi"``) has the columns of :data:`MPI_COLUMNS`, as
 ``to_dataframe(profile, "mpi")`` gives them (callpath empty outside any event).
 
 Text cells are made safe for spreadsheets and for UTF-8 (see docs/convert.md):
-a text cell starting with a formula character gets a leading ``'``, and a
-lone surrogate in a name is written as its escape ``\\udcff``.
+every text cell is quoted; a ``'`` goes before a formula character (or a
+``'``) wherever a spreadsheet could start a cell: at the cell's start and
+after each separator a spreadsheet may split on (``,;|``, tab, line breaks),
+so :func:`original` gives the name back; a lone surrogate in a name is
+written as its escape ``\\udcff``.
 """
 from __future__ import annotations
 
 import csv as std_csv
 import os
-from typing import TYPE_CHECKING, Tuple
+import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +35,14 @@ if TYPE_CHECKING:                       # pandas is imported when to_dataframe r
 
 # What a spreadsheet takes for the start of a formula (OWASP, "CSV Injection").
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Where a spreadsheet may start a cell inside a text cell, if it splits lines
+# on another separator than ours, or ignores quotes that are not at a cell's
+# start: after any of these. Quotes there may be taken for the cell's own.
+_SEPARATORS = ",;|\t\r\n"
+_AT = f"(?:^|(?<=[{re.escape(_SEPARATORS)}]))"                        # a cell may start here
+_RISKY = f"(?=\"*[{re.escape(''.join(FORMULA_START))}'])"              # before this
+_CELL_START = re.compile(_AT + _RISKY)
+_MARK = re.compile(_AT + "'" + _RISKY)
 
 
 MPI_COLUMNS = ["rank", "callpath", "comm", "op", "bucket", "size_min", "size_max", "calls",
@@ -47,38 +59,42 @@ def write(profile: Profile, path: str | os.PathLike[str], table: str = "values")
     frame = to_dataframe(profile, table)
     columns = MPI_COLUMNS if table == "mpi" else [
         "rank", "execution", "iteration", "callpath", "time", *(k for k, _ in profile.metrics)]
-    safe, cr = safe_text(frame[columns])
-    # Before 3.13 the csv module quotes a cell holding a CR only when the line
-    # terminator has one: with "\n" lines, a CR quotes every text cell instead.
-    text = safe.to_csv(index=False, lineterminator="\n",
-                       quoting=std_csv.QUOTE_NONNUMERIC if cr else std_csv.QUOTE_MINIMAL)
+    # Every text cell quoted: a separator or a CR in a name stays in its cell
+    # (before 3.13 the csv module would not quote a lone CR with "\n" lines).
+    text = safe_text(frame[columns]).to_csv(index=False, lineterminator="\n",
+                                            quoting=std_csv.QUOTE_NONNUMERIC)
     # backslashreplace: a lone surrogate (legal in a name) has no UTF-8 form.
     write_atomic(os.fspath(path), text.encode("utf-8", "backslashreplace"))
     return os.fspath(path)
 
 
 def safe_cell(text: str) -> str:
-    """``text`` with a leading ``'`` if a spreadsheet would run it as a formula."""
-    return f"'{text}" if text.startswith(FORMULA_START) else text
+    """``text`` with a ``'`` wherever a spreadsheet could start a cell (its
+    start, after a separator) before a formula character or a ``'``, both
+    possibly after quotes: ``x;=1+1`` becomes ``x;'=1+1``."""
+    return _CELL_START.sub("'", text)
 
 
-def safe_text(frame: pandas.DataFrame) -> Tuple[pandas.DataFrame, bool]:
+def original(cell: str) -> str:
+    """The text :func:`safe_cell` made ``cell`` from: a CSV cell read back
+    (by pandas, say) gives the name."""
+    return _MARK.sub("", cell)
+
+
+def safe_text(frame: pandas.DataFrame) -> pandas.DataFrame:
     """A copy of ``frame`` with :func:`safe_cell` applied to the column names
-    and every text cell, numeric columns (negative numbers too) as they are;
-    and whether a text cell holds a CR."""
+    and every text cell, numeric columns (negative numbers too) as they are."""
     import pandas as pd
 
-    columns, texts = [], [str(name) for name in frame.columns]
+    columns = []
     for _, column in frame.items():
         if isinstance(column.dtype, pd.CategoricalDtype):    # once per category, not per row
             labels = [safe_cell(c) for c in column.cat.categories]
-            texts += labels
             column = pd.Series(np.array(labels + [None], dtype=object)[column.cat.codes.to_numpy()],
                                index=frame.index)            # code -1 (missing): None
         elif not pd.api.types.is_numeric_dtype(column.dtype):
             column = column.map(safe_cell, na_action="ignore")
-            texts += column.dropna().tolist()
         columns.append(column)
     out = pd.concat(columns, axis=1, ignore_index=True)
     out.columns = [safe_cell(str(name)) for name in frame.columns]   # "'=x" and "=x" may both be
-    return out, any("\r" in text for text in texts)
+    return out

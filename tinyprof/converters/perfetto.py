@@ -1,9 +1,13 @@
 """Chrome trace-event JSON of a traced profile, for the Perfetto UI
 (ui.perfetto.dev, or ``vizviewer`` offline) and chrome://tracing.
 
-- one process per rank (``pid`` = the rank, named ``rank N``), one track per
-  thread (``tid`` = the OS thread id; the thread that made the MPI calls is
-  named ``main``);
+- one process, the run (``pid`` 0), and one thread track per rank and OS
+  thread, named ``rank N`` (the thread that made the MPI calls) or ``rank N
+  thread T`` (another thread, ``T`` its OS id), whose ``tid`` counts from 1 in
+  rank order, each rank's MPI thread first. The Perfetto UI orders the
+  threads of a process by ``tid``, but orders processes by their slice count
+  and ignores ``process_sort_index``: with one process per rank, the ranks
+  would be listed out of order;
 - a complete slice (``ph: "X"``) per occurrence: ``name`` the event's name,
   ``ts`` and ``dur`` in microseconds since the run's first record, ``args``
   the callpath and, where each occurrence has one, its custom metrics;
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -35,7 +39,9 @@ def to_perfetto(profile: Profile) -> Dict[str, Any]:
         trace = profile.trace
     except ValueError as e:
         raise ConvertError(str(e)) from None
-    return {"traceEvents": _metadata(trace) + _slices(profile, trace) + _flows(trace),
+    tracks = _tracks(trace)
+    return {"traceEvents": _metadata(profile, trace, tracks) + _slices(profile, trace, tracks)
+            + _flows(trace, tracks),
             "displayTimeUnit": "ms",
             "otherData": {"profile": profile.name, "nranks": profile.nranks,
                           "origin_ns": trace.origin, "run": profile.run}}
@@ -56,25 +62,36 @@ def _us(ns: np.ndarray) -> List[float]:
     return np.round((ns + 0.3) / 1e3, 4).tolist()
 
 
-def _metadata(trace: _trace.Trace) -> List[Dict[str, Any]]:
+PID = 0         # the one process, the run: no track has its id, so none is its "main thread"
+
+
+def _tracks(trace: _trace.Trace) -> Dict[Tuple[int, int], int]:
+    """(rank, OS thread id) -> the track's ``tid``: 1, 2, ... by rank, each
+    rank's MPI thread first, then its other threads by id."""
     main = _trace.main_threads(trace)
-    out: List[Dict[str, Any]] = []
     keys = np.unique(np.concatenate([_trace.pair_key(c["rank"], c["thread"])
                                      for c in (trace.ev, trace.calls)]))
-    pairs = np.column_stack([keys >> 32, keys & 0xFFFFFFFF])
-    for rank in np.unique(pairs[:, 0]).tolist():
-        out.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
-        out.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
-    for rank, tid in pairs.tolist():
-        name = "main" if tid == main[rank] else f"thread {tid}"
-        out.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tid,
-                    "args": {"name": name}})
-        out.append({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": tid,
-                    "args": {"sort_index": 0 if tid == main[rank] else 1}})
+    pairs = sorted(((int(k >> 32), int(k & 0xFFFFFFFF)) for k in keys),
+                   key=lambda p: (p[0], p[1] != main[p[0]], p[1]))
+    return {pair: n for n, pair in enumerate(pairs, 1)}
+
+
+def _metadata(profile: Profile, trace: _trace.Trace,
+              tracks: Dict[Tuple[int, int], int]) -> List[Dict[str, Any]]:
+    main = _trace.main_threads(trace)
+    out: List[Dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": PID,
+         "args": {"name": f"{profile.name} ({profile.nranks} ranks)"}}]
+    for (rank, thread), tid in tracks.items():
+        name = f"rank {rank}" if thread == main[rank] else f"rank {rank} thread {thread}"
+        out.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid, "args": {"name": name}})
+        out.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid,
+                    "args": {"sort_index": tid}})      # for viewers that read it
     return out
 
 
-def _slices(profile: Profile, trace: _trace.Trace) -> List[Dict[str, Any]]:
+def _slices(profile: Profile, trace: _trace.Trace,
+            tracks: Dict[Tuple[int, int], int]) -> List[Dict[str, Any]]:
     ev, c = trace.ev, trace.calls
     names = ["<".join(p) for p in trace.callpaths]
     metrics = _occurrence_metrics(profile, trace)
@@ -88,7 +105,7 @@ def _slices(profile: Profile, trace: _trace.Trace) -> List[Dict[str, Any]]:
             if v == v:                                  # NaN: not given
                 args[key] = v
         rows.append((rank, tid, ts, -dur, {"ph": "X", "cat": "region", "name": trace.callpaths[path][-1],
-                                          "pid": rank, "tid": tid, "ts": ts, "dur": dur,
+                                          "pid": PID, "tid": tracks[rank, tid], "ts": ts, "dur": dur,
                                           "args": args}))
     ops, comms = trace.ops, trace.comms
     for rank, tid, path, ts, dur, op, comm, nbytes, root in zip(
@@ -100,7 +117,7 @@ def _slices(profile: Profile, trace: _trace.Trace) -> List[Dict[str, Any]]:
         if root >= 0:
             args["root"] = root
         rows.append((rank, tid, ts, -dur, {"ph": "X", "cat": "mpi", "name": f"MPI_{ops[op]}",
-                                          "pid": rank, "tid": tid, "ts": ts, "dur": dur,
+                                          "pid": PID, "tid": tracks[rank, tid], "ts": ts, "dur": dur,
                                           "args": args}))
     rows.sort(key=lambda r: r[:4])
     return [r[4] for r in rows]
@@ -136,7 +153,7 @@ def _occurrence_metrics(profile: Profile, trace: _trace.Trace) -> Dict[tuple, Di
     return out
 
 
-def _flows(trace: _trace.Trace) -> List[Dict[str, Any]]:
+def _flows(trace: _trace.Trace, tracks: Dict[Tuple[int, int], int]) -> List[Dict[str, Any]]:
     """An arrow per matched message: from the start of its send to the end of
     the call that completed its receive, 1 ns inside each so that each end
     binds to the slice enclosing it (``bp: "e"``). Causality puts the
@@ -155,7 +172,7 @@ def _flows(trace: _trace.Trace) -> List[Dict[str, Any]]:
             c["rank"][recv].tolist(), c["thread"][recv].tolist(), _us(at_recv),
             m["bytes"].tolist(), m["tag"].tolist())):
         common = {"cat": "message", "name": f"message {nbytes} B, tag {tag}", "id": k}
-        out.append({"ph": "s", "pid": s_rank, "tid": s_tid, "ts": s_ts, **common})
-        out.append({"ph": "f", "bp": "e", "pid": r_rank, "tid": r_tid, "ts": r_ts, **common})
+        out.append({"ph": "s", "pid": PID, "tid": tracks[s_rank, s_tid], "ts": s_ts, **common})
+        out.append({"ph": "f", "bp": "e", "pid": PID, "tid": tracks[r_rank, r_tid], "ts": r_ts, **common})
     return out
 

@@ -74,7 +74,7 @@ def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
     calls, nbytes, total = sum(r[5] for r in ops), sum(r[6] for r in ops), sum(r[7] for r in ops)
     seconds = 1 / PER_SECOND[profile.unit]
     unit, scale = next(((u, s) for u, s in TIME_UNITS if total * seconds >= s), TIME_UNITS[-1])
-    head = (f"{profile.name}: {profile.nranks} ranks, {calls} MPI calls, {nbytes} bytes, "
+    head = (f"{printable(profile.name)}: {profile.nranks} ranks, {calls} MPI calls, {nbytes} bytes, "
             f"{total * seconds / scale:.3f} {unit} in MPI (summed over ranks)")
     shown = sorted(rows, key=lambda r: -r[_SORT_COLUMN[sort]])[:limit]   # stable: ties in key order
     lines = [(*(_HEAD[k] for k in by), "calls", "bytes", f"time ({unit})", "avg bytes/call",
@@ -147,7 +147,8 @@ def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = F
     said = {"used": "UCX carried the MPI traffic of rank(s)",
             "unused": "UCX carried none of the MPI traffic of rank(s)",
             "unavailable": "this MPI does not use UCX on rank(s)"}
-    out = [f"{profile.name}: {'; '.join(f'{said[s]} {encode_members(r)}' for s, r in states.items())}"]
+    where = "; ".join(f"{said[s]} {encode_members(r)}" for s, r in states.items())
+    out = [f"{printable(profile.name)}: {where}"]
     if "unused" in states:
         out.append("  (a rank made no MPI call through UCX, or MPICH moved its messages to ranks of "
                    "the same node through its own shared memory: MPIR_CVAR_NOLOCAL=1 routes them "

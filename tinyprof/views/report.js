@@ -15,6 +15,16 @@
     return e;
   };
   const sum = (a) => a.reduce((s, v) => s + (v || 0), 0);
+  // Plotly reads its text fields (labels, names, ticks, hover) as pseudo-HTML
+  // (<b>, <a href>, <br>, entities, $...$ as LaTeX): a name goes in escaped,
+  // so it shows as the text it is. The DOM gets names as text nodes only.
+  const esc = (t) => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+    .replace(/\$/g, "&#36;");
+  // Ranks are integers: ticks at whole steps, about ten of them at most.
+  const rankAxis = (title, n) => {
+    const step = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000].find((d) => n / d <= 10) || Math.ceil(n / 10);
+    return { title: { text: title }, tickmode: "linear", tick0: 0, dtick: step, tickformat: "d" };
+  };
 
   // -- per-callpath statistics across the ranks that ran it -------------------------------
   const runTotal = sum(D.runtime);
@@ -36,8 +46,22 @@
   const UNITS = [["s", 1], ["ms", 1e-3], ["us", 1e-6], ["ns", 1e-9]];
   const [unit, scale] = UNITS.find(([, s]) => biggest >= s) || UNITS[3];
   const fmt = (v) => (v / scale).toFixed(3);
-  const human = (b) => { const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
-    while (b >= 1024 && i < 4) { b /= 1024; i++; } return `${b.toFixed(i ? 1 : 0)} ${u[i]}`; };
+  const unitOf = (values) => UNITS.find(([, s]) => values.reduce((a, v) => Math.max(a, v), 0) >= s) || UNITS[3];
+  // A table column of seconds in one unit, the largest value's: [heading, cells].
+  const secondsColumn = (head, values) => {
+    const [u, s] = unitOf(values);
+    return [`${head} (${u})`, values.map((v) => (v / s).toFixed(3))];
+  };
+  const BYTES = ["B", "KiB", "MiB", "GiB", "TiB"];
+  const bytesColumn = (head, values) => {
+    let i = 0;
+    const top = values.reduce((a, v) => Math.max(a, v), 0);
+    while (top >= 1024 ** (i + 1) && i < 4) i++;
+    return [`${head} (${BYTES[i]})`, values.map((v) => (v / 1024 ** i).toFixed(i ? 1 : 0))];
+  };
+  // A callpath is flagged for imbalance only when it is a share of the run worth a look.
+  const HOT_IMBALANCE = 1.25, HOT_SHARE = 0.01;
+  const BELOW = { orientation: "h", y: -0.3 };   // the legend, clear of the x axis title
 
   // -- the page -------------------------------------------------------------------------
   const main = el("main");
@@ -55,7 +79,14 @@
     main.append(s); return s;
   };
   const note = (s, text) => s.append(el("p", { class: "note" }, text));
-  const plot = (parent, id) => { const d = el("div", { id, class: "plot" }); parent.append(d); return d; };
+  // A chart's title is a caption above it, not Plotly's: Plotly's toolbar would cover it.
+  const plot = (parent, id, title) => {
+    const d = el("div", { id, class: "plot" });
+    const caption = el("figcaption", { id: `${id}-title` }, title || "");
+    parent.append(el("figure", { class: "chart" }, caption, d));
+    return d;
+  };
+  const caption = (p, text) => { document.getElementById(`${p.id}-title`).textContent = text; };
 
   // -- call tree ------------------------------------------------------------------------
   const COLUMNS = [
@@ -68,7 +99,8 @@
   if (D.mpi) COLUMNS.push(["mpi", `MPI (${unit}, mean)`, (s) => fmt(s.mpi)]);
   const tree = section("tree", "Call tree",
     "Times per rank summed over executions; mean over the ranks that ran the callpath. " +
-    "Click a row for its ranks and iterations, a heading to sort (within each parent), ▸/▾ to fold.");
+    "Click a row for its ranks and iterations, a heading to sort (within each parent), ▸/▾ to fold. " +
+    `Red: imbalance above ${HOT_IMBALANCE}x in a callpath of at least ${100 * HOT_SHARE}% of the run.`);
   const table = el("table", { id: "tree-table" });
   const head = el("tr");
   let sortKey = "inc";
@@ -94,7 +126,8 @@
           D.callpaths[i].name);
         const tr = el("tr", { "data-callpath": D.callpaths[i].path, onclick: () => select(i) }, name);
         COLUMNS.slice(1).forEach(([key, , f]) => tr.append(el("td",
-          key === "imbalance" && s.imbalance > 1.25 ? { class: "hot" } : {}, f(s))));
+          key === "imbalance" && s.imbalance > HOT_IMBALANCE && s.share >= HOT_SHARE ? { class: "hot" } : {},
+          f(s))));
         if (i === selected) tr.classList.add("selected");
         body.append(tr);
         if (open) visit(children[i], depth + 1);
@@ -108,7 +141,7 @@
   const detailTitle = el("p", { id: "detail-title" });
   const grid = el("div", { class: "grid" });
   detail.append(detailTitle, grid);
-  const distPlot = plot(grid, "dist"), iterPlot = plot(grid, "iters");
+  const distPlot = plot(grid, "dist", "Across ranks"), iterPlot = plot(grid, "iters");
   const ranks = Array.from({ length: P }, (_, r) => r);
   function select(i) {
     selected = i;
@@ -122,16 +155,17 @@
       { type: "bar", x: ranks, y: exc, name: "exclusive", marker: { color: "#f58518" } },
       { type: "box", y: inc, name: "spread", xaxis: "x2", yaxis: "y", boxpoints: false,
         marker: { color: "#54a24b" } }],
-    { title: { text: "Across ranks" }, barmode: "group", margin: { t: 40, r: 10 },
-      xaxis: { title: { text: "rank" }, domain: [0, 0.85] }, xaxis2: { domain: [0.88, 1] },
-      yaxis: { title: { text: unit } }, legend: { orientation: "h" } }, CONFIG);
+    { barmode: "group", margin: { t: 30, r: 10 },
+      xaxis: { ...rankAxis("rank", P), domain: [0, 0.85] }, xaxis2: { domain: [0.88, 1] },
+      yaxis: { title: { text: unit } }, legend: BELOW }, CONFIG);
     const it = D.iterations[String(i)];
     if (!it) {
-      Plotly.react(iterPlot, [], { title: { text: "One occurrence per rank: no iterations to show" },
-        xaxis: { visible: false }, yaxis: { visible: false } }, CONFIG);
+      caption(iterPlot, "One occurrence per rank: no iterations to show");
+      Plotly.react(iterPlot, [], { xaxis: { visible: false }, yaxis: { visible: false } }, CONFIG);
       return;
     }
-    const x = it.execution.map((e, k) => k), text = it.execution.map((e, k) =>
+    caption(iterPlot, "Across executions and iterations (min-max over ranks)");
+    const x = it.occurrence, text = it.execution.map((e, k) =>
       `execution ${e}, iteration ${it.iteration[k]}${it.binned ? " (bin start)" : ""}`);
     const y = (a) => a.map((v) => (v === null ? null : v / scale));
     Plotly.react(iterPlot, [
@@ -139,9 +173,10 @@
       { x, y: y(it.min), text, name: "min", fill: "tonexty", line: { width: 0 },
         fillcolor: "rgba(76,120,168,0.25)", hoverinfo: "y+text+name" },
       { x, y: y(it.mean), text, name: "mean", line: { color: "#4c78a8" }, hoverinfo: "y+text+name" }],
-    { title: { text: "Across executions and iterations (min-max over ranks)" }, margin: { t: 40, r: 10 },
-      xaxis: { title: { text: it.binned ? "occurrence (binned)" : "occurrence" } },
-      yaxis: { title: { text: unit } }, legend: { orientation: "h" } }, CONFIG);
+    { margin: { t: 30, r: 10 },
+      xaxis: { title: { text: "occurrence (executions and iterations in order, from 0)" +
+        (it.binned ? ": each point a bin from there" : "") }, tickformat: "d", rangemode: "tozero" },
+      yaxis: { title: { text: unit } }, legend: BELOW }, CONFIG);
   }
 
   // -- rank x callpath heatmap -------------------------------------------------------------
@@ -151,14 +186,16 @@
     el("option", { value: "inc" }, "inclusive"));
   heat.append(el("label", {}, "Time:", pick));
   const heatPlot = plot(heat, "heat");
-  const labels = D.callpaths.map((c) => c.path);
+  const labels = D.callpaths.map((c) => esc(c.path));
   function drawHeat() {
     const z = D[pick.value].map((row, i) => row.map((v, r) => (D.count[i][r] > 0 ? v / scale : null)));
+    // The scale starts at 0: two close times get close colours, not the ends of the scale.
+    const top = z.reduce((m, row) => row.reduce((a, v) => (v !== null && v > a ? v : a), m), 0);
     Plotly.react(heatPlot, [{ type: "heatmap", z, x: ranks, y: labels, colorscale: "Viridis",
-      colorbar: { title: { text: unit } }, hoverongaps: false,
+      zmin: 0, zmax: top || 1, colorbar: { title: { text: unit } }, hoverongaps: false,
       hovertemplate: `rank %{x}<br>%{y}<br>%{z:.3f} ${unit}<extra></extra>` }],
-    { margin: { l: 220, t: 10 }, height: Math.min(900, 160 + 18 * N),
-      xaxis: { title: { text: "rank" } }, yaxis: { autorange: "reversed", automargin: true } }, CONFIG);
+    { margin: { l: 220, t: 30 }, height: Math.min(900, 160 + 18 * N), xaxis: rankAxis("rank", P),
+      yaxis: { type: "category", autorange: "reversed", automargin: true } }, CONFIG);
   }
   pick.addEventListener("change", drawHeat);
   drawHeat();
@@ -172,9 +209,9 @@
       "time summed over ranks recorded since the previous snapshot."));
     Plotly.newPlot(plot(snaps, "snapshot-plot"), D.snapshots.series.map((s) => ({
       x, y: s.values.map((v) => v / scale), stackgroup: "one",
-      name: s.callpath < 0 ? "other" : D.callpaths[s.callpath].path,
-      text: D.snapshots.created, hovertemplate: `snapshot %{x} (%{text})<br>%{y:.3f} ${unit}` })),
-    { margin: { t: 10 }, xaxis: { title: { text: "snapshot" } },
+      name: s.callpath < 0 ? "other" : esc(D.callpaths[s.callpath].path),
+      text: D.snapshots.created.map(esc), hovertemplate: `snapshot %{x} (%{text})<br>%{y:.3f} ${unit}` })),
+    { margin: { t: 10 }, xaxis: { title: { text: "snapshot" }, tickformat: "d" },
       yaxis: { title: { text: `${unit} per interval` } } }, CONFIG);
   } else {
     note(snaps, D.snapshots.numbers.length
@@ -188,26 +225,30 @@
   if (D.mpi) {
     const ops = D.mpi.ops;
     const keyOf = (r) => `${r[0]} ${r[1]}`;
-    const keys = [...new Set(ops.map(keyOf))], buckets = [...new Set(ops.map((r) => r[2]))];
-    const bar = (col, title) => ({ data: buckets.map((b) => ({ type: "bar", name: b, x: keys,
+    const keys = [...new Set(ops.map(keyOf))], buckets = D.mpi.sizes;   // smallest size first
+    const bar = (col) => ({ data: buckets.map((b, j) => ({ type: "bar", name: esc(b), x: keys.map(esc),
+      marker: { color: ramp(j, buckets.length) },
       y: keys.map((k) => sum(ops.filter((r) => keyOf(r) === k && r[2] === b).map((r) => r[col]))) })),
-      layout: { barmode: "stack", title: { text: title }, margin: { t: 40, b: 120 },
-        legend: { title: { text: "size" } } } });
+      layout: { barmode: "stack", margin: { t: 30, b: 120 }, xaxis: { type: "category" },
+        legend: { title: { text: "size" }, traceorder: "normal" } } });
     const g = el("div", { class: "grid" });
     mpi.append(el("div", { class: "hint" }, `${fmtS(D.mpi.total_time)} in MPI summed over ranks. ` +
       "Per communicator and operation, stacked by message size."), g);
-    const t = bar(5, "Time (s)"), b = bar(4, "Bytes");
-    Plotly.newPlot(plot(g, "mpi-time"), t.data, t.layout, CONFIG);
-    Plotly.newPlot(plot(g, "mpi-bytes"), b.data, b.layout, CONFIG);
+    const t = bar(5), b = bar(4);
+    Plotly.newPlot(plot(g, "mpi-time", "Time (s)"), t.data, t.layout, CONFIG);
+    Plotly.newPlot(plot(g, "mpi-bytes", "Bytes"), b.data, b.layout, CONFIG);
     if (D.mpi.matrix) {
-      Plotly.newPlot(plot(mpi, "mpi-matrix"), [{ type: "heatmap", z: D.mpi.matrix, colorscale: "Blues", reversescale: true,
-        hovertemplate: "rank %{y} to rank %{x}<br>%{z} bytes<extra></extra>" }],
-      { title: { text: "Point-to-point bytes, sender (row) to receiver (column)" },
-        xaxis: { title: { text: "to rank" } }, yaxis: { title: { text: "from rank" }, autorange: "reversed" },
-        height: 480, width: 560 }, CONFIG);
+      Plotly.newPlot(plot(mpi, "mpi-matrix", "Point-to-point bytes, sender (row) to receiver (column)"),
+        [{ type: "heatmap", z: D.mpi.matrix, colorscale: "Blues", reversescale: true, zmin: 0,
+          hovertemplate: "rank %{y} to rank %{x}<br>%{z} bytes<extra></extra>" }],
+        { margin: { t: 10 }, xaxis: rankAxis("to rank", P),
+          yaxis: { ...rankAxis("from rank", P), autorange: "reversed" }, height: 480, width: 560 }, CONFIG);
     } else note(mpi, "No point-to-point messages between ranks.");
-    const rows = ops.slice(0, 40).map((r) => [r[0], r[1], r[2], String(r[3]), human(r[4]), fmtS(r[5])]);
-    mpi.append(listTable("mpi-table", ["communicator", "operation", "size", "calls", "bytes", "time"], rows));
+    const top = ops.slice(0, 40);
+    const [bytesHead, bytesCells] = bytesColumn("bytes", top.map((r) => r[4]));
+    const [timeHead, timeCells] = secondsColumn("time", top.map((r) => r[5]));
+    mpi.append(listTable("mpi-table", ["communicator", "operation", "size", "calls", bytesHead, timeHead],
+      top.map((r, k) => [r[0], r[1], r[2], String(r[3]), bytesCells[k], timeCells[k]])));
     if (D.mpi.transport) drawTransport(mpi, D.mpi.transport);
   } else note(mpi, "No MPI data: record with Profiler(mpi=True) or TINYPROF_MPI=1 (docs/mpi.md).");
 
@@ -219,19 +260,21 @@
       `${P} ranks; wall time ${fmtS(T.wall)}. Waiting in MPI: ${fmtS(T.wait_total)} summed over ranks.`));
     const g = el("div", { class: "grid" });
     traceSection.append(g);
-    const crit = T.critical.slice(0, 15);
-    Plotly.newPlot(plot(g, "critical-plot"), [{ type: "bar", orientation: "h",
-      y: crit.map((r) => `rank ${r[0]}: ${r[1]}`), x: crit.map((r) => r[2]), name: "on path" },
-    { type: "bar", orientation: "h", y: crit.map((r) => `rank ${r[0]}: ${r[1]}`), x: crit.map((r) => r[3]),
-      name: "in MPI" }], { title: { text: "Critical path by rank and callpath (s)" }, barmode: "overlay",
-      margin: { l: 220, t: 40 }, yaxis: { autorange: "reversed", automargin: true } }, CONFIG);
+    const crit = T.critical.slice(0, 15), critLabels = crit.map((r) => esc(`rank ${r[0]}: ${r[1]}`));
+    const bars = { barmode: "overlay", margin: { l: 220, t: 10 },
+      yaxis: { type: "category", autorange: "reversed", automargin: true } };
+    Plotly.newPlot(plot(g, "critical-plot", "Critical path by rank and callpath (s)"), [
+      { type: "bar", orientation: "h", y: critLabels, x: crit.map((r) => r[2]), name: "on path" },
+      { type: "bar", orientation: "h", y: critLabels, x: crit.map((r) => r[3]), name: "in MPI" }],
+    bars, CONFIG);
     const waits = T.waits.slice(0, 15);
-    Plotly.newPlot(plot(g, "wait-plot"), T.kinds.map((k, j) => ({ type: "bar", orientation: "h",
-      name: k.replace(/_/g, " "), y: waits.map((r) => `rank ${r[1]}: ${r[0]}`), x: waits.map((r) => r[2 + j]) })),
-    { title: { text: "Wait states by callpath and rank (s)" }, barmode: "stack",
-      margin: { l: 220, t: 40 }, yaxis: { autorange: "reversed", automargin: true } }, CONFIG);
-    traceSection.append(listTable("critical-table", ["rank", "callpath", "on path", "in MPI", "share"],
-      T.critical.map((r) => [String(r[0]), r[1], fmtS(r[2]), fmtS(r[3]), (100 * r[4]).toFixed(1) + "%"])));
+    Plotly.newPlot(plot(g, "wait-plot", "Wait states by callpath and rank (s)"), T.kinds.map((k, j) => ({
+      type: "bar", orientation: "h", name: k.replace(/_/g, " "), y: waits.map((r) => esc(`rank ${r[1]}: ${r[0]}`)),
+      x: waits.map((r) => r[2 + j]) })), { ...bars, barmode: "stack" }, CONFIG);
+    const [pathHead, pathCells] = secondsColumn("on path", T.critical.map((r) => r[2]));
+    const [mpiHead, mpiCells] = secondsColumn("in MPI", T.critical.map((r) => r[3]));
+    traceSection.append(listTable("critical-table", ["rank", "callpath", pathHead, mpiHead, "share"],
+      T.critical.map((r, k) => [String(r[0]), r[1], pathCells[k], mpiCells[k], (100 * r[4]).toFixed(1) + "%"])));
   } else note(traceSection, "No trace: record with Profiler(trace=True) or TINYPROF_TRACE=1 (docs/trace.md).");
 
   // The transport view: bytes each callpath sent per UCX protocol and transport.
@@ -245,20 +288,29 @@
     const sent = T.rows.filter((r) => r[3]);
     if (sent.length) {
       const paths = [...new Set(sent.map((r) => r[0]))], kinds = [...new Set(sent.map((r) => `${r[3]} on ${r[4]}`))];
+      const tick = { type: "category", autorange: "reversed", automargin: true };
       const g = el("div", { class: "grid" });
       parent.append(g);
       [[5, "transport-calls", "Operations sent"], [6, "transport-bytes", "Bytes sent"]].forEach(([col, id, title]) =>
-        Plotly.newPlot(plot(g, id), kinds.map((k) => ({ type: "bar", orientation: "h", name: k, y: paths,
+        Plotly.newPlot(plot(g, id, title), kinds.map((k) => ({ type: "bar", orientation: "h", name: esc(k),
+          y: paths.map(esc),
           x: paths.map((p) => sum(sent.filter((r) => r[0] === p && `${r[3]} on ${r[4]}` === k).map((r) => r[col]))) })),
-        { title: { text: title }, barmode: "stack",
-          margin: { l: 160, t: 40 }, yaxis: { autorange: "reversed", automargin: true },
+        { barmode: "stack", margin: { l: 160, t: 10 }, yaxis: tick,
           legend: { orientation: "h", y: -0.25 } }, CONFIG));
     }
-    parent.append(listTable("transport-table", ["callpath", "MPI op", "UCP op", "protocol", "transport", "calls", "bytes"],
-      T.rows.slice(0, 40).map((r) => [r[0], r[1] || "-", r[2],
-        r[3] || (/recv/.test(r[2]) ? "(by sender)" : "(not known)"), r[4] || "-", String(r[5]), human(r[6])])));
+    const shown = T.rows.slice(0, 40), [bytesHead, bytesCells] = bytesColumn("bytes", shown.map((r) => r[6]));
+    parent.append(listTable("transport-table", ["callpath", "MPI op", "UCP op", "protocol", "transport", "calls",
+      bytesHead], shown.map((r, k) => [r[0], r[1] || "-", r[2],
+      r[3] || (/recv/.test(r[2]) ? "(by sender)" : "(not known)"), r[4] || "-", String(r[5]), bytesCells[k]])));
   }
 
+  // Colour j of n, ordered (viridis, dark to light): sizes read small to large.
+  function ramp(j, n) {
+    const stops = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+    const t = n > 1 ? (j / (n - 1)) * (stops.length - 1) : 0, k = Math.min(Math.floor(t), stops.length - 2);
+    const c = stops[k].map((v, i) => Math.round(v + (stops[k + 1][i] - v) * (t - k)));
+    return `rgb(${c.join(",")})`;
+  }
   function fmtS(seconds) {
     const [u, s] = UNITS.find(([, s]) => seconds >= s) || UNITS[3];
     return `${(seconds / s).toFixed(3)} ${u}`;

@@ -24,6 +24,7 @@ import numpy as np
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
 from ..analysis.values import aggregate, mpi_per_node
 from ..format import layout
+from .summary import run_times
 from .text import tree_order
 
 MAX_POINTS = 400        # per callpath in the iteration plot
@@ -35,6 +36,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # each one's empty value and how two of them combine (NaN: no value).
 _STATS: Tuple[Tuple[float, np.ufunc], ...] = (
     (np.inf, np.fmin), (-np.inf, np.fmax), (0.0, np.add), (0.0, np.add))
+
+
+# The JSON goes inside a <script> element: no "</script", "<!--" or "-->" may
+# appear in it, whatever the names, and U+2028/9 end a line in old parsers.
+# As JSON escapes these characters mean the same; JSON.parse gets the names back.
+_SCRIPT_SAFE = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
 
 
 class ReportError(Exception):
@@ -74,8 +81,7 @@ def render(data: Dict[str, Any]) -> str:
         with open(os.path.join(_HERE, name), encoding="utf-8") as f:
             return f.read()
 
-    # "</" cannot end the script elements early once escaped.
-    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
     title = f"tinyprof report: {data['name']}".replace("&", "&amp;").replace("<", "&lt;")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -92,7 +98,6 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
     index = np.array([row[p] for p in order], dtype=np.int64)
     position = {path: i for i, path in enumerate(order)}
     agg = aggregate(profile, "sum")
-    roots = index[[len(p) == 1 for p in order]]
     data: Dict[str, Any] = {
         "name": profile.name, "nranks": profile.nranks, "files": len(profile.files),
         "created": profile.created, "version": profile.version,
@@ -101,7 +106,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
         "inc": _rows(agg.time_inc[index]), "exc": _rows(agg.time_exc[index]),
         "count": agg.count[index].tolist(),
-        "runtime": _numbers(agg.time_inc[roots].sum(axis=0)),
+        "runtime": _numbers(run_times(profile, agg)),
         "iterations": _iterations(profile, row, position),
         "snapshots": _snapshots(profile, source, position),
         "mpi": _mpi(profile, index),
@@ -173,6 +178,7 @@ def _iterations(profile: Profile, row: Dict[tuple, int], position: Dict[tuple, i
                           .astype(np.int64))[:-1]
         sizes = np.diff(np.append(edges, len(execs)))
         out[str(position[profile.callpaths[i]])] = {
+            "occurrence": edges.tolist(),     # the x axis: the first occurrence of each bin
             "execution": execs[edges].tolist(), "iteration": its[edges].tolist(),
             "min": _numbers(np.minimum.reduceat(lo, edges) * scale),
             "mean": _numbers(np.add.reduceat(mean, edges) / sizes * scale),
@@ -236,7 +242,8 @@ def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
             for ((comm, op, bucket), calls, nbytes, _), time in zip(groups, times)]
     per_node = mpi_per_node(profile)
     matrix = profile.comm_matrix()
-    return {"ops": rows, "total_time": sum(g[3] for g in groups) / per_second,
+    sizes = [mpi.size_range(b) for b in sorted({bucket for (_, _, bucket), *_ in groups})]
+    return {"ops": rows, "sizes": sizes, "total_time": sum(g[3] for g in groups) / per_second,
             "time": _rows(per_node["time"][index]), "bytes": per_node["bytes"][index].tolist(),
             "matrix": matrix.tolist() if matrix.any() else None, "transport": _transport(profile)}
 

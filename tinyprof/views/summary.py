@@ -3,12 +3,37 @@
 from __future__ import annotations
 
 import shlex
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import numpy as np
 
 from ..analysis.profile import Profile
 from .text import UNITS, align, printable, tree_order
+
+if TYPE_CHECKING:
+    from ..analysis.values import Aggregates
+
+
+def run_times(profile: Profile, agg: Aggregates) -> np.ndarray:
+    """Each rank's recorded run time: the inclusive time of its outermost
+    callpaths with values. Those are the roots once they closed; in a snapshot
+    taken while a root was still open (at a SIGTERM, say) the root has no
+    value yet, and the time is that of the outermost regions that closed."""
+    return np.where(outermost(profile, agg), agg.time_inc, 0.0).sum(axis=0)
+
+
+def outermost(profile: Profile, agg: Aggregates) -> np.ndarray:
+    """Per (callpath, rank): whether it has values and no enclosing callpath
+    has any on that rank."""
+    ran = agg.count > 0
+    covered = np.zeros_like(ran)
+    out = np.zeros_like(ran)
+    row = {path: i for i, path in enumerate(profile.callpaths)}
+    for i, path in enumerate(profile.callpaths):         # parents first
+        above = covered[row[path[:-1]]] if len(path) > 1 else np.zeros(ran.shape[1], dtype=bool)
+        out[i] = ran[i] & ~above
+        covered[i] = ran[i] | above
+    return out
 
 
 def summary(profile: Profile, source: Optional[str] = None) -> str:
@@ -23,8 +48,10 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
 
     agg = aggregate(profile, "sum")
     ran = agg.count > 0
-    roots = np.array([len(p) == 1 for p in profile.callpaths])
-    run_total = float(agg.time_inc[roots].sum())
+    first = outermost(profile, agg)
+    run_total = float(np.where(first, agg.time_inc, 0.0).sum())
+    still_open = sorted({printable(p[0]) for p, row in zip(profile.callpaths, first)
+                         if len(p) > 1 and row.any()})
     biggest = float(agg.time_inc.max()) if agg.time_inc.size else 0.0
     unit, scale = next(((u, s) for u, s in UNITS if biggest >= s), UNITS[-1])
     table: List[Tuple[str, ...]] = [("callpath", "ranks", "min", "mean", "max", "excl mean", "% run",
@@ -44,9 +71,12 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
                       f"{100 * inc.sum() / run_total:.1f}" if run_total else "-",
                       f"{inc.max() / mean:.2f}x" if mean else "-",
                       f"rank {ranks[int(inc.argmax())]}"))
-    head = (f"{profile.name}: {profile.nranks} ranks, {len(profile.callpaths)} callpaths, "
+    head = (f"{printable(profile.name)}: {profile.nranks} ranks, {len(profile.callpaths)} callpaths, "
             f"{len(profile.files)} file(s); times in {unit} per rank, summed over executions")
-    where = source if source is not None else "PROFILE"
-    tail = (f"Next: tinyprof report {shlex.quote(where)} -o report.html  (call tree, ranks, heatmap, "
+    if still_open:
+        head += (f"; {', '.join(still_open)} still open when written: % run is of the time "
+                 "recorded inside")
+    where = printable(shlex.quote(source)) if source is not None else "PROFILE"
+    tail = (f"Next: tinyprof report {where} -o report.html  (call tree, ranks, heatmap, "
             "MPI in a browser; docs/guide.md#analysing-a-profile)")
     return "\n".join([head, *align(table), "", tail])

@@ -2,6 +2,7 @@
 printed safely, and aligned columns."""
 from __future__ import annotations
 
+import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
 Callpath = Tuple[str, ...]
@@ -22,16 +23,35 @@ def tree_order(paths: Sequence[Callpath]) -> List[Callpath]:
     return out
 
 
-def printable(name: str) -> str:
-    """``name`` with control characters escaped, as Python would spell them."""
-    return name if name.isprintable() else repr(name)[1:-1]
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: a name from a profile may hold
+    escape sequences (an OSC title or clipboard write, clear screen), C0/C1
+    controls, DEL, line breaks or bidi overrides, which a terminal would act
+    on. Each character Python does not call printable is written as its
+    escape (``\\x1b``, ``\\u202e``) and a backslash as ``\\\\``, as ``repr``
+    spells them, so the text reads back unambiguously. Text with nothing to
+    escape is unchanged, so escaping twice changes nothing."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() and c != "\\" else repr(c)[1:-1] for c in text)
+
+
+def width(text: str) -> int:
+    """The columns ``text`` (printable) takes on a terminal: 2 for a wide
+    (East Asian) character, 0 for a combining mark."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF"
+               else 1 for c in text)
 
 
 def align(table: Sequence[Sequence[str]], right: Optional[Sequence[int]] = None) -> List[str]:
     """Columns padded to their widest cell: those in ``right`` (by default
-    all but the first) right-aligned."""
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    all but the first) right-aligned. Every cell is made :func:`printable`
+    first, so no view prints a raw name."""
+    cells = [[printable(c) for c in row] for row in table]
+    widths = [max(width(row[i]) for row in cells) for i in range(len(cells[0]))]
     right = range(1, len(widths)) if right is None else right
-    return ["  ".join(c.rjust(w) if i in right else c.ljust(w)
+    return ["  ".join(" " * (w - width(c)) + c if i in right else c + " " * (w - width(c))
                       for i, (c, w) in enumerate(zip(row, widths))).rstrip()
-            for row in table]
+            for row in cells]

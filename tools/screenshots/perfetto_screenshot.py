@@ -37,8 +37,8 @@ def main() -> None:
             browser.evaluate(f"""(async () => {{
                 const it = (await app.trace.engine.query(
                     "select s.id as id from slice s join thread_track t on s.track_id = t.id " +
-                    "join thread using (utid) join process using (upid) " +
-                    "where s.name = '{args.select}' and process.pid = {args.rank} order by s.ts")).iter({{}});
+                    "join thread using (utid) where s.name = '{args.select}' " +
+                    "and thread.name = 'rank {args.rank}' order by s.ts")).iter({{}});
                 const ids = [];
                 for (; it.valid(); it.next()) ids.push(Number(it.get('id')));
                 app.trace.selection.selectSqlEvent('slice', ids[Math.floor(ids.length / 2)]);
