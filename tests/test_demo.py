@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from _browser import Browser
 from test_mpi_large import needs_mpi
 
 import tinyprof
@@ -41,3 +42,18 @@ def test_the_demo_fills_every_section_of_its_report(tmp_path):
     assert snapshots["series"] and all(len(s["values"]) == 2 for s in snapshots["series"])
     halo = [p["path"] for p in data["callpaths"]].index("main<halo")
     assert [s["values"] for s in snapshots["series"] if s["callpath"] == halo][0][0] > 0
+    # in Chromium: a plot in every section, no note saying how to get the data
+    pytest.importorskip("plotly")
+    page = tmp_path / "demo-report.html"
+    report.write(str(out), page)
+    with Browser(1500, 1400) as b:
+        b.open(f"file://{page}")
+        b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)
+        facts = b.evaluate("""(() => ({
+            sections: [...document.querySelectorAll('section')].map(s => [s.id,
+                s.querySelectorAll('.js-plotly-plot, table').length]),
+            notes: [...document.querySelectorAll('section .note')].map(n => n.textContent) }))()""")
+        assert b.console == []
+    assert [name for name, _ in facts["sections"]] == [
+        "tree", "detail", "heatmap", "snapshots", "mpi", "trace"]
+    assert all(shown for _, shown in facts["sections"]) and facts["notes"] == [], facts
