@@ -89,8 +89,7 @@ DEMOS = os.path.join(os.path.dirname(__file__), "mpi4py_demo")
 
 def _both(argv, cwd, out):
     """``python ARGV`` and ``python -m tinyprof -o OUT ARGV``, run from cwd."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore")     # tinyprof's warnings aside
-    runs = [subprocess.run([sys.executable, *prefix, *argv], cwd=cwd, env=env,
+    runs = [subprocess.run([sys.executable, *prefix, *argv], cwd=cwd,
                            capture_output=True, text=True, timeout=60)
             for prefix in ([], ["-m", "tinyprof", "-o", str(out)])]
     return runs[0], runs[1], tinyprof.read(str(out))

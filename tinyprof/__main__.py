@@ -4,10 +4,10 @@ or ``python -m tinyprof [options] -m module [args]``.
 Runs ``app.py`` as ``python app.py [args]`` would, and a module as
 ``python -m module [args]`` would: the same ``sys.argv``, ``sys.path[0]``,
 ``__main__`` module and ``__file__``, the same traceback and exit status. It
-runs under one region named after the script or module, with MPI
-communication recorded (``mpi=True``) and the profile flushed at exit. Under
-an MPI launcher it initialises MPI (mpi4py) before the script runs, so that
-the communicators the script makes get their stable names.
+runs under one region named after the script or module, and the profile is
+flushed at exit. Under an MPI launcher it initialises MPI (mpi4py) before
+the script runs, so that the communicators the script makes get their stable
+names, and records its MPI communication (``mpi=True``).
 """
 from __future__ import annotations
 
@@ -137,7 +137,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         _parser().error("a script or -m module is required")
     if opts.module is None and not os.path.isfile(opts.script):
         sys.exit(f"python -m tinyprof: no such script: {opts.script}")
-    if launched_rank() is not None:
+    launched = launched_rank() is not None
+    if launched:
         try:
             importlib.import_module("mpi4py.MPI")   # MPI up before the profiler and the script
         except ImportError:
@@ -152,7 +153,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     else:
         region = os.path.basename(opts.script)
         name = os.path.splitext(region)[0]
-    Profiler(opts.name or name, opts.frequency, outdir=opts.outdir, mpi=True)
+    # Without a launcher there is no MPI to capture yet (and no warning that
+    # there is none): TINYPROF_MPI decides, as for any Profiler.
+    Profiler(opts.name or name, opts.frequency, outdir=opts.outdir, mpi=True if launched else None)
     try:
         with Event(region):
             if opts.module is not None:
