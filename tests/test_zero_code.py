@@ -1,9 +1,12 @@
-"""``python -m tinyprof app.py``: an unannotated script runs as under ``python``
-(argv, ``__main__``, exit status) under one region named after it, with its
-MPI communication recorded, on real ranks."""
+"""``python -m tinyprof app.py`` and ``python -m tinyprof -m module``: an
+unannotated script or module runs as under ``python`` (``__file__``, argv,
+``sys.path``, ``__main__``, traceback, exit status) under one region named
+after it, with its MPI communication recorded, on real ranks, mpi4py's own
+demos included."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -66,3 +69,94 @@ def test_a_missing_script_is_a_one_line_error(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [f"python -m tinyprof: no such script: {tmp_path / 'nope.py'}"]
+
+
+# What a script or module sees of how it was started, and how it ends.
+INTROSPECT = textwrap.dedent("""
+    import sys, __main__
+    print("file", __file__)
+    print("argv", sys.argv)
+    print("path0", sys.path[0])
+    print("main", __name__, __main__.__spec__ is None, type(__main__.__loader__).__name__,
+          hasattr(__main__, "__cached__"), repr(__main__.__package__), type(__builtins__).__name__)
+    print("is main", sys.modules["__main__"] is __main__ and vars(__main__) is globals())
+    def fail():
+        raise ValueError("the script's own error")
+    fail()
+""")
+DEMOS = os.path.join(os.path.dirname(__file__), "mpi4py_demo")
+
+
+def _both(argv, cwd, out):
+    """``python ARGV`` and ``python -m tinyprof -o OUT ARGV``, run from cwd."""
+    runs = [subprocess.run([sys.executable, *prefix, *argv], cwd=cwd,
+                           capture_output=True, text=True, timeout=60)
+            for prefix in ([], ["-m", "tinyprof", "-o", str(out)])]
+    return runs[0], runs[1], tinyprof.read(str(out))
+
+
+def test_a_script_sees_and_ends_as_under_python(tmp_path):
+    """Through a relative path and a symbolic link: the same absolute
+    ``__file__``, ``sys.argv``, ``sys.path[0]`` (the link's target's
+    directory), ``__main__`` module, traceback and exit status."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text(INTROSPECT)
+    (tmp_path / "link.py").symlink_to(tmp_path / "src" / "app.py")
+    for script in ("src/app.py", "link.py"):
+        plain, profiled, prof = _both([script, "-o", "x"], tmp_path, tmp_path / script[:3])
+        assert plain.returncode == 1 and "ValueError" in plain.stderr, plain.stderr
+        assert (profiled.returncode, profiled.stdout, profiled.stderr) == \
+            (plain.returncode, plain.stdout, plain.stderr)
+        assert f"file {tmp_path / script}\n" in plain.stdout
+        assert prof.callpaths == [(os.path.basename(script),)]
+
+
+def test_a_module_runs_as_under_python_m(tmp_path):
+    """``python -m tinyprof -m pkg.mod args`` is ``python -m pkg.mod args``:
+    everything after the module is its own, options included."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "mod.py").write_text(INTROSPECT)
+    plain, profiled, prof = _both(["-m", "pkg.mod", "-o", "x", "--name", "y"], tmp_path,
+                                  tmp_path / "prof")
+    assert plain.returncode == 1 and f"file {tmp_path / 'pkg' / 'mod.py'}\n" in plain.stdout
+    assert "argv ['" + str(tmp_path / "pkg" / "mod.py") + "', '-o', 'x', '--name', 'y']" \
+        in plain.stdout
+    assert (profiled.returncode, profiled.stdout) == (plain.returncode, plain.stdout)
+    # runpy's frames differ (run_module against python's own start): the script's are the same
+    assert profiled.stderr.splitlines()[-5:] == plain.stderr.splitlines()[-5:]
+    assert prof.name == "pkg.mod" and prof.callpaths == [("pkg.mod",)]
+
+
+@needs_mpi
+@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+def test_mpi4py_demos(tmp_path):
+    """mpi4py's own demos, by relative path from their directory: the spawning
+    counter (it spawns ``__file__`` and tells the child by ``sys.argv[0] ==
+    __file__``), hello world (also under ``-m mpi4py``), and the futures pool
+    (``-m mpi4py.futures``)."""
+    def run(nranks, *argv):
+        out = tmp_path / f"prof{len(os.listdir(tmp_path))}"
+        proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, "-m", "tinyprof",
+                               "-o", str(out), *argv], cwd=DEMOS, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout, tinyprof.read(str(out))
+
+    _, prof = run(2, "nxtval-dynproc.py")
+    assert prof.nranks == 2 and prof.callpaths == [("nxtval-dynproc.py",)]
+    child = prof.mpi[~prof.mpi.comm.str.startswith("COMM_WORLD")]  # the spawned counter's
+    ops = child.groupby("op").calls.sum()
+    assert (ops["Send"], ops["Mrecv"]) == (2 * 5 + 1, 2 * 5)     # 5 values a rank, 1 stop
+    out, prof = run(3, "helloworld.py")
+    assert sorted(out.splitlines()) == [
+        f"Hello, World! I am process {r} of 3 on {socket.gethostname()}." for r in range(3)]
+    assert prof.nranks == 3 and prof.callpaths == [("helloworld.py",)]
+    out, prof = run(2, "-m", "mpi4py", "helloworld.py")            # mpi4py's own runner
+    assert len(out.splitlines()) == 2 and prof.callpaths == [("mpi4py",)]
+    out, prof = run(3, "-m", "mpi4py.futures", "run_hello.py")
+    assert [line.split(" on ")[0] for line in out.splitlines()] == [
+        f"Hello, World! I am worker {w} of 2" for w in range(2)]
+    assert prof.nranks == 3 and prof.callpaths == [("mpi4py.futures",)]
+    sendrecv = prof.mpi[prof.mpi.op == "Sendrecv"]
+    assert (sendrecv.calls.sum(), sendrecv.bytes.sum()) == (2 * 2, 2 * 2 * 128)

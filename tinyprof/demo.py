@@ -1,7 +1,6 @@
 """The demo: a 2-D Jacobi heat solver over MPI (mpi4py + numpy), annotated.
 
     python -m tinyprof.demo --run [OUTDIR]       # mpiexec -n 8, then print the summary
-    python -m tinyprof.demo --run --trace        # ... traced: also the critical path
     mpiexec -n 8 python -m tinyprof.demo [OUTDIR] [--steps N]   # the application alone
 
 The plate is split into horizontal strips, one per rank; every step exchanges
@@ -9,10 +8,17 @@ halo rows with the neighbours and updates the interior. Rank ``r`` holds
 ``rows * (1 + r / (P - 1))`` rows, so the last rank does twice the work of the
 first; only the first and the last rank hold a physical edge and run the
 ``boundary`` event (``is_common=False``). The profile goes to OUTDIR
-(default ``demo.tinyprof``). Benchmarks run it longer with ``--steps``, with
-snapshots with ``--frequency``; the last line gives the time from ``Profiler()``
-to the end of the flush (slowest rank), and the snapshots written and the CPU
-time spent in them (largest over ranks).
+(default ``demo.tinyprof``).
+
+``--run`` shows everything tinyprof records, so that every section of the
+report it leads to (``tinyprof report OUTDIR``) has data: the run is traced,
+its MPI calls captured, and a snapshot is taken every ``--snapshot-every``
+steps (20) and all of them kept, for the report's time series
+(``--no-trace``, ``--snapshot-every 0`` leave them out). Benchmarks run the
+application alone longer with ``--steps``, with periodic snapshots with
+``--frequency``; the last line gives the time from ``Profiler()`` to the end
+of the flush (slowest rank), and the snapshots written and the CPU time spent
+in them (largest over ranks).
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ import numpy as np
 
 import tinyprof
 
-from . import Event
+from . import Event, annotate
 from .runtime import session
 
 HOT, COLD = 100.0, 0.0
@@ -36,12 +42,14 @@ SELFKEYS = "kind:0,bytes:1"            # the demo's custom metrics
 
 
 def solve(comm, steps: int, rows: int, cols: int, check_every: int = 10,
-          event: Callable[..., Any] = Event) -> float:
+          event: Callable[..., Any] = Event,
+          after_step: Optional[Callable[[int], Any]] = None) -> float:
     """Run the annotated solver on this rank of ``comm``; returns the last
     residual (largest change of a cell in one step, over all ranks).
 
     ``event(name, **options)`` makes each annotated region: tinyprof's
-    ``Event`` by default; benchmarks/peers.py passes other profilers' regions."""
+    ``Event`` by default; benchmarks/peers.py passes other profilers' regions.
+    ``after_step(step)`` runs after each step (the demo's snapshots)."""
     from mpi4py import MPI
 
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -71,6 +79,8 @@ def solve(comm, steps: int, rows: int, cols: int, check_every: int = 10,
                 with event("residual", loop=2, kind=COMM):
                     local = np.abs(u[1:-1] - new[1:-1]).max()
                     residual = comm.allreduce(local, op=MPI.MAX)
+            if after_step is not None:
+                after_step(step)
     return float(residual)
 
 
@@ -87,11 +97,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--frequency", type=float, default=0,
                    help="snapshot interval in seconds (default 0: none)")
     p.add_argument("--keep", choices=("last", "all"), default="last",
-                   help="snapshots kept (default last)")
+                   help="snapshots kept (default last; --run: all)")
+    p.add_argument("--snapshot-every", type=int, default=0, metavar="STEPS",
+                   help="take a snapshot every STEPS steps (default 0: none; --run: 20)")
     p.add_argument("--trace", action="store_true",
-                   help="trace mode (docs/trace.md): --run also prints the critical path "
-                        "and the wait states")
+                   help="trace mode (docs/trace.md; --run: on, and it also prints the critical "
+                        "path and the wait states)")
+    p.add_argument("--no-trace", dest="trace", action="store_false",
+                   help="no trace mode (the default without --run)")
     return p
+
+
+# What --run records unless told otherwise: every section of the report filled.
+RUN_DEFAULTS = {"trace": True, "keep": "all", "snapshot_every": 20}
 
 
 def _mpiexec() -> str:
@@ -103,16 +121,20 @@ def _mpiexec() -> str:
     return found
 
 
-def _launch(args: argparse.Namespace, argv: List[str]) -> int:
+def _launch(args: argparse.Namespace) -> int:
     cmd = [_mpiexec(), "-n", str(args.nranks), sys.executable, "-m", "tinyprof.demo",
-           *(a for a in argv if a != "--run")]
+           args.outdir, "--steps", str(args.steps), "--rows", str(args.rows),
+           "--cols", str(args.cols), "--frequency", str(args.frequency), "--keep", args.keep,
+           "--snapshot-every", str(args.snapshot_every), "--trace" if args.trace else "--no-trace"]
     # MPI capture on unless the environment says otherwise: the demo shows it too
     env = dict(os.environ, TINYPROF_MPI=os.environ.get("TINYPROF_MPI", "1"))
-    if args.trace:
-        env["TINYPROF_TRACE"] = "1"
     status = subprocess.run(cmd, env=env).returncode
     if status:
         sys.exit(f"tinyprof.demo: {' '.join(cmd)} failed with status {status}")
+    if not annotate.enabled():
+        print("tinyprof.demo: profiling is off (TINYPROF=0): the solver ran, "
+              "no profile was written")
+        return 0
     from .views.summary import summary
     profile = tinyprof.read(args.outdir)
     print(summary(profile, args.outdir))
@@ -132,9 +154,12 @@ def _launch(args: argparse.Namespace, argv: List[str]) -> int:
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of ``python -m tinyprof.demo``."""
     argv = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    if "--run" in argv:
+        parser.set_defaults(**RUN_DEFAULTS)
+    args = parser.parse_args(argv)
     if args.run:
-        return _launch(args, argv)
+        return _launch(args)
     try:
         from mpi4py import MPI
     except ImportError:
@@ -142,9 +167,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     comm = MPI.COMM_WORLD
     comm.Barrier()
     start = MPI.Wtime()
-    tinyprof.Profiler("heat", frequency=args.frequency, selfkeys=SELFKEYS,
-                      outdir=args.outdir, keep=args.keep, trace=args.trace or None)
-    residual = solve(comm, args.steps, args.rows, args.cols)
+    prof = tinyprof.Profiler("heat", frequency=args.frequency, selfkeys=SELFKEYS,
+                             outdir=args.outdir, keep=args.keep, trace=args.trace or None)
+    every = args.snapshot_every if annotate.enabled() else 0       # TINYPROF=0: nothing to take
+
+    def snapshot(step: int) -> None:
+        if every > 0 and step % every == every - 1 and not prof.snapshot(timeout=60):
+            print(f"tinyprof.demo: snapshot after step {step + 1} unfinished", file=sys.stderr)
+
+    residual = solve(comm, args.steps, args.rows, args.cols, after_step=snapshot)
     tinyprof.flush()
     elapsed = comm.reduce(MPI.Wtime() - start, op=MPI.MAX)
     snaps = session.current().snapshot_stats()
@@ -152,8 +183,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     cpu = comm.reduce(snaps.cpu, op=MPI.MAX)
     if comm.Get_rank() == 0:        # the reductions' results are rank 0's
         assert elapsed is not None and cpu is not None
+        where = f"profile in {args.outdir}" if annotate.enabled() else "profiling off (TINYPROF=0)"
         print(f"heat: {comm.Get_size()} ranks, {args.steps} steps, residual {residual:.3g}; "
-              f"profile in {args.outdir}; {elapsed:.3f} s; "
+              f"{where}; {elapsed:.3f} s; "
               f"{taken} snapshots, {1e3 * cpu:.1f} ms CPU in them")
     return 0
 

@@ -20,8 +20,9 @@ import sys
 import tempfile
 from typing import Dict, List, Optional, Sequence
 
-from . import _command, _sweep
+from . import _command, _sweep, annotate
 from .runtime.settings import clamp_aggregators, env_aggregators
+from .runtime.world import launched_rank
 
 # Totals within this fraction of the fastest count as a tie: the fewest files win.
 TOLERANCE = 0.10
@@ -117,6 +118,11 @@ def report(runs: Sequence[Dict], nranks: int, args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep on the ranks of ``MPI.COMM_WORLD``; 0, or 2 if ``--outdir`` fails."""
+    if not annotate.enabled():              # no flush to time
+        if (launched_rank() or (0, 1))[0] == 0:
+            print("tinyprof tune: profiling is off (TINYPROF=0): there is no flush to measure",
+                  file=sys.stderr)
+        return 1
     try:
         from mpi4py import MPI
     except ImportError:

@@ -57,7 +57,20 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "MPI ranks are copied as int32");
     X(Comm_dup) X(Comm_dup_with_info) X(Comm_idup) X(Comm_idup_with_info) X(Comm_split)     \
     X(Comm_split_type) X(Comm_create) X(Comm_create_group) X(Cart_create) X(Cart_sub)        \
     X(Graph_create) X(Dist_graph_create) X(Dist_graph_create_adjacent) X(Intercomm_create)   \
-    X(Intercomm_merge) X(Comm_free)
+    X(Intercomm_merge) X(Comm_free)                                                          \
+    X(Put) X(Get) X(Accumulate) X(Get_accumulate) X(Fetch_and_op) X(Compare_and_swap)        \
+    X(Rput) X(Rget) X(Raccumulate) X(Rget_accumulate)                                        \
+    X(Win_create) X(Win_allocate) X(Win_allocate_shared) X(Win_create_dynamic) X(Win_free)   \
+    X(Win_fence) X(Win_lock) X(Win_unlock) X(Win_lock_all) X(Win_unlock_all) X(Win_flush)    \
+    X(Win_flush_all) X(Win_flush_local) X(Win_flush_local_all) X(Win_start) X(Win_complete)  \
+    X(Win_post) X(Win_wait)                                                                  \
+    X(File_open) X(File_close) X(File_read) X(File_read_at) X(File_read_all)                 \
+    X(File_read_at_all) X(File_read_shared) X(File_read_ordered) X(File_write)               \
+    X(File_write_at) X(File_write_all) X(File_write_at_all) X(File_write_shared)             \
+    X(File_write_ordered) X(File_iread) X(File_iread_at) X(File_iread_all)                   \
+    X(File_iread_at_all) X(File_iwrite) X(File_iwrite_at) X(File_iwrite_all)                 \
+    X(File_iwrite_at_all) X(File_sync)                                                       \
+    X(Send_init) X(Ssend_init) X(Rsend_init) X(Bsend_init) X(Recv_init) X(Start) X(Startall)
 
 #define TP_OP_ENUM(name) OP_##name,
 #define TP_OP_STRING(name) #name,
@@ -1186,6 +1199,304 @@ int MPI_Comm_free(MPI_Comm *comm) {
     tp_leave(op_, priv_);
     if (rec_) tp_end(&c_, OP_Comm_free, tp_ticks(), 0, -1);
     if (rc_ == MPI_SUCCESS) tp_freed(c_.comm, h);
+    return rc_;
+}
+
+/* -- windows and files: calls on one are counted on the communicator it was
+ * made over (its record), learnt at creation whether recording or not. Their
+ * handles share the communicators' map under a tag of their own. */
+#define TP_WIN_KEY(w) (TP_BITS(w) ^ (1ull << 62))
+#define TP_FILE_KEY(f) (TP_BITS(f) ^ (1ull << 63))
+
+static void tp_bind(uint64_t key, int32_t comm) {
+    if (comm < 0) return;
+    pthread_mutex_lock(&g_comm_mu);
+    tp_map(key, comm);
+    pthread_mutex_unlock(&g_comm_mu);
+}
+
+static void tp_unbind(uint64_t key) {
+    pthread_mutex_lock(&g_comm_mu);
+    if (tp_find(key) >= 0) tp_map(key, -1);
+    pthread_mutex_unlock(&g_comm_mu);
+}
+
+/* A window or file made over COMM: counted on it when recording; its handle
+ * (*OUT) bound to it whenever the call succeeds. */
+#define F_BIND(NAME, OP, PARAMS, ARGS, COMM, KEY)                                                \
+    int MPI_##NAME PARAMS {                                                                      \
+        tp_call c_ = {tp_index(COMM), 0};                                                        \
+        int priv_ = tp_private(c_.comm), rec_ = tp_active() && !priv_;                            \
+        if (rec_) c_.t0 = tp_ticks();                                                            \
+        int op_ = tp_enter(rec_ ? (OP) + 1 : 0, c_.comm, priv_);                                 \
+        int rc_ = PMPI_##NAME ARGS;                                                              \
+        tp_leave(op_, priv_);                                                                    \
+        if (rec_) tp_end(&c_, OP, tp_ticks(), 0, -1);                                            \
+        if (rc_ == MPI_SUCCESS) tp_bind(KEY, c_.comm);                                           \
+        return rc_;                                                                              \
+    }
+/* Its end: counted on its communicator, the handle forgotten (MPI reuses them). */
+#define F_UNBIND(NAME, T, KEY)                                                                   \
+    int MPI_##NAME(T *h) {                                                                       \
+        uint64_t key_ = KEY(*h);                                                                 \
+        tp_call c_ = {tp_find(key_), 0};                                                         \
+        int priv_ = tp_private(c_.comm), rec_ = tp_active() && !priv_;                            \
+        if (rec_) c_.t0 = tp_ticks();                                                            \
+        int op_ = tp_enter(rec_ ? OP_##NAME + 1 : 0, c_.comm, priv_);                            \
+        int rc_ = PMPI_##NAME(h);                                                                \
+        tp_leave(op_, priv_);                                                                    \
+        if (rec_) tp_end(&c_, OP_##NAME, tp_ticks(), 0, -1);                                     \
+        if (rc_ == MPI_SUCCESS) tp_unbind(key_);                                                 \
+        return rc_;                                                                              \
+    }
+
+#define F_WIN_NEW(SFX, CT, DT, NAME, BASE_P, BASE_A)                                               \
+    F_BIND(NAME##SFX, OP_##NAME, (MPI_Aint size, DT disp_unit, MPI_Info info, MPI_Comm comm, BASE_P,         \
+                       MPI_Win *win),                                                             \
+           (size, disp_unit, info, comm, BASE_A, win), comm, TP_WIN_KEY(*win))
+#define F_WIN_CREATE(SFX, CT, DT)                                                                  \
+    F_BIND(Win_create##SFX, OP_Win_create, (void *base, MPI_Aint size, DT disp_unit, MPI_Info info, MPI_Comm comm, \
+                             MPI_Win *win),                                                       \
+           (base, size, disp_unit, info, comm, win), comm, TP_WIN_KEY(*win))
+F_WIN_CREATE(, int, int) F_WIN_CREATE(_c, MPI_Count, MPI_Aint)
+F_WIN_NEW(, int, int, Win_allocate, void *baseptr, baseptr)
+F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate, void *baseptr, baseptr)
+F_WIN_NEW(, int, int, Win_allocate_shared, void *baseptr, baseptr)
+F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate_shared, void *baseptr, baseptr)
+F_BIND(Win_create_dynamic, OP_Win_create_dynamic, (MPI_Info info, MPI_Comm comm, MPI_Win *win), (info, comm, win), comm,
+       TP_WIN_KEY(*win))
+F_UNBIND(Win_free, MPI_Win, TP_WIN_KEY)
+F_BIND(File_open, OP_File_open, (MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh),
+       (comm, filename, amode, info, fh), comm, TP_FILE_KEY(*fh))
+F_UNBIND(File_close, MPI_File, TP_FILE_KEY)
+
+#define TP_WIN(w) tp_find(TP_WIN_KEY(w))
+#define TP_FILE(f) tp_find(TP_FILE_KEY(f))
+
+/* One-sided communication: the origin buffer's bytes; data put into the
+ * target (Put, the accumulates, Fetch_and_op, Compare_and_swap) is a
+ * message to it in the matrix, data fetched (Get, Rget) is not. */
+#define F_RMA(SFX, CT, DT, NAME, R, PEER)                                                          \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                  \
+            (const void *origin_addr, CT origin_count, MPI_Datatype origin_datatype,               \
+             int target_rank, MPI_Aint target_disp, CT target_count,                               \
+             MPI_Datatype target_datatype, MPI_Win win R##_P),                                     \
+            (origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,   \
+             target_datatype, win R##_A),                                                          \
+            TP_WIN(win), , tp_nb(origin_count, origin_datatype), PEER, )
+#define F_GET(SFX, CT, DT, NAME, R)                                                                \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                  \
+            (void *origin_addr, CT origin_count, MPI_Datatype origin_datatype, int target_rank,    \
+             MPI_Aint target_disp, CT target_count, MPI_Datatype target_datatype,                  \
+             MPI_Win win R##_P),                                                                   \
+            (origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,   \
+             target_datatype, win R##_A),                                                          \
+            TP_WIN(win), , tp_nb(origin_count, origin_datatype), -1, )
+#define F_ACC(SFX, CT, DT, NAME, R)                                                                \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                  \
+            (const void *origin_addr, CT origin_count, MPI_Datatype origin_datatype,               \
+             int target_rank, MPI_Aint target_disp, CT target_count,                               \
+             MPI_Datatype target_datatype, MPI_Op op, MPI_Win win R##_P),                          \
+            (origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,   \
+             target_datatype, op, win R##_A),                                                      \
+            TP_WIN(win), , tp_nb(origin_count, origin_datatype), tp_peer(c_.comm, target_rank), )
+#define F_GET_ACC(SFX, CT, DT, NAME, R)                                                            \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                  \
+            (const void *origin_addr, CT origin_count, MPI_Datatype origin_datatype,               \
+             void *result_addr, CT result_count, MPI_Datatype result_datatype, int target_rank,     \
+             MPI_Aint target_disp, CT target_count, MPI_Datatype target_datatype, MPI_Op op,       \
+             MPI_Win win R##_P),                                                                   \
+            (origin_addr, origin_count, origin_datatype, result_addr, result_count,                \
+             result_datatype, target_rank, target_disp, target_count, target_datatype, op,         \
+             win R##_A),                                                                           \
+            TP_WIN(win), , tp_nb(origin_count, origin_datatype), tp_peer(c_.comm, target_rank), )
+#define F_PUT(SFX, CT, DT, NAME, R) F_RMA(SFX, CT, DT, NAME, R, tp_peer(c_.comm, target_rank))
+TP_BOTH(F_PUT, Put, BL) TP_BOTH(F_PUT, Rput, NB)
+TP_BOTH(F_GET, Get, BL) TP_BOTH(F_GET, Rget, NB)
+TP_BOTH(F_ACC, Accumulate, BL) TP_BOTH(F_ACC, Raccumulate, NB)
+TP_BOTH(F_GET_ACC, Get_accumulate, BL) TP_BOTH(F_GET_ACC, Rget_accumulate, NB)
+TP_WRAP(Fetch_and_op, OP_Fetch_and_op,
+        (const void *origin_addr, void *result_addr, MPI_Datatype datatype, int target_rank,
+         MPI_Aint target_disp, MPI_Op op, MPI_Win win),
+        (origin_addr, result_addr, datatype, target_rank, target_disp, op, win), TP_WIN(win), ,
+        tp_nb(1, datatype), tp_peer(c_.comm, target_rank), )
+TP_WRAP(Compare_and_swap, OP_Compare_and_swap,
+        (const void *origin_addr, const void *compare_addr, void *result_addr,
+         MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, MPI_Win win),
+        (origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win),
+        TP_WIN(win), , tp_nb(1, datatype), tp_peer(c_.comm, target_rank), )
+
+/* Synchronisation: 0 bytes. */
+#define F_SYNC(NAME, PARAMS, ARGS) TP_WRAP(NAME, OP_##NAME, PARAMS, ARGS, TP_WIN(win), , 0, -1, )
+F_SYNC(Win_fence, (int assert, MPI_Win win), (assert, win))
+F_SYNC(Win_lock, (int lock_type, int rank, int assert, MPI_Win win), (lock_type, rank, assert, win))
+F_SYNC(Win_unlock, (int rank, MPI_Win win), (rank, win))
+F_SYNC(Win_lock_all, (int assert, MPI_Win win), (assert, win))
+F_SYNC(Win_unlock_all, (MPI_Win win), (win))
+F_SYNC(Win_flush, (int rank, MPI_Win win), (rank, win))
+F_SYNC(Win_flush_all, (MPI_Win win), (win))
+F_SYNC(Win_flush_local, (int rank, MPI_Win win), (rank, win))
+F_SYNC(Win_flush_local_all, (MPI_Win win), (win))
+F_SYNC(Win_start, (MPI_Group group, int assert, MPI_Win win), (group, assert, win))
+F_SYNC(Win_complete, (MPI_Win win), (win))
+F_SYNC(Win_post, (MPI_Group group, int assert, MPI_Win win), (group, assert, win))
+F_SYNC(Win_wait, (MPI_Win win), (win))
+
+/* MPI-IO: a read counts the bytes read (from the status), a write or a
+ * nonblocking read the bytes of the buffer; not in the matrix. */
+#define F_FREAD(SFX, CT, DT, NAME, W)                                                     \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                  \
+            (MPI_File fh, TP_##W##_P void *buf, CT count, MPI_Datatype datatype, MPI_Status *status),    \
+            (fh, TP_##W##_A buf, count, datatype, status), TP_FILE(fh), TP_LOCAL_STATUS,                 \
+            tp_status_bytes(status, datatype), -1, )
+#define F_FWRITE(SFX, CT, DT, NAME, W)                                                    \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                  \
+            (MPI_File fh, TP_##W##_P const void *buf, CT count, MPI_Datatype datatype,                   \
+             MPI_Status *status),                                                                  \
+            (fh, TP_##W##_A buf, count, datatype, status), TP_FILE(fh), , tp_nb(count, datatype), -1, )
+#define F_FIREAD(SFX, CT, DT, NAME, W)                                                    \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                  \
+            (MPI_File fh, TP_##W##_P void *buf, CT count, MPI_Datatype datatype, MPI_Request *request),  \
+            (fh, TP_##W##_A buf, count, datatype, request), TP_FILE(fh), , tp_nb(count, datatype), -1, )
+#define F_FIWRITE(SFX, CT, DT, NAME, W)                                                   \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                  \
+            (MPI_File fh, TP_##W##_P const void *buf, CT count, MPI_Datatype datatype,                   \
+             MPI_Request *request),                                                                \
+            (fh, TP_##W##_A buf, count, datatype, request), TP_FILE(fh), , tp_nb(count, datatype), -1, )
+/* W: AT for the explicit-offset forms, NO for the others (pasted as TP_##W##_P, TP_##W##_A). */
+#define TP_AT_P MPI_Offset offset,
+#define TP_AT_A offset,
+#define TP_NO_P
+#define TP_NO_A
+#define TP_FILE_IO(FAM, NAME, NAME_AT, NAME_ALL, NAME_AT_ALL)                                      \
+    TP_BOTH(FAM, NAME, NO) TP_BOTH(FAM, NAME_AT, AT) TP_BOTH(FAM, NAME_ALL, NO)                     \
+    TP_BOTH(FAM, NAME_AT_ALL, AT)
+TP_FILE_IO(F_FREAD, File_read, File_read_at, File_read_all, File_read_at_all)
+TP_FILE_IO(F_FWRITE, File_write, File_write_at, File_write_all, File_write_at_all)
+TP_FILE_IO(F_FIREAD, File_iread, File_iread_at, File_iread_all, File_iread_at_all)
+TP_FILE_IO(F_FIWRITE, File_iwrite, File_iwrite_at, File_iwrite_all, File_iwrite_at_all)
+TP_BOTH(F_FREAD, File_read_shared, NO) TP_BOTH(F_FREAD, File_read_ordered, NO)
+TP_BOTH(F_FWRITE, File_write_shared, NO) TP_BOTH(F_FWRITE, File_write_ordered, NO)
+TP_WRAP(File_sync, OP_File_sync, (MPI_File fh), (fh), TP_FILE(fh), , 0, -1, )
+
+/* -- persistent requests: the init call counts its buffer's bytes; each
+ * Start of it counts them again, on its communicator, and a send's message
+ * goes to the matrix then. Requests are remembered process-wide (any thread
+ * may start one) until MPI_Request_free. */
+typedef struct {
+    uint64_t key;      /* 0: empty */
+    int32_t comm, peer;
+    int64_t bytes;
+} tp_preq;
+#define TP_PREQS (1u << 12)
+static tp_preq g_preqs[TP_PREQS];
+static unsigned g_npreqs;          /* live and freed slots (key != 0) */
+static pthread_mutex_t g_preq_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_flag g_warned_preqs = ATOMIC_FLAG_INIT;
+
+/* Under g_preq_mu: the slot of `key`, or the free one where it would go. */
+static tp_preq *tp_preq_slot(uint64_t key) {
+    unsigned i = tp_mix(key) & (TP_PREQS - 1);
+    while (g_preqs[i].key != 0 && g_preqs[i].key != key) i = (i + 1) & (TP_PREQS - 1);
+    return &g_preqs[i];
+}
+
+static void tp_preq_put(MPI_Request req, int32_t comm, int32_t peer, int64_t bytes) {
+    pthread_mutex_lock(&g_preq_mu);
+    tp_preq *p = tp_preq_slot(TP_BITS(req));
+    if (p->key == 0 && 4 * (g_npreqs + 1) > 3 * TP_PREQS) {
+        tp_warn_once(&g_warned_preqs, "too many persistent requests, later ones are counted "
+                                      "at Start without their communicator and bytes");
+    } else {
+        g_npreqs += p->key == 0;
+        *p = (tp_preq){TP_BITS(req), comm, peer, bytes};
+    }
+    pthread_mutex_unlock(&g_preq_mu);
+}
+
+/* What was remembered of `req` (comm -1 and no bytes if nothing). A freed
+ * request keeps its slot, marked comm -2, for MPI to reuse the handle. */
+static tp_preq tp_preq_get(MPI_Request req) {
+    tp_preq out = {0, -1, -1, 0};
+    pthread_mutex_lock(&g_preq_mu);
+    tp_preq *p = g_npreqs ? tp_preq_slot(TP_BITS(req)) : NULL;
+    if (p && p->key != 0 && p->comm != -2) out = *p;
+    pthread_mutex_unlock(&g_preq_mu);
+    return out;
+}
+
+int MPI_Request_free(MPI_Request *request) {
+    if (*request != MPI_REQUEST_NULL && atomic_load_explicit(&g_on, memory_order_relaxed)) {
+        pthread_mutex_lock(&g_preq_mu);
+        tp_preq *p = g_npreqs ? tp_preq_slot(TP_BITS(*request)) : NULL;
+        if (p && p->key != 0) p->comm = -2;
+        pthread_mutex_unlock(&g_preq_mu);
+    }
+    return PMPI_Request_free(request);
+}
+
+#define F_SEND_INIT(SFX, CT, DT, NAME)                                                              \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
+            (const void *buf, CT count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,    \
+             MPI_Request *request),                                                                 \
+            (buf, count, datatype, dest, tag, comm, request), tp_index(comm), ,                     \
+            tp_nb(count, datatype), -1,                                                             \
+            if (rc_ == MPI_SUCCESS) tp_preq_put(*request, c_.comm, tp_peer(c_.comm, dest),           \
+                                                tp_nb(count, datatype)))
+TP_BOTH(F_SEND_INIT, Send_init) TP_BOTH(F_SEND_INIT, Ssend_init) TP_BOTH(F_SEND_INIT, Rsend_init)
+TP_BOTH(F_SEND_INIT, Bsend_init)
+#define F_RECV_INIT(SFX, CT, DT, NAME)                                                              \
+    TP_WRAP(NAME##SFX, OP_##NAME,                                                                   \
+            (void *buf, CT count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,        \
+             MPI_Request *request),                                                                 \
+            (buf, count, datatype, source, tag, comm, request), tp_index(comm), ,                   \
+            tp_nb(count, datatype), -1,                                                             \
+            if (rc_ == MPI_SUCCESS) tp_preq_put(*request, c_.comm, -1, tp_nb(count, datatype)))
+TP_BOTH(F_RECV_INIT, Recv_init)
+
+/* The request is looked up before the call: COMM stores it for BYTES and PEER. */
+static _Thread_local tp_preq tp_started;
+TP_WRAP(Start, OP_Start, (MPI_Request *request), (request),
+        (tp_started = tp_preq_get(*request)).comm, tp_preq p_ = tp_started, p_.bytes, p_.peer, )
+
+/* Startall: one call, on the requests' communicator if they share one; each
+ * started send's message in the matrix. */
+int MPI_Startall(int count, MPI_Request array_of_requests[]) {
+    if (!tp_active() || count <= 0) return PMPI_Startall(count, array_of_requests);
+    tp_preq one[16], *p = count <= 16 ? one : malloc(sizeof(tp_preq) * (size_t)count);
+    if (!p) return PMPI_Startall(count, array_of_requests);
+    int64_t bytes = 0;
+    int32_t comm = -1;
+    for (int i = 0; i < count; i++) {
+        p[i] = tp_preq_get(array_of_requests[i]);
+        bytes += p[i].bytes;
+        comm = i == 0 || p[i].comm == comm ? p[i].comm : -1;
+    }
+    tp_call c_ = {comm, 0};
+    int priv_ = tp_private(comm);
+    if (priv_) {
+        if (p != one) free(p);
+        TP_SKIPPED(1, PMPI_Startall(count, array_of_requests));
+    }
+    int op_ = tp_enter(OP_Startall + 1, comm, 0);
+    c_.t0 = tp_ticks();
+    int rc_ = PMPI_Startall(count, array_of_requests);
+    int64_t t1_ = tp_ticks();
+    tp_leave(op_, 0);
+    if (rc_ == MPI_SUCCESS) {
+        struct tp_thread *t = tls.thread ? tls.thread : tp_register();
+        int32_t node = tp_node();
+        if (t) {
+            tp_lock(t);
+            for (int i = 0; i < count; i++)
+                if (p[i].peer >= 0)
+                    tp_add(&t->peers, (uint64_t)(uint32_t)node << 32 | (uint32_t)p[i].comm,
+                           (uint64_t)p[i].peer, 1, p[i].bytes, 0);
+            tp_unlock(t);
+        }
+    }
+    tp_end(&c_, OP_Startall, t1_, rc_ == MPI_SUCCESS ? bytes : 0, -1);
+    if (p != one) free(p);
     return rc_;
 }
 

@@ -242,3 +242,72 @@ def test_time_inside_mpi_fits_in_its_region(world, mpi_tmp_path):
     region = prof.series(("main",), rank)[0][0]
     errors = [] if 0 < inside <= region * 1.01 else [f"MPI {inside} s in a region of {region} s"]
     assert not all_errors(world, errors)
+
+
+def test_one_sided_io_and_persistent_requests_are_counted(world, mpi_tmp_path):
+    """RMA (Put, Get, Accumulate between fences), MPI-IO (write_at, read_at)
+    and persistent requests (Send_init, Recv_init, Start, Startall): calls
+    and bytes on the communicator of the window, file or request; data put
+    into a window, and each started send, in the matrix."""
+    rank, size = world.Get_rank(), world.Get_size()
+    right, left = (rank + 1) % size, (rank - 1) % size
+    path = str(mpi_tmp_path) + ".io"               # beside the profile: one file for all ranks
+    _start("rma", mpi_tmp_path)
+    with Event("main"):
+        with Event("rma"):
+            win = MPI.Win.Create(np.zeros(8), comm=world)
+            win.Fence()
+            win.Put(np.full(4, float(rank)), right)                 # 32 bytes
+            win.Fence()
+            got = np.empty(2)
+            win.Get(got, left)                                      # 16 bytes
+            win.Fence()
+            win.Accumulate(np.ones(8), right, op=MPI.SUM)           # 64 bytes
+            win.Fence()
+            win.Free()
+        with Event("io"):
+            fh = MPI.File.Open(world, path, MPI.MODE_CREATE | MPI.MODE_RDWR)
+            fh.Write_at(80 * rank, np.full(10, float(rank)))        # 80 bytes
+            back = np.empty(10)
+            fh.Read_at(80 * rank, back)                             # 80 bytes
+            fh.Close()
+        with Event("persistent"):
+            out, into = np.full(5, rank, np.int64), np.empty(5, np.int64)
+            send = world.Send_init(out, dest=right, tag=3)          # 40 bytes a start
+            recv = world.Recv_init(into, source=left, tag=3)
+            for _ in range(3):
+                MPI.Prequest.Startall([send, recv])
+                MPI.Request.Waitall([send, recv])
+            for _ in range(2):
+                send.Start()
+                recv.Start()
+                MPI.Request.Waitall([send, recv])
+            send.Free()
+            recv.Free()
+    tinyprof.flush()
+    prof = tinyprof.read(mpi_tmp_path)
+    rows = _rows(prof)
+    errors = [] if back.tolist() == [float(rank)] * 10 and into.tolist() == [left] * 5 else \
+        [f"the program's own results: {back}, {into}"]
+    expected = [("rma", "Win_create", 1, 0), ("rma", "Win_fence", 4, 0), ("rma", "Put", 1, 32),
+                ("rma", "Get", 1, 16), ("rma", "Accumulate", 1, 64), ("rma", "Win_free", 1, 0),
+                ("io", "File_open", 1, 0), ("io", "File_write_at", 1, 80),
+                ("io", "File_read_at", 1, 80), ("io", "File_close", 1, 0),
+                ("persistent", "Send_init", 1, 40), ("persistent", "Recv_init", 1, 40),
+                ("persistent", "Startall", 3, 3 * 80), ("persistent", "Start", 4, 4 * 40)]
+    for r in range(size):
+        for where, op, calls, nbytes in expected:
+            _check(errors, rows, (("main", where), r, "COMM_WORLD", op), calls, nbytes)
+        _check(errors, rows, (("main", "persistent"), r, "", "Waitall"), 5, 0)
+    # nothing else: no call made inside MPI (ROMIO's, the window's) counted as the program's
+    made = {(k[0][1], k[3]) for k in rows if len(k[0]) == 2}
+    if made != {(where, op) for where, op, _, _ in expected} | {("persistent", "Waitall")}:
+        errors.append(f"calls recorded: {sorted(made)}")
+    for where, nbytes in (("rma", 32 + 64), ("persistent", 5 * 40), ("io", 0)):
+        matrix = prof.comm_matrix(callpath=("main", where))
+        expected = np.zeros((size, size), np.int64)
+        for r in range(size):
+            expected[r, (r + 1) % size] += nbytes
+        if not (matrix == expected).all():
+            errors.append(f"{where} matrix {matrix.tolist()} != {expected.tolist()}")
+    assert not all_errors(world, errors)
