@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..format import chain, layout
-from ..format.encoding import FormatError, Header
+from ..format.encoding import FormatError, Header, excerpt
 from ..format.reader import ParsedFile
 from . import mpi_tables
 
@@ -48,7 +48,7 @@ class Profile:
         self.callpaths: List[Callpath] = list(known)
 
     def __repr__(self) -> str:
-        return (f"<tinyprof.Profile {self.name!r}: {self.nranks} ranks, "
+        return (f"<tinyprof.Profile {excerpt(self.name)}: {self.nranks} ranks, "
                 f"{len(self.callpaths)} callpaths, {len(self.parsed)} file(s)>")
 
     def _locate(self, rank: int) -> Tuple[ParsedFile, int]:
@@ -69,7 +69,7 @@ class Profile:
             if ev is not None:
                 return ev
         if callpath not in self.callpaths:
-            raise KeyError(f"no callpath {'<'.join(callpath)!r} in profile {self.name!r}")
+            raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in profile {excerpt(self.name)}")
         return None
 
     def loop(self, callpath: Sequence[str]) -> int:
@@ -200,11 +200,11 @@ class Profile:
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)
         if metric not in kinds:
-            raise KeyError(f"no metric {metric!r} in profile {self.name!r} "
-                           f"(metrics: time{''.join(', ' + k for k in kinds)})")
+            raise KeyError(f"no metric {excerpt(metric)} in profile {excerpt(self.name)} "
+                           f"(metrics: {excerpt(', '.join(['time', *kinds]), 200)})")
         if kinds[metric] != consistent:
             use = "value(callpath, metric)" if kinds[metric] else "series(callpath, rank, metric)"
-            raise ValueError(f"metric {metric!r} is {'' if kinds[metric] else 'in'}consistent: "
+            raise ValueError(f"metric {excerpt(metric)} is {'' if kinds[metric] else 'in'}consistent: "
                              f"use Profile.{use}")
 
 

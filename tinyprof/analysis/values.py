@@ -12,6 +12,7 @@ from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
+from ..format.encoding import excerpt
 from . import ConvertError
 from .profile import PER_SECOND, Profile, read
 
@@ -27,7 +28,7 @@ def check_columns(profile: Profile, taken: Sequence[str], target: str) -> None:
     """ConvertError when a custom metric has the name of one of ``target``'s own columns."""
     clash = [k for k, _ in profile.metrics if k in taken]
     if clash:
-        raise ConvertError(f"profile {profile.name!r}: metric {clash[0]!r} has the name of a "
+        raise ConvertError(f"profile {excerpt(profile.name)}: metric {excerpt(clash[0])} has the name of a "
                            f"column of the {target} output")
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..analysis.profile import Profile
 from ..analysis.values import MPI_VALUES, Aggregates, aggregate, as_profile, check_columns, mpi_per_node
+from ..format.encoding import excerpt
 from . import ConvertError, _jsonsplit
 
 if TYPE_CHECKING:                       # hatchet is imported when a function needs it
@@ -61,7 +62,7 @@ def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> hatche
     try:
         graph, nodes = build_graph(profile.callpaths)
     except RecursionError:      # hatchet walks its graph by recursion, a Python frame per level
-        raise ConvertError(f"profile {profile.name!r}: callpaths nested "
+        raise ConvertError(f"profile {excerpt(profile.name)}: callpaths nested "
                            f"{max(map(len, profile.callpaths))} levels deep are more than hatchet can "
                            f"walk under the recursion limit of {sys.getrecursionlimit()} "
                            "(sys.setrecursionlimit raises it)") from None
