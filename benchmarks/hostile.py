@@ -27,14 +27,15 @@ CREATED = "2000-01-01T00:00:00Z"
 
 STEP = """
 import os, resource, sys, time
-op, path, out = sys.argv[1:4]
+op, path, out, tree = sys.argv[1:5]
+import tinyprof
+assert tinyprof.__file__.startswith(os.path.join(tree, "")), tinyprof.__file__
 t = time.perf_counter()
 if op == "show":
     from tinyprof import cli
     sys.stdout = open(os.devnull, "w")
     cli.main(["show", path])
 else:
-    import tinyprof
     profile = tinyprof.read(path)
     len(profile.callpaths)
     if op == "csv":
@@ -84,8 +85,8 @@ def step(tree: str, op: str, path: str, out: str, timeout: float):
     """(seconds, peak RSS in MB) of one step in a fresh process of ``tree``; None on timeout."""
     env = dict(os.environ, PYTHONPATH=tree)
     try:
-        run = subprocess.run([os.path.join(tree, ".venv", "bin", "python"), "-c", STEP, op, path, out],
-                             env=env, capture_output=True, text=True, timeout=timeout)
+        run = subprocess.run([os.path.join(tree, ".venv", "bin", "python"), "-c", STEP, op, path, out, tree],
+                             env=env, cwd=tree, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
     if run.returncode:

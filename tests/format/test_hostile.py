@@ -106,6 +106,8 @@ def test_callpath_acts_as_the_tuple_of_its_names(names, other):
     assert (len(path), list(path), path[0], path[-1], path[1:]) == (len(t), names, t[0], t[-1], t[1:])
     assert path[:-1] == t[:-1] and path + ("z",) == t + ("z",) and ("z",) + path == ("z",) + t
     assert repr(path) == repr(t) and pickle.loads(pickle.dumps(path)) == t
+    assert (list(reversed(path)), names[0] in path, path.index(names[-1]), path.count(names[0])) == (
+        list(reversed(t)), True, t.index(names[-1]), t.count(names[0]))
     o = tuple(other)
     assert (path < o, path <= o, path > o, path >= o, path == o) == (t < o, t <= o, t > o, t >= o, t == o)
     copy = None

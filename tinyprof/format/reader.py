@@ -93,6 +93,19 @@ class Callpath(Sequence[str]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
+    # Sequence's own versions index name by name: O(depth^2) here.
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(self.names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names()
+
+    def index(self, name: object, start: int = 0, stop: int = 2**63 - 1) -> int:
+        return self.names().index(name, start, stop)
+
+    def count(self, name: object) -> int:
+        return self.names().count(name)
+
     def __getitem__(self, index):       # an int or a slice, as a tuple's
         if isinstance(index, slice):
             if index == slice(None, -1) or index == slice(0, -1):
