@@ -89,6 +89,23 @@ def test_files_of_a_profile_share_their_callpaths(tmp_path):
     assert profile.series(("m", "x", "y"), 1) == [[2e-9]]
 
 
+def test_a_shallow_file_and_a_deep_one_make_one_profile(tmp_path):
+    """Ordinary files keep tuples; a deep one's Callpaths join them."""
+    depth = 3000
+    for rank, n in ((0, 2), (1, depth)):
+        h = Header(name="p", nranks=2, first_rank=rank, rank_count=1, file_index=rank, file_count=2,
+                   executions=[1], created=CREATED)
+        data = encoding.encode_file(h, ["a", "b", "c"], list(range(-1, n - 1)), [i % 3 for i in range(n)],
+                                    [0] * n, [b""] * n, [[b"%d" % (i + 1) for i in range(n)]])
+        write_atomic(os.path.join(tmp_path, f"p.{rank}-of-2.tp"), data)
+    profile = tinyprof.read(tmp_path)
+    assert type(profile.callpaths[0]) is tuple and type(profile.callpaths[-1]) is not tuple
+    assert len(profile.callpaths) == depth and profile.callpaths[:2] == [("a",), ("a", "b")]
+    assert profile.series(("a", "b"), 0) == [[2e-9]] and profile.series(("a", "b"), 1) == [[2e-9]]
+    assert profile.series(profile.callpaths[-1], 1) == [[depth / 1e9]]
+    assert profile.series(profile.callpaths[-1], 0) == [[]]
+
+
 NAMES = st.lists(st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=4)
                  | st.sampled_from(["", "a", "\udcff", "x<y"]), min_size=1, max_size=6)
 

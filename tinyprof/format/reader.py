@@ -159,14 +159,6 @@ class Callpath(Sequence[str]):
         return tuple, (self.names(),)
 
 
-def _callpath(parent: Optional[Path], name: str) -> Path:
-    """A :class:`Callpath`; a plain tuple where tuples hash otherwise than
-    Callpath does (not CPython, not 64-bit)."""
-    if _TUPLE_HASH:
-        return cast(Path, Callpath(cast(Optional[Callpath], parent), name))
-    return (parent or ()) + (name,)
-
-
 def _names(path) -> Tuple[str, ...]:
     if isinstance(path, Callpath):
         return path.names()
@@ -176,6 +168,14 @@ def _names(path) -> Tuple[str, ...]:
 
 
 _TUPLE_HASH = hash(Callpath(Callpath(None, "a"), "b")) == hash(("a", "b"))
+_TUPLE_NAMES_PER_BYTE = 8
+_MIN_TUPLE_BOUND = 2**20
+
+
+def tuple_bound(nbytes: int) -> int:
+    """The most names the callpaths of a file of ``nbytes`` bytes hold in all
+    as tuples (8 bytes a name): past it, they are Callpaths."""
+    return max(_MIN_TUPLE_BOUND, _TUPLE_NAMES_PER_BYTE * nbytes)
 
 
 @dataclass
@@ -240,6 +240,7 @@ class ParsedFile:
     values: Values
     sections: Dict[str, bytes]          # payloads of the KNOWN_SECTIONS present
     section_lines: Dict[str, int] = field(default_factory=dict)   # line where each payload starts
+    nbytes: int = 0                     # the file's size: paths as tuples within tuple_bound of it
 
     @cached_property
     def lines(self) -> List[EventData]:
@@ -252,9 +253,9 @@ class ParsedFile:
 
     @cached_property
     def paths(self) -> List[Path]:
-        """The callpath of each event line (a :class:`Callpath`), built on first
-        use. Each holds its parent line's: memory linear in the lines whatever
-        their depth."""
+        """The callpath of each event line, built on first use: a tuple of
+        names, or past :func:`tuple_bound` a :class:`Callpath`, which acts as
+        one in memory linear in the lines whatever their depth."""
         return self._paths({})
 
     def share_paths(self, known: Dict[Path, Path]) -> None:
@@ -266,10 +267,23 @@ class ParsedFile:
         self.__dict__.pop("events", None)
 
     def _paths(self, known: Dict[Path, Path]) -> List[Path]:
+        """Plain tuples while their names in all (the sum of the depths) stay
+        within :func:`tuple_bound` of the file's size, as every ordinary
+        profile's do; else (deep nesting) Callpaths, in memory linear in the
+        lines. Also tuples where tuples hash otherwise than Callpath (not
+        CPython, not 64-bit)."""
+        depths: List[int] = []
+        for parent in self.parents:
+            depths.append(depths[parent] + 1 if parent >= 0 else 1)
+        linked = _TUPLE_HASH and sum(depths) > tuple_bound(self.nbytes)
         paths: List[Path] = []
         for parent, name_id in zip(self.parents, self.ids):
-            path = _callpath(paths[parent] if parent >= 0 else None, self.names[name_id])
-            paths.append(known.setdefault(path, path))
+            above = paths[parent] if parent >= 0 else None
+            name = self.names[name_id]
+            path = cast(Path, Callpath(cast(Optional[Callpath], above), name)) if linked \
+                else (above or ()) + (name,)
+            got = known.setdefault(path, path)
+            paths.append(got if type(got) is type(path) else path)    # a Callpath's parent is one
         return paths
 
     @cached_property
@@ -413,7 +427,7 @@ class _Parser:
             got = names, lines.parents, lines.ids, lines.values(h)
         starts: Dict[str, int] = {}
         sections = self.sections(starts) if self.strict else self.end_v1()
-        return ParsedFile(self.path, h, exec_base, *got, sections, starts)
+        return ParsedFile(self.path, h, exec_base, *got, sections, starts, len(self.data))
 
     def body_fast(self, h: Header) -> Optional[Tuple[List[str], List[int], List[int], Values]]:
         """Version 2: the name table, and the event lines through the C parser:
