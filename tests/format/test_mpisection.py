@@ -111,6 +111,20 @@ def test_merge_unites_communicators_by_name():
     (b"comms 0\nops 0\npeers 0", 22, "truncated"),
     (b"comms 99999999\n", 20, "more than the section's bytes can hold"),
     (b"comms 0\nops 1\n4|||Barrier|0|1|0\n", 22, "has 7 fields"),
+    # issue 34: the rules between fields, not only each field's grammar
+    (b"comms 0\nops 1\n4|||Bcast|3|1|0|5\n", 22, "0 bytes in 1 calls of size bucket 3 (4 to 7 bytes a call)"),
+    (b"comms 0\nops 1\n4|||Bcast|1|2|3|5\n", 22, "3 bytes in 2 calls of size bucket 1"),
+    (b"comms 0\nops 1\n4|||Barrier|0|1|8|5\n", 22, "8 bytes in 1 calls of size bucket 0"),
+    (b"comms 1\nCOMM_WORLD|8|0-7|\nops 1\n4||0|Waitall|0|1|0|5\n", 23, "completion call Waitall names a communicator"),
+    (b"comms 0\nops 0\npeers 0\ntransport 1\n4||Recv|tag_recv|eager|tcp|1|8\nucx 1\n4|used\n", 24,
+     "a tag_recv row with protocol 'eager'"),
+    (b"comms 0\nops 0\npeers 0\ntransport 1\n4||Send|tag_send|eager||1|8\nucx 1\n4|used\n", 24,
+     "both are empty"),
+    (b"comms 0\nops 0\npeers 0\ntransport 0\nucx 1\n4|used\n", 25, "rank 4 is used in the ucx rows but has no"),
+    (b"comms 0\nops 0\npeers 0\ntransport 1\n4||Send|tag_send|eager|tcp|1|8\nucx 1\n4|unavailable\n", 26,
+     "rank 4 is unavailable in the ucx rows but has transport rows"),
+    (b"comms 0\nops 0\npeers 0\ntransport 1\n5||Send|tag_send|eager|tcp|1|8\nucx 1\n4|unused\n", 26,
+     "rank 5 is not listed in the ucx rows"),
 ])
 def test_bad_payloads_are_format_errors_naming_file_and_line(bad, line, problem):
     with pytest.raises(FormatError) as e:
@@ -137,3 +151,22 @@ def test_corrupted_payloads_never_raise_anything_else(rnd: random.Random):
     except FormatError:
         return
     assert encode(s.comms, s.ops, s.peers) == bytes(data)      # accepted: it is canonical
+
+
+def test_a_resummed_file_with_bytes_outside_their_bucket_is_refused(tmp_path):
+    """Issue 34: a re-checksummed mpi section whose bytes fall outside the
+    declared bucket was read without a word."""
+    import tinyprof
+    from tinyprof.format import encoding
+    from tinyprof.format.encoding import Header
+    from tinyprof.format.layout import write_atomic
+    h = Header(name="p", nranks=1, first_rank=0, rank_count=1, executions=[1], created="2000-01-01T00:00:00Z")
+    payload = b"comms 1\nCOMM_WORLD|1||\nops 1\n0|0|0|Send|4|2|1000|7\npeers 0\n"     # 2 calls of 8-15 bytes
+    data = encoding.encode_file(h, ["main"], [-1], [0], [0], [b""], [[b"5"]], [("mpi", payload)])
+    write_atomic(str(tmp_path / "p.0-of-1.tp"), data)
+    profile = tinyprof.read(tmp_path)
+    with pytest.raises(FormatError) as e:
+        len(profile.mpi)
+    line = data[:data.index(b"0|0|0|Send")].count(b"\n") + 1
+    assert (e.value.path, e.value.line) == (str(tmp_path / "p.0-of-1.tp"), line)
+    assert "1000 bytes in 2 calls of size bucket 4 (8 to 15 bytes a call)" in e.value.problem

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..format import mpi_section
+from ..format.encoding import excerpt
 from ..format.mpi_section import NONE
 from ..format.reader import ParsedFile
 
@@ -96,7 +97,7 @@ def matrix(data: MpiData, nranks: int, callpath: Optional[Sequence[str]] = None,
     messages) sent point-to-point by rank i to world rank j, within
     ``callpath`` and its descendants, on communicator ``comm`` (None: all)."""
     if metric not in METRICS:
-        raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {excerpt(metric)}")
     prefix = None if callpath is None else tuple(callpath)
     out = np.zeros((nranks, nranks), np.int64)
     for path, rank, name, peer, messages, nbytes in data.peers:

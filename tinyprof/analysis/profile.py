@@ -7,12 +7,14 @@ import os
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from ..format import chain, layout
-from ..format.encoding import FormatError, Header
+from ..format.encoding import FormatError, Header, excerpt
 from ..format.reader import ParsedFile
 from . import mpi_tables
 
-Callpath = Tuple[str, ...]
+Callpath = Tuple[str, ...]     # a format.reader.Callpath: equal to, and hashed as, the tuple of its names
 
 
 class Profile:
@@ -40,13 +42,13 @@ class Profile:
         self.snapshot: Optional[int] = None     # set by read(): the snapshot number read
         self.parsed: List[ParsedFile] = files     # the files as read, by first rank
         self._firsts = [f.header.first_rank for f in files]
-        order: Dict[Callpath, None] = {}
+        known: Dict[Callpath, Callpath] = {}
         for f in files:
-            order.update(dict.fromkeys(f.paths))
-        self.callpaths: List[Callpath] = list(order)
+            f.share_paths(known)
+        self.callpaths: List[Callpath] = list(known)
 
     def __repr__(self) -> str:
-        return (f"<tinyprof.Profile {self.name!r}: {self.nranks} ranks, "
+        return (f"<tinyprof.Profile {excerpt(self.name)}: {self.nranks} ranks, "
                 f"{len(self.callpaths)} callpaths, {len(self.parsed)} file(s)>")
 
     def _locate(self, rank: int) -> Tuple[ParsedFile, int]:
@@ -67,7 +69,7 @@ class Profile:
             if ev is not None:
                 return ev
         if callpath not in self.callpaths:
-            raise KeyError(f"no callpath {'<'.join(callpath)!r} in profile {self.name!r}")
+            raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in profile {excerpt(self.name)}")
         return None
 
     def loop(self, callpath: Sequence[str]) -> int:
@@ -100,13 +102,16 @@ class Profile:
         if ev is None:
             self._event(callpath)
             return [[] for _ in range(nexec)]
+        # This rank's slots (executions with values) alone: the work is this
+        # rank's, not the file's executions times its callpaths.
         base = int(f.exec_base[r])
-        bounds = ev.offsets[base:base + nexec + 1]
-        if metric == "time":
-            values = ev.times / PER_SECOND[self.unit]
-        else:
-            values = ev.metrics[metric]
-        return [values[bounds[e]:bounds[e + 1]].tolist() for e in range(nexec)]
+        a, b = np.searchsorted(ev.slots, [base, base + nexec])
+        firsts = np.cumsum(ev.counts) - ev.counts
+        values = ev.times / PER_SECOND[self.unit] if metric == "time" else ev.metrics[metric]
+        out: List[List[float]] = [[] for _ in range(nexec)]
+        for slot, first, n in zip(ev.slots[a:b].tolist(), firsts[a:b].tolist(), ev.counts[a:b].tolist()):
+            out[slot - base] = values[first:first + n].tolist()
+        return out
 
     @cached_property
     def mpi_data(self) -> mpi_tables.MpiData:
@@ -195,11 +200,11 @@ class Profile:
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)
         if metric not in kinds:
-            raise KeyError(f"no metric {metric!r} in profile {self.name!r} "
-                           f"(metrics: time{''.join(', ' + k for k in kinds)})")
+            raise KeyError(f"no metric {excerpt(metric)} in profile {excerpt(self.name)} "
+                           f"(metrics: {excerpt(', '.join(['time', *kinds]), 200)})")
         if kinds[metric] != consistent:
             use = "value(callpath, metric)" if kinds[metric] else "series(callpath, rank, metric)"
-            raise ValueError(f"metric {metric!r} is {'' if kinds[metric] else 'in'}consistent: "
+            raise ValueError(f"metric {excerpt(metric)} is {'' if kinds[metric] else 'in'}consistent: "
                              f"use Profile.{use}")
 
 

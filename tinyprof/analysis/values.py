@@ -12,6 +12,7 @@ from typing import Dict, List, Sequence, Union
 
 import numpy as np
 
+from ..format.encoding import excerpt
 from . import ConvertError
 from .profile import PER_SECOND, Profile, read
 
@@ -27,7 +28,7 @@ def check_columns(profile: Profile, taken: Sequence[str], target: str) -> None:
     """ConvertError when a custom metric has the name of one of ``target``'s own columns."""
     clash = [k for k, _ in profile.metrics if k in taken]
     if clash:
-        raise ConvertError(f"profile {profile.name!r}: metric {clash[0]!r} has the name of a "
+        raise ConvertError(f"profile {excerpt(profile.name)}: metric {excerpt(clash[0])} has the name of a "
                            f"column of the {target} output")
 
 
@@ -57,35 +58,35 @@ class Occurrences:
 
 
 def occurrences(profile: Profile) -> Occurrences:
-    """Every recorded value of ``profile`` with its callpath, rank, execution and iteration."""
+    """Every recorded value of ``profile`` with its callpath, rank, execution and iteration.
+
+    Built from each file's flat arrays, in time and memory linear in the values
+    recorded, whatever the executions the header declares."""
     keys = [k for k, c in profile.metrics if not c]
+    index = {path: i for i, path in enumerate(profile.callpaths)}
     parts: List[List[np.ndarray]] = [[] for _ in range(5)]
     metrics: Dict[str, List[np.ndarray]] = {k: [] for k in keys}
-    slots = [_slots(f) for f in profile.parsed]
-    for i, path in enumerate(profile.callpaths):
-        for f, (slot_rank, slot_exec) in zip(profile.parsed, slots):
-            ev = f.events.get(path)
-            if ev is None or len(ev.times) == 0:
-                continue
-            slot = np.repeat(np.arange(len(ev.offsets) - 1), np.diff(ev.offsets))
-            for part, array in zip(parts, (np.full(len(slot), i), slot_rank[slot], slot_exec[slot],
-                                           np.arange(len(slot)) - ev.offsets[slot], ev.times)):
-                part.append(array)
-            for k in keys:
-                metrics[k].append(ev.metrics[k])
+    for f in profile.parsed:
+        v = f.values
+        rows = np.array([index[p] for p in f.paths], dtype=np.int64)
+        slot_row = rows[np.repeat(np.arange(len(v.loops)), np.diff(v.line_slots))]
+        local = np.searchsorted(f.exec_base, v.slots, side="right") - 1
+        of_value = np.repeat(np.arange(len(v.slots)), v.counts)      # each value's slot
+        first = np.cumsum(v.counts) - v.counts                      # each slot's first value
+        for part, array in zip(parts, (slot_row[of_value], local[of_value] + f.header.first_rank,
+                                       (v.slots - f.exec_base[local])[of_value],
+                                       np.arange(len(of_value)) - first[of_value], v.times)):
+            part.append(array)
+        for k in keys:
+            metrics[k].append(v.metrics[k])
     callpath, rank, execution, iteration = [np.concatenate(p).astype(np.int32) if p
                                             else np.zeros(0, np.int32) for p in parts[:4]]
     times = np.concatenate(parts[4]) if parts[4] else np.zeros(0, np.int64)
-    return Occurrences(callpath, rank, execution, iteration, times,
-                       {k: np.concatenate(v) if v else np.zeros(0) for k, v in metrics.items()})
-
-
-def _slots(f) -> tuple[np.ndarray, np.ndarray]:
-    """Global rank and execution of each (rank, execution) slot of one file."""
-    counts = np.asarray(f.header.executions, dtype=np.int64)
-    local = np.repeat(np.arange(len(counts)), counts)
-    execution = np.arange(int(f.exec_base[-1])) - f.exec_base[:-1][local]
-    return (local + f.header.first_rank).astype(np.int32), execution.astype(np.int32)
+    # Files come in rank order and a file's values callpath after callpath:
+    # a stable sort by callpath orders by callpath, rank, execution, iteration.
+    order = np.argsort(callpath, kind="stable")
+    return Occurrences(callpath[order], rank[order], execution[order], iteration[order], times[order],
+                       {k: np.concatenate(v)[order] if v else np.zeros(0) for k, v in metrics.items()})
 
 
 @dataclass

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis.profile import Profile
+from ..format.encoding import excerpt
 from ..format.layout import write_atomic
 from . import ConvertError
 from .dataframe import to_dataframe
@@ -54,7 +55,7 @@ def write(profile: Profile, path: str | os.PathLike[str], table: str = "values")
     one row per rank, callpath, communicator, op and size bucket) to ``path``
     atomically; needs pandas."""
     if table == "mpi" and not profile.mpi_recorded:
-        raise ConvertError(f"profile {profile.name!r} holds no MPI data "
+        raise ConvertError(f"profile {excerpt(profile.name)} holds no MPI data "
                            "(record with Profiler(mpi=True) or TINYPROF_MPI=1)")
     frame = to_dataframe(profile, table)
     columns = MPI_COLUMNS if table == "mpi" else [

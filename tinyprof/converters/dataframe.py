@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -60,7 +60,13 @@ def _labels(callpaths: Sequence[Callpath], ids: np.ndarray) -> pandas.Categorica
     as a categorical; ``i = -1`` (no callpath) is ``""``."""
     import pandas as pd
 
-    labels = ["<".join(path) for path in callpaths] + ([""] if (ids < 0).any() else [])
+    # Each label extends its parent's (callpaths come parents first): C-speed
+    # concatenation, not a walk of every callpath's depth.
+    labels: List[str] = []
+    where = {path: i for i, path in enumerate(callpaths)}
+    for path in callpaths:
+        labels.append(f"{labels[where[path[:-1]]]}<{path[-1]}" if len(path) > 1 else path[-1])
+    labels += [""] if (ids < 0).any() else []
     lookup = {label: i for i, label in enumerate(dict.fromkeys(labels))}  # "<" in names may join alike
     code = np.array([lookup[label] for label in labels], dtype=np.int32)
     return pd.Categorical.from_codes(code[ids], categories=list(lookup))

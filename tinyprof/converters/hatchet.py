@@ -15,13 +15,15 @@ The file is Caliper json-split, the format of hatchet's
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..analysis.profile import Profile
 from ..analysis.values import MPI_VALUES, Aggregates, aggregate, as_profile, check_columns, mpi_per_node
-from . import _jsonsplit
+from ..format.encoding import excerpt
+from . import ConvertError, _jsonsplit
 
 if TYPE_CHECKING:                       # hatchet is imported when a function needs it
     import hatchet
@@ -57,7 +59,13 @@ def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> hatche
     profile = as_profile(profile_or_path)
     mpi = _mpi_columns(profile)
     agg = aggregate(profile, statistic)
-    graph, nodes = build_graph(profile.callpaths)
+    try:
+        graph, nodes = build_graph(profile.callpaths)
+    except RecursionError:      # hatchet walks its graph by recursion, a Python frame per level
+        raise ConvertError(f"profile {excerpt(profile.name)}: callpaths nested "
+                           f"{max(map(len, profile.callpaths))} levels deep are more than hatchet can "
+                           f"walk under the recursion limit of {sys.getrecursionlimit()} "
+                           "(sys.setrecursionlimit raises it)") from None
     order = np.argsort([n._hatchet_nid for n in nodes], kind="stable")   # hatchet's row order
     index = pd.MultiIndex.from_product([[nodes[i] for i in order], range(profile.nranks)],
                                        names=["node", "rank"])

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from .encoding import FormatError
+from .encoding import FormatError, shown_path
 
 SUFFIX = ".tp"
 SNAPSHOTS = "snapshots"       # subdirectory of an output directory holding the snapshots
@@ -62,7 +62,7 @@ def write_set_file(directory: str, stem: str, index: int, count: int,
     (atomically, creating the directory); ``"<path>: <why>"`` if it cannot."""
     path = set_file(directory, stem, index, count)
     failure = write_file(directory, path, data)
-    return f"{path}: {failure}" if failure else None
+    return f"{shown_path(path)}: {failure}" if failure else None
 
 
 def set_file(outdir: str, stem: str, index: int, count: int) -> str:

@@ -27,6 +27,9 @@ TransportRow = Tuple[int, int, str, str, str, str, int, int]
 # rank, UCX state (UCX_STATES)
 StateRow = Tuple[int, str]
 UCX_STATES = ("used", "unused", "unavailable")
+# Receives have no protocol: the sender selects it.
+UCP_RECEIVES = frozenset({"tag_recv", "tag_msg_recv", "am_recv_data"})
+COMPLETIONS = ("Wait", "Test")      # Wait*, Test*: they name no communicator
 
 _NAME_RE = re.compile("[A-Za-z0-9_.@]{1,255}")
 _OP_RE = re.compile("[A-Z][A-Za-z_]{0,63}")
@@ -191,10 +194,16 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
         comm = p.optional(fields[2], "communicator", len(comms))
         if not _OP_RE.fullmatch(fields[3]):
             raise p.fail(f"bad operation name {fields[3][:80]!r}")
+        if comm != NONE and fields[3].startswith(COMPLETIONS):
+            raise p.fail(f"completion call {fields[3]} names a communicator")
         k = p.number(fields[4], "size bucket", MAX_BUCKET + 1)
         calls = p.number(fields[5], "calls", MAX_NATURAL + 1, low=1)
-        op_row = (rank, line_no, comm, fields[3], k, calls, p.number(fields[6], "bytes"),
-                  p.number(fields[7], "time"))
+        nbytes = p.number(fields[6], "bytes")
+        low, high = bucket_range(k)
+        if not calls * low <= nbytes <= calls * high:
+            raise p.fail(f"{nbytes} bytes in {calls} calls of size bucket {k} "
+                         f"({low} to {high} bytes a call)")
+        op_row = (rank, line_no, comm, fields[3], k, calls, nbytes, p.number(fields[7], "time"))
         p.ordered(ops, op_row, _op_key)
         ops.append(op_row)
     peers: List[PeerRow] = []
@@ -218,6 +227,9 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
                 raise p.fail(f"bad UCP operation {fields[3][:80]!r}")
             if not (_TEXT_RE.fullmatch(fields[4]) and _TEXT_RE.fullmatch(fields[5])):
                 raise p.fail("bad protocol or transport text")
+            if (fields[4] == "") != (fields[5] == "") or (fields[4] and fields[3] in UCP_RECEIVES):
+                raise p.fail(f"a {fields[3]} row with protocol {fields[4]!r} and transport {fields[5]!r}: "
+                             "both are empty (not classified, receives) or neither")
             tr_row = (rank, line_no, *fields[2:6], p.number(fields[6], "calls", MAX_NATURAL + 1, low=1),
                       p.number(fields[7], "bytes"))
             p.ordered(transport, tr_row, _transport_key)
@@ -229,6 +241,13 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
             if ucx and rank <= ucx[-1][0]:
                 raise p.fail("ucx rows not in rank order, or a rank twice")
             ucx.append((rank, fields[1]))
+        # A rank that UCX carried for has rows; one with rows has a state, and UCX in it.
+        states, moved = dict(ucx), {row[0] for row in transport}
+        wrong = sorted({r for r, state in ucx if state == "used"} - moved |
+                       {r for r in moved if states.get(r, "unavailable") == "unavailable"})
+        if wrong:
+            raise p.fail(f"rank {wrong[0]} is {states.get(wrong[0], 'not listed')} in the ucx rows but "
+                         f"{'has' if wrong[0] in moved else 'has no'} transport rows")
     if p.pos != len(payload):
         p.no += 1
         raise p.fail(f"data after the {'ucx' if viewed else 'peers'} rows")

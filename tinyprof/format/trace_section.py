@@ -224,6 +224,8 @@ def parse(payload: bytes, where: str, line0: int, nlines: int, first: int, count
         if m is None or any(abs(int(v)) > _INT64_MAX for v in m.groups()):
             raise r.fail("expected 'clock local0|offset0|local1|offset1|error'")
         l0, o0, l1, o1, err = (int(v) for v in m.groups())    # the pattern has 5 groups
+        if l1 < l0:
+            raise r.fail("clock: the latest alignment (local1) is before the first (local0)")
         clock = (l0, o0, l1, o1, err)
         _, tids = _counted(r, b"threads")
         threads = [_nat(r, t, "thread id") for t in tids]
@@ -237,6 +239,7 @@ def parse(payload: bytes, where: str, line0: int, nlines: int, first: int, count
         events = _event_rows(r, nev, len(threads), nlines)
         ncalls, calls_dropped = _pair(r, b"calls")
         calls, ops, eps = _call_rows_parse(r, ncalls, len(threads), len(comms), nlines, nranks)
+        _check_calls(r, calls, eps, comms)
         blocks.append(Block(rank, clock, threads, comms, events, calls, ops, eps,
                             (ev_dropped, calls_dropped), line0 + line))
     return blocks
@@ -271,8 +274,35 @@ def _event_rows(r: _Reader, n: int, nthreads: int, nlines: int) -> np.ndarray:
     if len(bad):
         raise r.fail("event row names an unknown thread or event line", r.line + 1 + int(bad[0]))
     rows[:, 2] = _cumulative(r, rows[:, 2], r.line + 1)
+    _check_order(r, rows, r.line + 1, "event")
     r.pos, r.line = end, r.line + n
     return rows
+
+
+def _check_order(r: _Reader, rows: np.ndarray, line: int, what: str) -> None:
+    """Rows of equal start: by thread, then the longer duration first
+    (starts ascend by their natural deltas). ``line``: that of the first row."""
+    same = rows[1:, 2] == rows[:-1, 2]
+    thread, dur = rows[:, 0], rows[:, 3]
+    bad = np.flatnonzero(same & ((thread[1:] < thread[:-1]) |
+                                 ((thread[1:] == thread[:-1]) & (dur[1:] > dur[:-1]))))
+    if len(bad):
+        raise r.fail(f"{what} rows of one start not by thread, then the longer first", line + 1 + int(bad[0]))
+
+
+def _check_calls(r: _Reader, calls: np.ndarray, eps: np.ndarray, comms: List[str]) -> None:
+    """The rules between a block's call rows and its tables: their order, and
+    the communicators listed in order of first use by the calls and their
+    endpoints (as the writers list them)."""
+    _check_order(r, calls, r.line - len(calls) + 1, "call")
+    used: dict = {}
+    ends = np.split(eps[:, 5], np.searchsorted(eps[:, 0], np.arange(1, len(calls)))) if len(calls) else []
+    for c, mine in zip(calls[:, 5].tolist(), ends):
+        for x in [c, *mine.tolist()]:
+            if x != NONE:
+                used.setdefault(x, len(used))
+    if list(used) != list(range(len(comms))):
+        raise r.fail("communicators not listed once each in order of first use by the calls")
 
 
 def _numeric_rows(region: bytes, n: int, width: int) -> bool:

@@ -1,0 +1,129 @@
+"""Hostile file shapes (issue 34), read and converted by this tree and by another
+(a baseline checkout with its own .venv): time and peak memory of each step.
+
+    .venv/bin/python benchmarks/hostile.py [--base /work/base] [--runs 3] [--timeout 120]
+
+The files are written once, by this tree's encoder, into a temporary
+directory: one chain of 5,000 and of 20,000 nested callpaths (73 and 318 KB),
+10^5 executions declared on 2,000 callpaths that hold one value each (134 KB),
+and 100,000 ranks in one file (2.1 MB). Each (tree, file, step) runs in a fresh
+process: ``read`` is ``tinyprof.read`` and its callpaths; ``csv`` and
+``dataframe`` convert the read profile; ``show`` is ``tinyprof show``. A line
+gives the median seconds of the step (read included) and the largest peak
+RSS over the runs, or the timeout.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TREE = os.path.dirname(HERE)
+CREATED = "2000-01-01T00:00:00Z"
+
+STEP = """
+import os, resource, sys, time
+op, path, out, tree = sys.argv[1:5]
+import tinyprof
+assert tinyprof.__file__.startswith(os.path.join(tree, "")), tinyprof.__file__
+t = time.perf_counter()
+if op == "show":
+    from tinyprof import cli
+    sys.stdout = open(os.devnull, "w")
+    cli.main(["show", path])
+else:
+    profile = tinyprof.read(path)
+    len(profile.callpaths)
+    if op == "csv":
+        from tinyprof.converters import convert
+        convert(profile, "csv", out)
+    elif op == "dataframe":
+        tinyprof.to_dataframe(profile)
+print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def write(directory: str, names, parents, ids, fields, executions) -> int:
+    """A one-file profile (loop 0, no metrics, one field list per rank); its size."""
+    from tinyprof.format import encoding
+    from tinyprof.format.encoding import Header
+    from tinyprof.format.layout import write_atomic
+    n = len(fields)
+    h = Header(name="p", nranks=n, first_rank=0, rank_count=n, executions=executions, created=CREATED)
+    data = encoding.encode_file(h, names, parents, ids, [0] * len(ids), [b""] * len(ids), fields)
+    os.makedirs(directory)
+    write_atomic(os.path.join(directory, "p.0-of-1.tp"), data)
+    return len(data)
+
+
+def files(work: str) -> dict:
+    """The hostile profiles: label -> (directory, bytes)."""
+    made = {}
+    for depth in (5000, 20000):
+        d = os.path.join(work, f"deep{depth}")
+        made[f"{depth} nested levels"] = d, write(d, ["a", "b", "c"], list(range(-1, depth - 1)),
+                                                  [i % 3 for i in range(depth)],
+                                                  [[str(depth - i).encode() for i in range(depth)]], [1])
+    nexec, ncp = 100_000, 2000
+    d = os.path.join(work, "executions")
+    made["10^5 executions x 2,000 callpaths"] = d, write(
+        d, ["r"] + [f"e{i}" for i in range(1, ncp)], [-1] + [0] * (ncp - 1), list(range(ncp)),
+        [[(b";" * (nexec - 1) + b"5") if i == 0 else b"3" for i in range(ncp)]], [nexec])
+    nranks, ncp = 100_000, 20
+    d = os.path.join(work, "wide")
+    made["100,000 ranks x 20 callpaths"] = d, write(
+        d, [f"e{i}" for i in range(ncp)], [-1] + [0] * (ncp - 1), list(range(ncp)),
+        [[b"1" if (i == 0 or r == 0) else b"" for i in range(ncp)] for r in range(nranks)], [1] * nranks)
+    return made
+
+
+def step(tree: str, op: str, path: str, out: str, timeout: float):
+    """(seconds, peak RSS in MB) of one step in a fresh process of ``tree``; None on timeout."""
+    env = dict(os.environ, PYTHONPATH=tree)
+    try:
+        run = subprocess.run([os.path.join(tree, ".venv", "bin", "python"), "-c", STEP, op, path, out, tree],
+                             env=env, cwd=tree, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if run.returncode:
+        return run.stderr.strip().splitlines()[-1][:80]
+    seconds, rss = run.stderr.split()[-2:]
+    return float(seconds), int(rss) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--base", help="another tree with its own .venv (e.g. /work/base)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=120)
+    args = parser.parse_args()
+    sys.path.insert(0, TREE)
+    trees = [("this tree", TREE)] + ([("base", os.path.abspath(args.base))] if args.base else [])
+    print("| file | bytes | step | " + " | ".join(f"{name}: s, peak MB" for name, _ in trees) + " |")
+    print("| --- | ---: | --- |" + " ---: |" * len(trees))
+    with tempfile.TemporaryDirectory() as work:
+        for label, (path, size) in files(work).items():
+            for op in ("read", "show", "csv", "dataframe"):
+                cells = []
+                for _, tree in trees:
+                    got = []
+                    for _ in range(args.runs):      # a timeout or a failure is not tried again
+                        got.append(step(tree, op, path, os.path.join(work, "out.csv"), args.timeout))
+                        if not isinstance(got[-1], tuple):
+                            break
+                    if any(g is None for g in got):
+                        cells.append(f"> {args.timeout:g} s")
+                    elif any(isinstance(g, str) for g in got):
+                        cells.append(next(g for g in got if isinstance(g, str)))
+                    else:
+                        cells.append(f"{statistics.median(g[0] for g in got):.2f} s, "
+                                     f"{max(g[1] for g in got):.0f} MB")
+                print(f"| {label} | {size} | {op} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
