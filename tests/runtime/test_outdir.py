@@ -7,7 +7,6 @@ that what ``read`` returns is checked by run id and by its values.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys

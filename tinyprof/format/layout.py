@@ -288,11 +288,15 @@ def chain(outdir: str, k: int, memo: Optional[Memo] = None, run: Optional[str] =
 RUN_FILE = ".run"       # <outdir>/<stem>.run: the id of the newest run that started here
 
 
-def mark_run(outdir: str, stem: str, run: str) -> Optional[str]:
-    """A run starting: record its id in ``<outdir>/<stem>.run`` (atomically),
-    so that a reader can tell when this run left no complete profile."""
-    path = os.path.join(outdir, _safe(stem) + RUN_FILE)
-    return write_file(outdir, path, f"run {run}\n".encode())
+def mark_run(outdir: str, stem: str, run: str) -> None:
+    """A run starting: if ``outdir`` exists (an earlier run's files may be
+    there), record its id in ``<outdir>/<stem>.run``, so that a reader can
+    tell when this run left no complete profile. A new directory needs no
+    marker and is not created before the first write; failures are ignored
+    (the first write says why it cannot write)."""
+    if os.path.isdir(outdir):
+        with contextlib.suppress(OSError):
+            write_atomic(os.path.join(outdir, _safe(stem) + RUN_FILE), f"run {run}\n".encode())
 
 
 def _marked_run(outdir: str) -> Optional[str]:
