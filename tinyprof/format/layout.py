@@ -4,6 +4,9 @@
 ``<outdir>/snapshots/<k>/<stem>.<rank>-of-<P>.tp`` the files of snapshot k
 (docs/format.md, "Files of a profile" and "Snapshots"). Every file is written
 atomically; writers never raise ``OSError``: they return why they could not.
+Several runs may write into one directory: every set is told apart by the
+``run`` and ``set`` lines of its files, and ``<outdir>/<stem>.run`` names the
+newest run that started there, so that reading takes the newest run's data.
 """
 from __future__ import annotations
 
@@ -258,14 +261,17 @@ def _walk(outdir: str, k: int, files: List[str], memo: Memo) -> Optional[Tuple[s
     return runs.pop(), sorted(needed)
 
 
-def _found_snapshots(outdir: str, memo: Memo) -> List[Found]:
-    """Every complete snapshot set below ``outdir``, by number."""
+def _found_snapshots(outdir: str, memo: Memo, until: Optional[str] = None) -> List[Found]:
+    """The complete snapshot sets below ``outdir``, newest number first;
+    with ``until``, only down to the newest one of that run."""
     found = []
-    for k in snapshot_numbers(outdir):
+    for k in reversed(snapshot_numbers(outdir)):
         for files in _sets(snapshot_dir(outdir, k)):
             walked = _walk(outdir, k, files, memo)
             if walked is not None:
                 found.append(Found(files, walked[0], k, _mtime(files)))
+                if walked[0] == until:
+                    return found
     return found
 
 
@@ -329,17 +335,19 @@ def _what(found: Found) -> str:
     return f"run {found.run or '(unknown)'}'s data ({kind})"
 
 
-def _candidates(outdir: str, memo: Memo) -> Tuple[List[Found], Optional[str], Optional[str]]:
-    """Every complete set in ``outdir``, the run whose sets ``read`` takes,
-    and why that is not the newest run (None if it is)."""
-    found = _found_snapshots(outdir, memo)
+def _candidates(outdir: str, memo: Memo, every: bool = False
+                ) -> Tuple[List[Found], Optional[str], Optional[str]]:
+    """The complete sets in ``outdir``, the run whose sets ``read`` takes,
+    and why that is not the newest run (None if it is). Without ``every``,
+    the snapshots only down to the marked run's newest."""
+    marked = _marked_run(outdir)
+    found = _found_snapshots(outdir, memo, None if every else marked)
     flushed = complete_files(outdir)
     if flushed is not None:
         h = head(flushed[0], memo)
         found.append(Found(flushed, None if h is None else h.run, None, _mtime(flushed)))
     if not found:
         return found, None, None
-    marked = _marked_run(outdir)
     runs = {f.run for f in found}
     if marked in runs:
         return found, marked, None
@@ -370,17 +378,18 @@ def newest(path: str) -> Choice:
     snaps = [f for f in ours if f.number is not None]
     flushed = next((f for f in ours if f.number is None), None)
     latest = max(snaps, key=lambda f: f.number or 0) if snaps else None
-    if latest is None or (flushed is not None and flushed.mtime >= latest.mtime):
-        assert flushed is not None
-        return Choice(flushed.files, None, note, None)
-    return Choice(latest.files, latest.number, note, flushed.files if flushed else None)
+    # the later completed; on a tie, the flushed set
+    pick = max((f for f in (flushed, latest) if f is not None),
+               key=lambda f: (f.mtime, f.number is None))
+    return Choice(pick.files, pick.number, note,
+                  flushed.files if flushed is not None and pick is not flushed else None)
 
 
 def snapshot_files(outdir: str, k: int) -> List[str]:
     """The files of snapshot ``k``: of the run :func:`newest` reads, if that
     run has a complete snapshot ``k``; else of the newest complete set in its
     directory. FormatError (naming the problem) if it has none."""
-    found, run, _ = _candidates(outdir, {})
+    found, run, _ = _candidates(outdir, {}, every=True)
     sets = [f for f in found if f.number == k]
     if not sets:
         return profile_files(snapshot_dir(outdir, k))
@@ -390,7 +399,7 @@ def snapshot_files(outdir: str, k: int) -> List[str]:
 def complete_snapshots(outdir: str) -> List[int]:
     """Numbers of the complete snapshots of the run :func:`newest` reads,
     oldest first: all their files there, and the snapshots their deltas build on too."""
-    found, run, _ = _candidates(outdir, {})
+    found, run, _ = _candidates(outdir, {}, every=True)
     return sorted(f.number for f in found if f.number is not None and f.run == run)
 
 

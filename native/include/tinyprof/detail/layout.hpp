@@ -8,6 +8,7 @@
 #include "settings.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,6 +107,32 @@ inline bool write_atomic(const std::string& path, const std::string& data) {
         return false;
     }
     return true;
+}
+
+// The first four lines of `path` (its `tinyprof`, `name`, `run` and `set`
+// lines), without their newlines; empty if it is not a regular file (a FIFO
+// never blocks: O_NONBLOCK) or has fewer lines within 1 MiB.
+inline std::vector<std::string> head_lines(const std::filesystem::path& path) {
+    std::vector<std::string> lines;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return lines;
+    struct stat st;
+    std::string data;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        char buf[4096];
+        ssize_t n;
+        while (std::count(data.begin(), data.end(), '\n') < 4 && data.size() < (1u << 20) &&
+               (n = ::read(fd, buf, sizeof buf)) > 0)
+            data.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    std::size_t start = 0, end;
+    while (lines.size() < 4 && (end = data.find('\n', start)) != std::string::npos) {
+        lines.push_back(data.substr(start, end - start));
+        start = end + 1;
+    }
+    if (lines.size() < 4) lines.clear();
+    return lines;
 }
 
 }  // namespace format
