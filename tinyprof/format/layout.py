@@ -354,8 +354,9 @@ def _candidates(outdir: str, memo: Memo, every: bool = False
     latest = max(found, key=lambda f: f.mtime)
     note = None
     if marked is not None:
-        note = (f"the newest run here, {marked}, left no complete profile (killed before "
-                f"its first snapshot completed?): this is {_what(latest)}, an earlier run")
+        note = (f"the newest run here, {marked}, has no complete profile (it still runs, "
+                "or was killed before its first flush or snapshot completed): "
+                f"read {_what(latest)} instead, an earlier run's")
     return found, latest.run, note
 
 
@@ -438,7 +439,7 @@ def snapshot_dir(outdir: str, k: int) -> str:
 
 
 def snapshot_is_complete(outdir: str, k: int) -> bool:
-    return complete_files(snapshot_dir(outdir, k)) is not None
+    return chain(outdir, k) is not None
 
 
 def snapshot_numbers(outdir: str) -> List[int]:
