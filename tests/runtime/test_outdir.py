@@ -177,6 +177,10 @@ def test_a_sparse_file_is_never_read_whole(tmp_path):
 def test_a_traced_run_that_flushed_keeps_its_trace(tmp_path, capsys):
     out = tmp_path / "out"
     _killed_run(out, A, 3, 0, "all", "3600", "trace", end="flush-wait")
+    snapshot = layout.set_file(layout.snapshot_dir(str(out), 1), "app", 0, 1)
+    flushed = layout.set_file(str(out), "app", 0, 1)
+    later = os.stat(snapshot).st_mtime_ns       # file systems' clocks tick coarsely: make it later
+    os.utime(flushed, ns=(later - 10**9, later - 10**9))
     p, said = _read(out)
     assert (p.run, p.snapshot, said) == (A, 1, [])     # the snapshot after the flush
     assert not any("trace" in f.sections for f in p.parsed)

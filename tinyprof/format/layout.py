@@ -150,7 +150,13 @@ class Choice(NamedTuple):
     traced: Optional[List[str]]     # the same run's older flushed set (its trace)
 
 
-Memo = Dict[str, Optional[Head]]
+class Memo:
+    """What a scan of an output directory learnt of each file: its head, and
+    the run of the complete chain of deltas it ends (None: broken)."""
+
+    def __init__(self) -> None:
+        self.heads: Dict[str, Optional[Head]] = {}
+        self.runs: Dict[str, Optional[str]] = {}
 
 
 def open_regular(path: str) -> int:
@@ -190,8 +196,8 @@ _HEAD_LIMIT = 1 << 20       # a header line longer than this is not a writer's
 def head(path: str, memo: Optional[Memo] = None) -> Optional[Head]:
     """The run and set of the file ``path``; None if it is missing, not a
     regular file, or unlike a version-2 file. ``memo`` caches it by path."""
-    if memo is not None and path in memo:
-        return memo[path]
+    if memo is not None and path in memo.heads:
+        return memo.heads[path]
     got = None
     try:
         fd = open_regular(path)
@@ -214,7 +220,7 @@ def head(path: str, memo: Optional[Memo] = None) -> Optional[Head]:
             got = Head(m[1].decode(), m[2].decode(), int(m[3]),
                        None if m[4] is None else int(m[4]))
     if memo is not None:
-        memo[path] = got
+        memo.heads[path] = got
     return got
 
 
@@ -234,31 +240,66 @@ def _sets(directory: str) -> List[List[str]]:
             if got == [file_name(name, i, count) for i in range(count)]]
 
 
-def _walk(outdir: str, k: int, files: List[str], memo: Memo) -> Optional[Tuple[str, List[int]]]:
-    """The run of snapshot set ``files`` (in directory ``k``) and the snapshot
-    numbers reading it takes, oldest first: every file says ``snapshot k`` of
-    one run, and for each delta (``over j``) the file of the same name in
-    directory ``j`` is snapshot ``j`` of that run, and so on down to a full
-    one. None if any of that fails: a renamed directory, files of two runs,
-    a chain that reaches another run's file."""
-    runs = set()
+def _step(outdir: str, path: str, number: int, memo: Memo) -> Optional[Tuple[Head, str]]:
+    """The head of snapshot ``number``'s file ``path`` and the path of the
+    file it is a delta over (its own, for a full one); None if the file does
+    not say it is snapshot ``number`` (a renamed directory) or is unlike one."""
+    h = head(path, memo)
+    if h is None or h.kind != "snapshot" or h.number != number or \
+            (h.base is not None and h.base >= number):
+        return None
+    if h.base is None:
+        return h, path
+    return h, os.path.join(snapshot_dir(outdir, h.base), os.path.basename(path))
+
+
+def _run_of(outdir: str, k: int, path: str, memo: Memo) -> Optional[str]:
+    """The run of file ``path`` of snapshot ``k`` if its chain of deltas is
+    whole and of that run down to a full file, else None. Each file is
+    walked once per ``memo``: a scan of n snapshots costs O(n), not O(n x chain)."""
+    trail: List[Tuple[str, str]] = []       # (path, run) walked down, newest first
+    number = k
+    while path not in memo.runs:
+        got = _step(outdir, path, number, memo)
+        if got is None:
+            memo.runs[path] = None
+            break
+        h, below = got
+        if below == path:                   # a full file
+            memo.runs[path] = h.run
+            break
+        trail.append((path, h.run))
+        path, number = below, h.base or 0
+    run = memo.runs[path]
+    for above, own in reversed(trail):
+        run = run if run == own else None
+        memo.runs[above] = run
+    return run
+
+
+def _walk(outdir: str, k: int, files: List[str], memo: Memo) -> Optional[str]:
+    """The run of snapshot set ``files`` (in directory ``k``) if it is
+    complete: every file says ``snapshot k`` of one run, and for each delta
+    (``over j``) the file of the same name in directory ``j`` is snapshot
+    ``j`` of that run, and so on down to a full one. None if any of that
+    fails: a renamed directory, files of two runs, a chain that reaches
+    another run's file."""
+    runs = {_run_of(outdir, k, path, memo) for path in files}
+    return runs.pop() if len(runs) == 1 else None
+
+
+def _needed(outdir: str, k: int, files: List[str], memo: Memo) -> List[int]:
+    """The snapshot numbers reading complete set ``files`` of ``k`` takes, oldest first."""
     needed = {k}
     for path in files:
-        name, number = os.path.basename(path), k
+        number = k
         while True:
-            h = head(path, memo)
-            if h is None or h.kind != "snapshot" or h.number != number or \
-                    (h.base is not None and h.base >= number):
-                return None
-            runs.add(h.run)
-            if h.base is None:
+            got = _step(outdir, path, number, memo)
+            if got is None or got[1] == path:
                 break
-            number = h.base
+            path, number = got[1], got[0].base or 0
             needed.add(number)
-            path = os.path.join(snapshot_dir(outdir, number), name)
-    if len(runs) != 1:
-        return None
-    return runs.pop(), sorted(needed)
+    return sorted(needed)
 
 
 def _found_snapshots(outdir: str, memo: Memo, until: Optional[str] = None) -> List[Found]:
@@ -267,10 +308,10 @@ def _found_snapshots(outdir: str, memo: Memo, until: Optional[str] = None) -> Li
     found = []
     for k in reversed(snapshot_numbers(outdir)):
         for files in _sets(snapshot_dir(outdir, k)):
-            walked = _walk(outdir, k, files, memo)
-            if walked is not None:
-                found.append(Found(files, walked[0], k, _mtime(files)))
-                if walked[0] == until:
+            run = _walk(outdir, k, files, memo)
+            if run is not None:
+                found.append(Found(files, run, k, _mtime(files)))
+                if run == until:
                     return found
     return found
 
@@ -280,15 +321,15 @@ def chain(outdir: str, k: int, memo: Optional[Memo] = None, run: Optional[str] =
     """The snapshots that reading snapshot ``k`` (of run ``run``, None: of the
     run whose set there is newest) takes, oldest first; None if it is not
     complete. ``memo`` caches each file's head across calls."""
-    memo = {} if memo is None else memo
-    best: Optional[Tuple[int, List[int]]] = None
+    memo = Memo() if memo is None else memo
+    best: Optional[Tuple[int, List[str]]] = None
     for files in _sets(snapshot_dir(outdir, k)):
-        walked = _walk(outdir, k, files, memo)
-        if walked is not None and run in (None, walked[0]):
+        got = _walk(outdir, k, files, memo)
+        if got is not None and run in (None, got):
             mtime = _mtime(files)
             if best is None or mtime > best[0]:
-                best = mtime, walked[1]
-    return None if best is None else best[1]
+                best = mtime, files
+    return None if best is None else _needed(outdir, k, best[1], memo)
 
 
 RUN_FILE = ".run"       # <outdir>/<stem>.run: the id of the newest run that started here
@@ -338,7 +379,7 @@ def _what(found: Found) -> str:
 def _candidates(outdir: str, memo: Memo, every: bool = False
                 ) -> Tuple[List[Found], Optional[str], Optional[str]]:
     """The complete sets in ``outdir``, the run whose sets ``read`` takes,
-    and why that is not the newest run (None if it is). Without ``every``,
+    and the newest run if that is not it (None if it is). Without ``every``,
     the snapshots only down to the marked run's newest."""
     marked = _marked_run(outdir)
     found = _found_snapshots(outdir, memo, None if every else marked)
@@ -351,13 +392,7 @@ def _candidates(outdir: str, memo: Memo, every: bool = False
     runs = {f.run for f in found}
     if marked in runs:
         return found, marked, None
-    latest = max(found, key=lambda f: f.mtime)
-    note = None
-    if marked is not None:
-        note = (f"the newest run here, {marked}, has no complete profile (it still runs, "
-                "or was killed before its first flush or snapshot completed): "
-                f"read {_what(latest)} instead, an earlier run's")
-    return found, latest.run, note
+    return found, max(found, key=lambda f: f.mtime).run, marked
 
 
 def newest(path: str) -> Choice:
@@ -372,7 +407,7 @@ def newest(path: str) -> Choice:
     snapshot numbers) are never taken for it."""
     if not os.path.isdir(path):
         return Choice(profile_files(path), None, None, None)
-    found, run, note = _candidates(path, {})
+    found, run, newer = _candidates(path, Memo())
     if not found:
         return Choice(profile_files(path), None, None, None)
     ours = [f for f in found if f.run == run]
@@ -382,6 +417,11 @@ def newest(path: str) -> Choice:
     # the later completed; on a tie, the flushed set
     pick = max((f for f in (flushed, latest) if f is not None),
                key=lambda f: (f.mtime, f.number is None))
+    note = None
+    if newer is not None:
+        note = (f"the newest run here, {newer}, has no complete profile (it still runs, "
+                "or was killed before its first flush or snapshot completed): "
+                f"read {_what(pick)} instead, an earlier run's")
     return Choice(pick.files, pick.number, note,
                   flushed.files if flushed is not None and pick is not flushed else None)
 
@@ -390,7 +430,7 @@ def snapshot_files(outdir: str, k: int) -> List[str]:
     """The files of snapshot ``k``: of the run :func:`newest` reads, if that
     run has a complete snapshot ``k``; else of the newest complete set in its
     directory. FormatError (naming the problem) if it has none."""
-    found, run, _ = _candidates(outdir, {}, every=True)
+    found, run, _ = _candidates(outdir, Memo(), every=True)
     sets = [f for f in found if f.number == k]
     if not sets:
         return profile_files(snapshot_dir(outdir, k))
@@ -400,7 +440,7 @@ def snapshot_files(outdir: str, k: int) -> List[str]:
 def complete_snapshots(outdir: str) -> List[int]:
     """Numbers of the complete snapshots of the run :func:`newest` reads,
     oldest first: all their files there, and the snapshots their deltas build on too."""
-    found, run, _ = _candidates(outdir, {}, every=True)
+    found, run, _ = _candidates(outdir, Memo(), every=True)
     return sorted(f.number for f in found if f.number is not None and f.run == run)
 
 
@@ -455,7 +495,7 @@ def prune_snapshots(outdir: str, run: str) -> None:
     """keep="last": remove every snapshot file of run ``run`` older than its
     newest complete snapshot that reading that one does not take (its chain
     of deltas stays). Other runs' files are never touched."""
-    memo: Memo = {}
+    memo = Memo()
     numbers = snapshot_numbers(outdir)
     for k in reversed(numbers):
         needed = chain(outdir, k, memo, run)
