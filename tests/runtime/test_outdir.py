@@ -130,6 +130,8 @@ def test_a_renamed_snapshot_directory_is_not_read(tmp_path):
     p, _ = _read(out)
     assert (p.snapshot, _steps(p)) == (1, 1)        # 3 builds on the missing 2
     assert tinyprof.snapshots(out) == [1]
+    with pytest.raises(FormatError, match="renamed directory"):
+        tinyprof.read(out, snapshot=9)
 
 
 def _read_guarded(out):

@@ -237,6 +237,11 @@ def read(path: Union[str, os.PathLike[str]], snapshot: Optional[int] = None,
             warnings.warn(f"tinyprof: {path}: {note}", RuntimeWarning, stacklevel=2)
     files = _parse_all(paths, threads)
     _check_set(files)
+    head = files[0].header
+    if snapshot is not None and head.format_version >= 2 and \
+            (head.set_kind, head.set_number) != ("snapshot", snapshot):
+        raise FormatError(files[0].path, None, f"in the directory of snapshot {snapshot}, but "
+                                               f"it is {_set_name(head)} (a renamed directory?)")
     profile = Profile(files)
     profile.snapshot = number
     profile._traced = traced
