@@ -39,7 +39,9 @@ def test_every_aggregator_count_gives_what_each_rank_recorded(world, mpi_tmp_pat
         errs, _ = _flush(world, mpi_tmp_path, aggregators=naggs)
         errors += errs + verify(world, mpi_tmp_path, mine, naggs)
     assert not all_errors(world, errors)
-    assert sorted(os.listdir(mpi_tmp_path)) == [file_name("wl", i, naggs) for i in range(naggs)]
+    # and the marker of the newest run, the directory being there when it started
+    assert sorted(os.listdir(mpi_tmp_path)) == [file_name("wl", i, naggs) for i in range(naggs)] \
+        + ["wl.run"]
 
 
 @pytest.mark.parametrize("hint", ["right", "wrong_hint", "swap_order", "loop_clash"])
@@ -133,7 +135,8 @@ def test_an_aggregator_that_cannot_write_warns_and_nobody_hangs(world, mpi_tmp_p
         errs.append(f"unexpected warnings {messages}")
     # The new set is incomplete, so the older one was not removed.
     listing = sorted(os.listdir(good))
-    expected = sorted(["wl.0-of-1.tp"] + [file_name("wl", i, size) for i in range(size) if i != 1])
+    expected = sorted(["wl.0-of-1.tp", "wl.run"] +
+                      [file_name("wl", i, size) for i in range(size) if i != 1])
     if listing != expected:
         errs.append(f"{good} holds {listing}, expected {expected}")
     assert not all_errors(world, errs)

@@ -35,7 +35,7 @@ def test_every_aggregator_count_at_large_sizes(tmp_path, nranks):
     assert proc.stdout.startswith(f"ok: {nranks} ranks"), proc.stdout
     default = max(1, nranks // 16)     # the last flush of the sweep; older sets removed
     assert sorted(os.listdir(tmp_path / "out")) == ["hint"] + [
-        file_name("wl", i, default) for i in range(default)]
+        file_name("wl", i, default) for i in range(default)] + ["wl.run"]
 
 
 RECORD = """

@@ -4,6 +4,7 @@ from __future__ import annotations
 import bisect
 import concurrent.futures
 import os
+import warnings
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -40,6 +41,8 @@ class Profile:
             (head.set_kind, head.set_number) if head.format_version >= 2 else None)
         self.files: List[str] = [f.path for f in files]
         self.snapshot: Optional[int] = None     # set by read(): the snapshot number read
+        # set by read(): the run's older flushed set, whose trace a snapshot lacks
+        self._traced: Optional[List[str]] = None
         self.parsed: List[ParsedFile] = files     # the files as read, by first rank
         self._firsts = [f.header.first_rank for f in files]
         known: Dict[Callpath, Callpath] = {}
@@ -171,8 +174,14 @@ class Profile:
     def trace(self) -> Any:
         """The trace (``Profiler(trace=True)``): every occurrence and MPI call
         of every rank on one clock, messages matched (a ``tinyprof._trace.Trace``;
-        docs/trace.md). Raises ValueError when the profile holds no trace."""
+        docs/trace.md). Raises ValueError when the profile holds no trace.
+        A snapshot of a traced run holds none (docs/trace.md): read from
+        the output directory, its trace is that of the run's flushed set."""
         from . import trace as _trace
+        if self._traced and not any("trace" in f.sections for f in self.parsed):
+            flushed = Profile(_parse_all(self._traced, None))
+            if flushed.run == self.run and any("trace" in f.sections for f in flushed.parsed):
+                return flushed.trace
         return _trace.from_files(self.parsed, self.callpaths, self.nranks, self.unit)
 
     def critical_path(self) -> Any:
@@ -224,15 +233,23 @@ def read(path: Union[str, os.PathLike[str]], snapshot: Optional[int] = None,
     missing, truncated, corrupted, of another format or of a newer version.
     """
     path = os.fspath(path)
-    number = snapshot
+    traced, number = None, snapshot
     if snapshot is not None:
-        paths = layout.profile_files(layout.snapshot_dir(path, snapshot))
+        paths = layout.snapshot_files(path, snapshot)
     else:
-        paths, number = layout.newest(path)
+        paths, number, note, traced = layout.newest(path)
+        if note:
+            warnings.warn(f"tinyprof: {path}: {note}", RuntimeWarning, stacklevel=2)
     files = _parse_all(paths, threads)
     _check_set(files)
+    head = files[0].header
+    if snapshot is not None and head.format_version >= 2 and \
+            (head.set_kind, head.set_number) != ("snapshot", snapshot):
+        raise FormatError(files[0].path, None, f"in the directory of snapshot {snapshot}, but "
+                                               f"it is {_set_name(head)} (a renamed directory?)")
     profile = Profile(files)
     profile.snapshot = number
+    profile._traced = traced
     return profile
 
 

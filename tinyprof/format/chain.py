@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 from . import delta as _deltasection
 from .encoding import FormatError, encode_file
-from .reader import ParsedFile, parse_data, parse_file
+from .reader import ParsedFile, parse_data, parse_file, read_regular
 
 Callpath = Tuple[str, ...]
 
@@ -142,6 +142,5 @@ def _apply(delta: ParsedFile, before: Dict[Callpath, List[bytes]]) -> Dict[Callp
 
 
 def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    return read_regular(path)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,6 +30,7 @@ from .encoding import (
     natural,
     unescape,
 )
+from .layout import open_regular
 
 try:
     from . import _parse
@@ -315,7 +315,7 @@ def parse_file(path: str, parser: str = "auto") -> ParsedFile:
     reference alone; ``"c"`` the C parser alone, whose FormatError then names
     no line.
     """
-    return parse_data(path, _read_regular(path), parser)
+    return parse_data(path, read_regular(path), parser)
 
 
 def parse_data(path: str, data: bytes, parser: str = "auto") -> ParsedFile:
@@ -327,19 +327,17 @@ def parse_data(path: str, data: bytes, parser: str = "auto") -> ParsedFile:
     return _Parser(path, data, parser).parse()
 
 
-def _read_regular(path: str) -> bytes:
-    """The bytes of ``path``, which must be a regular file: a FIFO or a device
-    is a FormatError, never a hang. Reads at most the size fstat gave."""
+def read_regular(path: str) -> bytes:
+    """The bytes of ``path``, which must be a regular file without holes
+    (``layout.open_regular``): a FIFO, a device or a sparse file is a
+    FormatError, never a hang. Reads at most the size fstat gave."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = open_regular(path)
     except OSError as e:
         raise FormatError(path, None, f"cannot read: {e.strerror}") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise FormatError(path, None, "not a regular file")
         with open(fd, "rb", closefd=False) as f:
-            return f.read(st.st_size)
+            return f.read(os.fstat(fd).st_size)
     except OSError as e:
         raise FormatError(path, None, f"cannot read: {e.strerror}") from None
     finally:

@@ -114,6 +114,8 @@ class Session:
                           f"its own profile, {self.stem}.*")
         self._sync_clock()
         self.run = run
+        if self.rank == 0:      # a reader can tell that this run left nothing yet (format.md)
+            layout.mark_run(settings.outdir, self.stem, run)
         snap = self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
                                               run, self.clock, self._snapshot_extras, self.paused)
         self.live = True

@@ -218,7 +218,7 @@ class Snapshotter:
         self.last = max(self.last, k)
         self._commit(k, base, header.set_base is None, "rank")
         if self.settings.keep == "last" and self.rank == 0:
-            layout.prune_snapshots(outdir)
+            layout.prune_snapshots(outdir, self.run)
         return True
 
     def _complete_skipped(self, k: int, data: bytes, base: Optional[int]) -> None:
@@ -230,7 +230,8 @@ class Snapshotter:
             return
         outdir = self.settings.outdir
         for j in layout.snapshot_numbers(outdir):
-            if self.last < j < k and (base is None or base < j):
+            if self.last < j < k and (base is None or base < j) and \
+                    layout.holds_run(layout.snapshot_dir(outdir, j), self.run):   # not an earlier run's
                 layout.write_set_file(layout.snapshot_dir(outdir, j), self.stem, self.rank,
                                       self.size, relabel(data, "snapshot", j, base))
 
@@ -352,7 +353,7 @@ class Snapshotter:
         if agreed[0]:
             self._commit(k, base, full, "aggregated")
             if settings.keep == "last" and self.rank == 0:
-                layout.prune_snapshots(settings.outdir)
+                layout.prune_snapshots(settings.outdir, self.run)
         if agreed[2]:
             self.deltas = self.chain_length()
         if agreed[3]:           # every helper stops after this one; the ranks' own files go on

@@ -8,14 +8,20 @@
 #include "settings.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -61,10 +67,32 @@ inline int set_count(std::string_view entry, std::string_view stem) {
     return std::atoi(std::string(entry.substr(of + 4)).c_str());
 }
 
+// A temporary file next to `path`, created exclusively (O_EXCL, O_NOFOLLOW)
+// under a name nobody can predict: a symlink planted there cannot redirect
+// the write. Its descriptor (-1 if none), its name in `tmp`.
+inline int create_temporary(const std::string& path, std::string& tmp) {
+    static std::atomic<std::uint64_t> counter{0};
+    std::uint64_t seed = static_cast<std::uint64_t>(
+        std::chrono::steady_clock::now().time_since_epoch().count());
+    try {
+        std::random_device device;
+        seed ^= (static_cast<std::uint64_t>(device()) << 32) ^ device();
+    } catch (const std::exception&) {}      // no entropy source: O_EXCL still refuses a planted name
+    for (int attempt = 0; attempt < 16; ++attempt) {
+        char suffix[32];
+        std::snprintf(suffix, sizeof suffix, "-%012llx", static_cast<unsigned long long>(
+            (seed + 0x9E3779B97F4A7C15ull * ++counter) & 0xFFFFFFFFFFFFull));
+        tmp = path + ".tmp" + std::to_string(getpid()) + suffix;
+        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1;
+}
+
 // One write to a temporary name, fsync, rename: readers never see half a file.
 inline bool write_atomic(const std::string& path, const std::string& data) {
-    const std::string tmp = path + ".tmp" + std::to_string(getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::string tmp;
+    const int fd = create_temporary(path, tmp);
     if (fd < 0) return false;
     std::size_t done = 0;
     while (done < data.size()) {
@@ -79,6 +107,32 @@ inline bool write_atomic(const std::string& path, const std::string& data) {
         return false;
     }
     return true;
+}
+
+// The first four lines of `path` (its `tinyprof`, `name`, `run` and `set`
+// lines), without their newlines; empty if it is not a regular file (a FIFO
+// never blocks: O_NONBLOCK) or has fewer lines within 1 MiB.
+inline std::vector<std::string> head_lines(const std::filesystem::path& path) {
+    std::vector<std::string> lines;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return lines;
+    struct stat st;
+    std::string data;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        char buf[4096];
+        ssize_t n;
+        while (std::count(data.begin(), data.end(), '\n') < 4 && data.size() < (1u << 20) &&
+               (n = ::read(fd, buf, sizeof buf)) > 0)
+            data.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    std::size_t start = 0, end;
+    while (lines.size() < 4 && (end = data.find('\n', start)) != std::string::npos) {
+        lines.push_back(data.substr(start, end - start));
+        start = end + 1;
+    }
+    if (lines.size() < 4) lines.clear();
+    return lines;
 }
 
 }  // namespace format

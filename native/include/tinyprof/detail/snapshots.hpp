@@ -183,13 +183,14 @@ class Snapshotter {
         const std::vector<Part> parts{decode_part(part)};
         const FileHeader h{size_, rank_, 1, rank_, size_, {}};
         const std::int64_t over = full ? -1 : over_;
+        const std::string run = format::hex16(reg_->run_id);
         for (const std::int64_t j : snapshot_numbers(s))
-            if (last_ < j && j < k && over < j)
+            if (last_ < j && j < k && over < j && holds_run(snapshot_dir(s, j), run))  // not an earlier run's
                 write(s, j, assemble(s, {reg_->run_id, j, "snapshot", over}, h, parts), rank_, size_);
         if (write(s, k, assemble(s, {reg_->run_id, k, "snapshot", over}, h, parts), rank_, size_)) {
             last_ = k;
             commit(k, now, full);
-            if (s.keep_last && rank_ == 0) prune(s, size_);
+            if (s.keep_last && rank_ == 0) prune(s, size_, run);
         }
         return k + 1;
     }
@@ -279,7 +280,7 @@ class Snapshotter {
         last_ = k;
         if (agreed[0]) {
             commit(k, now, full);
-            if (s.keep_last && rank_ == 0) remove_older(s, chain_);
+            if (s.keep_last && rank_ == 0) remove_older(s, chain_, format::hex16(reg_->run_id));
         }
         return -agreed[1];
     }
@@ -299,42 +300,62 @@ class Snapshotter {
         return false;
     }
 
-    // keep "last": removes the snapshots older than the newest of `chain`
-    // (a complete snapshot and those it builds on) that are not in it.
-    static void remove_older(const Settings& s, const std::vector<std::int64_t>& chain) {
+    // keep "last": removes this run's files of the snapshots older than the
+    // newest of `chain` (a complete snapshot and those it builds on) that are
+    // not in it, and their directories once empty; an earlier run's files in
+    // the same directory stay (docs/format.md, "Snapshots").
+    static void remove_older(const Settings& s, const std::vector<std::int64_t>& chain, const std::string& run) {
         for (const std::int64_t j : snapshot_numbers(s)) {
+            if (j >= chain.back() || std::find(chain.begin(), chain.end(), j) != chain.end()) continue;
             std::error_code ec;
-            if (j < chain.back() && std::find(chain.begin(), chain.end(), j) == chain.end())
-                std::filesystem::remove_all(snapshot_dir(s, j), ec);
+            const auto dir = snapshot_dir(s, j);
+            for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+                const auto head = format::head_lines(e.path());
+                if (!head.empty() && head[2] == "run " + run) std::filesystem::remove(e.path(), ec);
+            }
+            std::filesystem::remove(dir, ec);       // only if empty
         }
+    }
+
+    // Whether a file of run `run` is in `dir` (a snapshot this run started).
+    static bool holds_run(const std::filesystem::path& dir, const std::string& run) {
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+            const auto head = format::head_lines(e.path());
+            if (!head.empty() && head[2] == "run " + run) return true;
+        }
+        return false;
     }
 
     // Per rank, where each rank's files follow its own chain: keep "last"
-    // below the newest complete snapshot, read from the files' `set` lines.
-    static void prune(const Settings& s, int nfiles) {
+    // below this run's newest complete snapshot, read from the files' `set` lines.
+    static void prune(const Settings& s, int nfiles, const std::string& run) {
         const auto numbers = snapshot_numbers(s);
         for (auto k = numbers.rbegin(); k != numbers.rend(); ++k) {
             std::vector<std::int64_t> chain;
-            if (!chain_of(s, *k, nfiles, chain)) continue;
+            if (!chain_of(s, *k, nfiles, run, chain)) continue;
             std::sort(chain.begin(), chain.end());
-            return remove_older(s, chain);
+            return remove_older(s, chain, run);
         }
     }
 
-    // Whether snapshot k is complete: all its files there, and those of the
-    // snapshots their deltas build on (added to `chain`, with k).
-    static bool chain_of(const Settings& s, std::int64_t k, int nfiles, std::vector<std::int64_t>& chain) {
+    // Whether snapshot k of run `run` is complete: all its files there, each
+    // saying `set snapshot k` of that run, and those of the snapshots their
+    // deltas build on (added to `chain`, with k).
+    static bool chain_of(const Settings& s, std::int64_t k, int nfiles, const std::string& run,
+                         std::vector<std::int64_t>& chain) {
         if (std::find(chain.begin(), chain.end(), k) != chain.end()) return true;
         chain.push_back(k);
+        const std::string set = "set snapshot " + std::to_string(k);
         for (int i = 0; i < nfiles; ++i) {
-            std::ifstream in(snapshot_dir(s, k) / format::file_name(s.name, i, nfiles), std::ios::binary);
-            std::string line;
-            for (int n = 0; n < 4 && std::getline(in, line); ++n) {}   // line 4: `set snapshot K [over J]`
-            if (!in) return false;
-            const auto over = line.find(" over ");
-            if (over != std::string::npos &&
-                !chain_of(s, std::strtoll(line.c_str() + over + 6, nullptr, 10), nfiles, chain))
+            const auto head = format::head_lines(snapshot_dir(s, k) / format::file_name(s.name, i, nfiles));
+            if (head.empty() || head[2] != "run " + run || head[3].compare(0, set.size(), set) != 0)
                 return false;
+            const std::string& line = head[3];
+            if (line.size() == set.size()) continue;
+            if (line.compare(set.size(), 6, " over ") != 0) return false;
+            const std::int64_t over = std::strtoll(line.c_str() + set.size() + 6, nullptr, 10);
+            if (over >= k || !chain_of(s, over, nfiles, run, chain)) return false;
         }
         return true;
     }
