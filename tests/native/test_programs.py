@@ -6,12 +6,13 @@ from __future__ import annotations
 import csv
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
-from conftest import BIN, FLAGS, IMPLEMENTATION, MPICXX, ROOT, run
+from conftest import BIN, FLAGS, IMPLEMENTATION, MPICXX, ROOT, env, run
 from test_vectors import RankScript, run_cxx
 
 import tinyprof
@@ -383,3 +384,22 @@ def test_profiler_destructor_flushes_while_mpi_is_live(build, tmp_path):
         s.event("main", 8)                    # after the Profiler: not written at MPI_Finalize
     prof = tinyprof.read(str(run_cxx(build, tmp_path, body, nranks)))
     assert [prof.series(("main",), r) for r in range(nranks)] == [[[4e-9]]] * nranks
+
+
+def test_an_application_collecting_sigterm_with_sigwait_gets_it(build, tmp_path):
+    """The snapshot thread starts with the application's signals blocked: a
+    SIGTERM the application blocked, to sigwait() for later, is not delivered to it."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([build("tests/native/sigwait.cpp"), str(out)], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env())
+    try:
+        assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)          # pending until the program collects it
+        out_text, err = proc.communicate("go\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, out_text) == (0, f"got {int(signal.SIGTERM)}\n"), err
+    assert tinyprof.read(str(out)).callpaths == [("main",)]

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <pthread.h>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -79,7 +81,15 @@ class Snapshotter {
                      "file (P files per snapshot, no MPI call)");
             }
         }
+        // The thread starts with the asynchronous signals blocked (it inherits
+        // the mask): a signal the application blocked, to sigwait() for it,
+        // must reach the application, never this thread (runtime/lifecycle.py).
+        sigset_t mask, old;
+        sigfillset(&mask);
+        for (const int sync : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) sigdelset(&mask, sync);
+        pthread_sigmask(SIG_BLOCK, &mask, &old);
         thread_ = std::thread([this] { loop(); });
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
     }
 
     // A snapshot now, besides the periodic ones: whether one that cut this
