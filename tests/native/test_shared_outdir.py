@@ -3,6 +3,7 @@ pruning removes only its own run's files, and its snapshots are the ones read.""
 from __future__ import annotations
 
 import os
+import warnings
 
 from conftest import run
 from test_programs import STEP, expected_steps
@@ -34,3 +35,27 @@ def test_keep_last_prunes_only_its_own_run(build, tmp_path):
     p = tinyprof.read(str(out))
     assert p.run != EARLIER and p.snapshot == 4
     assert p.series(STEP, 0, "it") == expected_steps(0, 4)
+
+
+def test_a_run_killed_before_writing_is_named_by_its_marker(build, tmp_path):
+    """An earlier (Python) run flushed into both directories; the C++ run
+    starts in the first, moves to the second, and is killed before writing:
+    reading the second warns that its newest run left nothing and names the
+    earlier run it returns; the first, which the C++ run left, reads quietly."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for out in (first, second):
+        tinyprof.Profiler("app", outdir=out)
+        with tinyprof.Event("main"):
+            pass
+        tinyprof.flush()
+    earlier = tinyprof.read(str(second)).run
+    run([build("tests/native/killed_early.cpp"), first, second], check=False,
+        TINYPROF_RUN_ID="bbbbbbbbbbbbbbbb")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert tinyprof.read(str(second)).run == earlier
+        said = [str(w.message) for w in caught]
+        assert len(said) == 1 and "bbbbbbbbbbbbbbbb" in said[0] and earlier in said[0], said
+        caught.clear()
+        tinyprof.read(str(first))
+        assert not caught, [str(w.message) for w in caught]

@@ -109,6 +109,34 @@ inline bool write_atomic(const std::string& path, const std::string& data) {
     return true;
 }
 
+// A run starting: if `outdir` exists (an earlier run's files may be there),
+// `<outdir>/<stem>.run` names this run, so that a reader can tell when it
+// left no complete profile (format/layout.py mark_run). A new directory needs
+// no marker; a failure is left to the first write to report.
+inline std::string run_marker(const std::string& outdir, std::string_view name) {
+    std::string stem = file_name(name, 0, 1);
+    stem.resize(stem.size() - std::string_view(".0-of-1.tp").size());
+    return (std::filesystem::path(outdir) / (stem + ".run")).string();
+}
+
+inline void mark_run(const std::string& outdir, std::string_view name, std::uint64_t run) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(outdir, ec))
+        write_atomic(run_marker(outdir, name), "run " + hex16(run) + "\n");
+}
+
+// The marker of run `run` taken back (the run moved to another directory).
+inline void unmark_run(const std::string& outdir, std::string_view name, std::uint64_t run) {
+    const std::string path = run_marker(outdir, name);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) return;
+    char buf[32];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    if (n > 0 && std::string(buf, static_cast<std::size_t>(n)) == "run " + hex16(run) + "\n")
+        ::unlink(path.c_str());
+}
+
 // The first four lines of `path` (its `tinyprof`, `name`, `run` and `set`
 // lines), without their newlines; empty if it is not a regular file (a FIFO
 // never blocks: O_NONBLOCK) or has fewer lines within 1 MiB.

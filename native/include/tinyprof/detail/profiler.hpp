@@ -17,6 +17,7 @@
 #include "snapshots.hpp"
 
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -68,6 +69,28 @@ inline void change_settings(Change&& change) {
     change(reg.settings);
 }
 
+// Rank 0 marks the run in its output directory (or, `mark` false, takes the
+// mark back from a directory the run leaves). Before MPI_Init a rank
+// knows its rank from the launcher only; rank 0's run id is final from the
+// start (the others adopt it), so rank 0 may mark it at once.
+inline void mark_run(const Registry& reg, bool mark = true) {
+    int rank = 0;
+    if (mpi_live()) {
+        MPI_Comm_rank(reg.settings.comm, &rank);
+    } else {
+        for (const char* var : {"PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK"})
+            if (const char* text = std::getenv(var)) {
+                rank = std::atoi(text);
+                break;
+            }
+    }
+    if (rank != 0) return;
+    if (mark)
+        format::mark_run(reg.settings.outdir, reg.settings.name, reg.run_id);
+    else
+        format::unmark_run(reg.settings.outdir, reg.settings.name, reg.run_id);
+}
+
 }  // namespace detail
 
 std::string flush() {
@@ -103,6 +126,7 @@ Profiler::Profiler(std::string name, double frequency, std::string_view selfkeys
         reg.ucx = detail::start_ucx(reg.mpi_capture);
         detail::hook_finalize(reg);
         detail::settle_run(reg, reg.settings.comm);   // rank 0's run id, while MPI is live
+        detail::mark_run(reg);
         if (detail::env_flag("TINYPROF_TRACE")) {
             const auto limit = detail::env_count<std::int64_t>("TINYPROF_TRACE_LIMIT");
             detail::start_trace(reg, limit > 0 ? limit : 2000000);
@@ -120,7 +144,11 @@ Profiler& Profiler::set_trace(std::int64_t limit) {
 }
 
 Profiler& Profiler::set_outdir(std::string outdir) {
-    detail::change_settings([&](detail::Settings& s) { s.outdir = std::move(outdir); });
+    detail::Registry& reg = detail::registry();
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    detail::mark_run(reg, false);                 // the directory left: not this run's any more
+    reg.settings.outdir = std::move(outdir);
+    detail::mark_run(reg, true);
     return *this;
 }
 
