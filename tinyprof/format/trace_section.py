@@ -9,6 +9,7 @@ encode side (``make_block`` sorts and indexes, ``encode`` writes).
 """
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
@@ -67,7 +68,7 @@ class Block:
 
 def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
                call_ops: Sequence[str], endpoints: np.ndarray, comm_names: Sequence[str],
-               dropped: Tuple[int, int] = (0, 0)) -> Block:
+               dropped: Tuple[int, int] = (0, 0), events_sorted: bool = False) -> Block:
     """A block from raw records, in recording order.
 
     ``events``: (E, 4) int64 rows (tid, line, start, dur). ``calls``: (M, 7)
@@ -77,7 +78,9 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
     communicator ``i`` of the calls and endpoints. Rows are sorted by (start,
     thread, dur descending), stably; threads become indices into the ascending
     tid list and communicators into the list of those the calls and their
-    endpoints use, in order of first use.
+    endpoints use, in order of first use. With ``events_sorted``, the event
+    rows are in that order already and are taken, not copied (their thread
+    column changed in place): a trace's largest array is not held twice.
     """
     events = np.asarray(events, np.int64).reshape(-1, 4)
     calls = np.asarray(calls, np.int64).reshape(-1, 7)
@@ -86,7 +89,10 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
     threads = tids.tolist()
 
     # fancy indexing copies: the caller's rows stay as they were
-    ev = events[np.lexsort((-events[:, 3], events[:, 0], events[:, 2]))] if len(events) else events.copy()
+    if events_sorted:
+        ev = events
+    else:
+        ev = events[np.lexsort((-events[:, 3], events[:, 0], events[:, 2]))] if len(events) else events.copy()
     ev[:, 0] = np.searchsorted(tids, ev[:, 0])
 
     order = np.lexsort((-calls[:, 3], calls[:, 0], calls[:, 2])) if len(calls) else \
@@ -121,25 +127,26 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
 
 def encode(blocks: Sequence[Block]) -> bytes:
     """The payload of the blocks (given in ascending rank order)."""
-    out: List[bytes] = []
+    # written as it is made, not joined from pieces: the text is held once
+    out = io.BytesIO()
     for b in blocks:
         head = [f"rank {b.rank}\nclock {'|'.join(map(str, b.clock))}\n",
                 "|".join(map(str, [f"threads {len(b.threads)}", *b.threads])) + "\n",
                 "|".join([f"comms {len(b.comms)}", *b.comms]) + "\n",
                 f"events {len(b.events)}|{b.dropped[0]}\n"]
-        out.append("".join(head).encode())
+        out.write("".join(head).encode())
         ev = b.events
         for lo in range(0, len(ev), _CHUNK):    # Python objects for a chunk of rows at a time
             rows = ev[lo:lo + _CHUNK]
             d = np.diff(rows[:, 2], prepend=ev[lo - 1, 2] if lo else 0)
-            out.append("".join(f"{t}|{ln}|{s}|{u}\n" for t, ln, s, u in
+            out.write("".join(f"{t}|{ln}|{s}|{u}\n" for t, ln, s, u in
                                zip(rows[:, 0].tolist(), rows[:, 1].tolist(), d.tolist(),
                                    rows[:, 3].tolist())).encode())
         calls = b.calls
-        out.append(f"calls {len(calls)}|{b.dropped[1]}\n".encode())
+        out.write(f"calls {len(calls)}|{b.dropped[1]}\n".encode())
         if len(calls):
-            out.append("".join(_call_rows(b)).encode())
-    return b"".join(out)
+            out.write("".join(_call_rows(b)).encode())
+    return out.getvalue()
 
 
 _CHUNK = 1 << 16
