@@ -3,9 +3,11 @@
 
     .venv/bin/python benchmarks/hostile.py [--base /work/base] [--runs 3] [--timeout 120]
 
-The files are written once, by this tree's encoder, into a temporary
-directory: one chain of 5,000 and of 20,000 nested callpaths (73 and 318 KB),
-10^5 executions declared on 2,000 callpaths that hold one value each (134 KB),
+The files are written once into a temporary directory, by the encoder of the
+base tree when there is one (its format version, which this tree reads too):
+one chain of 5,000 and of 20,000 nested callpaths (73 and 318 KB), 10^5
+executions of a root on 2,000 callpaths of which the others hold one value
+each (234 KB),
 and 100,000 ranks in one file (2.1 MB). Each (tree, file, step) runs in a fresh
 process: ``read`` is ``tinyprof.read`` and its callpaths; ``csv`` and
 ``dataframe`` convert the read profile; ``show`` is ``tinyprof show``. A line
@@ -15,10 +17,10 @@ RSS over the runs, or the timeout.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,9 +51,13 @@ print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 
 def write(directory: str, names, parents, ids, fields, executions) -> int:
     """A one-file profile (loop 0, no metrics, one field list per rank); its size."""
-    from tinyprof.format import encoding
-    from tinyprof.format.encoding import Header
-    from tinyprof.format.layout import write_atomic
+    try:
+        from tinyprof.format import encoding
+        from tinyprof.format.layout import write_atomic
+    except ImportError:                 # a tree from before the layers (issue 36)
+        from tinyprof import _format as encoding  # type: ignore[no-redef]
+        from tinyprof._layout import write_atomic  # type: ignore[no-redef]
+    Header = encoding.Header
     n = len(fields)
     h = Header(name="p", nranks=n, first_rank=0, rank_count=n, executions=executions, created=CREATED)
     data = encoding.encode_file(h, names, parents, ids, [0] * len(ids), [b""] * len(ids), fields)
@@ -72,7 +78,7 @@ def files(work: str) -> dict:
     d = os.path.join(work, "executions")
     made["10^5 executions x 2,000 callpaths"] = d, write(
         d, ["r"] + [f"e{i}" for i in range(1, ncp)], [-1] + [0] * (ncp - 1), list(range(ncp)),
-        [[(b";" * (nexec - 1) + b"5") if i == 0 else b"3" for i in range(ncp)]], [nexec])
+        [[(b"1;" * (nexec - 1) + b"5") if i == 0 else b"3" for i in range(ncp)]], [nexec])
     nranks, ncp = 100_000, 20
     d = os.path.join(work, "wide")
     made["100,000 ranks x 20 callpaths"] = d, write(
@@ -100,13 +106,20 @@ def main() -> None:
     parser.add_argument("--base", help="another tree with its own .venv (e.g. /work/base)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--write", help=argparse.SUPPRESS)     # run by the writing tree's python
     args = parser.parse_args()
-    sys.path.insert(0, TREE)
+    if args.write:
+        print(repr(files(args.write)))
+        return
     trees = [("this tree", TREE)] + ([("base", os.path.abspath(args.base))] if args.base else [])
+    writer = trees[-1][1]
     print("| file | bytes | step | " + " | ".join(f"{name}: s, peak MB" for name, _ in trees) + " |")
     print("| --- | ---: | --- |" + " ---: |" * len(trees))
     with tempfile.TemporaryDirectory() as work:
-        for label, (path, size) in files(work).items():
+        made = subprocess.run([os.path.join(writer, ".venv", "bin", "python"), __file__, "--write", work],
+                              env=dict(os.environ, PYTHONPATH=writer), check=True,
+                              capture_output=True, text=True).stdout
+        for label, (path, size) in ast.literal_eval(made).items():
             for op in ("read", "show", "csv", "dataframe"):
                 cells = []
                 for _, tree in trees:

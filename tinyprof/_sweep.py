@@ -12,6 +12,8 @@ import statistics
 import time
 from typing import Dict, List, Sequence
 
+from .format.layout import SUFFIX
+
 # Kernels per group, and the number of variant events (ranks differ in which one they run).
 LEAVES, VARIANTS = 9, 4
 # Fields of runtime.mpi_flush.FlushStats that time the parts of the flush, in order.
@@ -129,7 +131,8 @@ def sweep(comm, outdir: str, counts: Sequence[int], repeats: int,
             comm.Reduce(mine, total, op=MPI.SUM, root=0)
             samples.append([*worst.tolist(), total[-1] / size])
         if rank == 0:
-            files = [f for f in os.listdir(outdir) if f.startswith(f"{name}.")]
+            # the profile's files (a reused directory also holds the run marker)
+            files = [f for f in os.listdir(outdir) if f.startswith(f"{name}.") and f.endswith(SUFFIX)]
             runs.append({"A": len(files),
                          "bytes": sum(os.path.getsize(os.path.join(outdir, f)) for f in files),
                          "median": [statistics.median(c) for c in zip(*samples)],

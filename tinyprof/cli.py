@@ -21,6 +21,7 @@ from . import _command, tune
 from ._version import __version__
 from .analysis.values import STATISTICS
 from .converters import TARGETS
+from .format.encoding import excerpt
 from .views.mpi import DEFAULT_BY, KEYS, SORTS
 
 
@@ -52,7 +53,7 @@ def _mpi(args: argparse.Namespace) -> int:
     profile = read(args.profile)
     limit = args.limit or None          # 0: all, as in every command
     if not profile.mpi_recorded:
-        print(f"tinyprof: profile {profile.name!r} holds no MPI data "
+        print(f"tinyprof: profile {excerpt(profile.name)} holds no MPI data "
               "(record with Profiler(mpi=True) or TINYPROF_MPI=1)", file=sys.stderr)
         return 1
     if "transport" in args.by:

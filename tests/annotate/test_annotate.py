@@ -458,6 +458,16 @@ def test_exception_propagates_unchanged_and_time_is_recorded(clock, flush_read, 
     assert_ns(p, "main<inner", [[3]])
 
 
+def test_decorating_a_non_callable_is_a_type_error_quoting_the_name_capped(hot_path):
+    """Both twins refuse it alike, and a 10 MB name makes no 10 MB message."""
+    with pytest.raises(TypeError, match="tinyprof.Event 'x': can only decorate a callable, not int"):
+        Event("x")(5)
+    with pytest.raises(TypeError) as info:
+        Event("\x1b]0;" + "n" * 10_000_000)(None)
+    message = str(info.value)
+    assert len(message) < 200 and "\x1b" not in message and "(10000004 characters)" in message
+
+
 def test_exception_through_decorator_propagates_unchanged(tmp_path, clock, flush_read, assert_ns):
     tinyprof.Profiler("m", selfkeys="mem:1", outdir=tmp_path / "m")
     err = KeyError("boom")

@@ -38,9 +38,10 @@ def deep_file(directory, depth: int) -> int:
 
 
 def many_executions_file(directory, nexec: int, ncallpaths: int) -> int:
-    """Rank 0 declares ``nexec`` executions; the root has a value in the last
-    one, each of its ``ncallpaths - 1`` children one value in the first."""
-    fields = [(b";" * (nexec - 1) + b"5") if i == 0 else b"3" for i in range(ncallpaths)]
+    """Rank 0 runs ``nexec`` executions (the root has a value in each, as
+    every writer's root does: 1 ns, the last 5 ns); each of its
+    ``ncallpaths - 1`` children has one value, in the first."""
+    fields = [b"1;" * (nexec - 1) + b"5" if i == 0 else b"3" for i in range(ncallpaths)]
     return write_file(directory, ["r"] + [f"e{i}" for i in range(1, ncallpaths)],
                       [-1] + [0] * (ncallpaths - 1), list(range(ncallpaths)), [fields], [nexec])
 

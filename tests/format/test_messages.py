@@ -71,3 +71,22 @@ def test_warnings_quote_names_capped(tmp_path, monkeypatch):
     assert len(messages) >= 3, [m[:100] for m in messages]
     assert all(len(m) < LIMIT and "\x1b" not in m for m in messages), [m[:200] for m in messages]
     assert not os.listdir(tmp_path)
+
+
+def test_settings_and_directory_errors_quote_capped(tmp_path, monkeypatch):
+    """A bad environment value, a bad selfkeys item and a directory of
+    several profiles with huge names give short, escaped errors."""
+    from tinyprof.runtime.settings import env_count, parse_selfkeys
+    monkeypatch.setenv("TINYPROF_CHAIN", HUGE)
+    problems = []
+    for call in (lambda: env_count("TINYPROF_CHAIN"), lambda: parse_selfkeys(HUGE),
+                 lambda: parse_selfkeys(f"{HUGE}:0,{HUGE}:1")):
+        with pytest.raises(ValueError) as e:
+            call()
+        problems.append(str(e.value))
+    for n in ("a" * 5000, "b" * 5000):
+        (tmp_path / f"{n[:200]}.0-of-1.tp").write_bytes(b"")
+    with pytest.raises(FormatError) as f:
+        tinyprof.read(tmp_path)
+    problems.append(str(f.value))
+    assert all(len(p) < LIMIT and "\x1b" not in p for p in problems), [p[:200] for p in problems]

@@ -206,7 +206,12 @@ def _terminated(tmp_path, code: str):
     """Run ``code``, send it SIGTERM once it printed ``ready``, return what it printed."""
     script = tmp_path / "app.py"
     script.write_text(textwrap.dedent(code))
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, text=True,
+    return _terminate([sys.executable, str(script)], tmp_path)
+
+
+def _terminate(argv, cwd, env=None):
+    """Run ``argv``, send it SIGTERM once it printed ``ready``, return what it printed."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == "ready\n", proc.stderr.read()
@@ -324,17 +329,8 @@ def test_a_c_handler_installed_before_python_gets_sigterm_after_the_snapshot(tmp
     root = os.path.dirname(os.path.dirname(tinyprof.__file__))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *sys.path[1:]])}
     env.pop("TINYPROF", None)
-    proc = subprocess.Popen([str(tmp_path / "embed"), "app.py"], cwd=tmp_path, env=env,
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert proc.stdout.readline() == "ready\n", proc.stderr.read()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert (proc.returncode, out) == (0, "c handler\n"), err
+    proc = _terminate([str(tmp_path / "embed"), "app.py"], tmp_path, env)
+    assert (proc.returncode, proc.stdout) == (0, "c handler\n"), proc.stderr
     assert tinyprof.read(tmp_path / "out").callpaths == [("main",)]      # the snapshot
 
 

@@ -92,3 +92,22 @@ def test_trace_views_escape_names(tmp_path, clock, capsys):
     head, columns, *rows = out.splitlines()
     _aligned([columns, *rows])
     assert sorted(r.split("  ")[0].rstrip() for r in rows) == sorted(map(printable, HOSTILE))
+
+
+def test_show_stays_bounded_on_deep_trees_and_huge_names(tmp_path, capsys):
+    """A tree 3,000 levels deep indents 32 levels and then says its depth,
+    and a 10^6-character name is cut in its middle: every line of ``show``
+    stays a few hundred columns wide, so its output follows the callpaths
+    (it was the sum of their depths, 2 GB at 20,000 levels)."""
+    from test_hostile import deep_file, write_file
+
+    deep_file(tmp_path / "deep", 3000)
+    out = _run(capsys, "show", str(tmp_path / "deep"))
+    lines = out.splitlines()
+    assert max(map(len, lines)) < 500 and len(lines) > 3000
+    assert any(line.lstrip().startswith("[2999] ") for line in lines)
+    huge = "h\x1b" + "n" * 1_000_000 + "end"
+    write_file(tmp_path / "wide", ["main", huge], [-1, 0], [0, 1], [[b"9", b"5"]])
+    out = _run(capsys, "show", str(tmp_path / "wide"))
+    assert max(map(len, out.splitlines())) < 500
+    assert "h\\x1bnnn" in out and "nnnend" in out and "…" in out

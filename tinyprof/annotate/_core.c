@@ -1394,8 +1394,18 @@ static PyObject *
 wrapper_create(Event *e, PyObject *func)
 {
     if (!PyCallable_Check(func)) {
-        PyErr_Format(PyExc_TypeError, "tinyprof.Event %R: can only decorate a callable, not %s",
-                     e->name, Py_TYPE(func)->tp_name);
+        /* The name quoted as args.quoted does: a 10 MB name makes no 10 MB message. */
+        Py_ssize_t n = PyUnicode_GET_LENGTH(e->name);
+        PyObject *cut = PyUnicode_Substring(e->name, 0, n < 80 ? n : 80);
+        if (cut == NULL)
+            return NULL;
+        if (n <= 80)
+            PyErr_Format(PyExc_TypeError, "tinyprof.Event %R: can only decorate a callable, not %s",
+                         cut, Py_TYPE(func)->tp_name);
+        else
+            PyErr_Format(PyExc_TypeError, "tinyprof.Event %R... (%zd characters): can only "
+                         "decorate a callable, not %s", cut, n, Py_TYPE(func)->tp_name);
+        Py_DECREF(cut);
         return NULL;
     }
     Wrapper *w = PyObject_GC_New(Wrapper, &WrapperType);

@@ -16,7 +16,7 @@ import re
 import stat
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from .encoding import FormatError, shown_path
+from .encoding import FormatError, excerpt, shown_path
 
 SUFFIX = ".tp"
 SNAPSHOTS = "snapshots"       # subdirectory of an output directory holding the snapshots
@@ -96,7 +96,7 @@ def profile_files(path: str) -> List[str]:
             raise FormatError(path, None, f"no tinyprof profile (*{SUFFIX}) in this directory")
         if len(sets) > 1:
             names = ", ".join(sorted(f"{n} ({c} files)" for n, c in sets))
-            raise FormatError(path, None, f"several profiles in this directory: {names}; "
+            raise FormatError(path, None, f"several profiles in this directory: {excerpt(names, 400)}; "
                                           "pass one file of the one you want")
         (name, count), = sets
         directory = path
@@ -188,14 +188,15 @@ def _first_hole(fd: int, size: int) -> int:
     return hole
 
 
-_HEAD_RE = re.compile(rb"tinyprof 2\nname [^\n]*\nrun ([0-9a-f]{16})\n"
+# A file's head from version 2 on (run and set lines), whatever the writer's version.
+_HEAD_RE = re.compile(rb"tinyprof [2-9][0-9]*\nname [^\n]*\nrun ([0-9a-f]{16})\n"
                       rb"set (flush|snapshot) ([0-9]+)(?: over ([0-9]+))?\n")
 _HEAD_LIMIT = 1 << 20       # a header line longer than this is not a writer's
 
 
 def head(path: str, memo: Optional[Memo] = None) -> Optional[Head]:
     """The run and set of the file ``path``; None if it is missing, not a
-    regular file, or unlike a version-2 file. ``memo`` caches it by path."""
+    regular file, or unlike a file of version 2 or later. ``memo`` caches it by path."""
     if memo is not None and path in memo.heads:
         return memo.heads[path]
     got = None

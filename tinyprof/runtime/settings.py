@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from ..format.encoding import excerpt
+
 Metrics = Tuple[Tuple[str, bool], ...]      # (key, consistent?) in declaration order
 
 KEEP_POLICIES = ("last", "all")
@@ -37,10 +39,10 @@ def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
     for item in filter(None, (s.strip() for s in selfkeys.split(","))):
         name, sep, flag = item.rpartition(":")
         if not sep or flag not in ("0", "1") or not name:
-            raise ValueError(f"tinyprof: bad selfkeys item {item!r}: expected name:0 "
+            raise ValueError(f"tinyprof: bad selfkeys item {excerpt(item)}: expected name:0 "
                              "(consistent) or name:1 (inconsistent)")
         if name == "time" or name in dict(keys):
-            raise ValueError(f"tinyprof: metric {name!r} declared twice (or reserved)")
+            raise ValueError(f"tinyprof: metric {excerpt(name)} declared twice (or reserved)")
         keys.append((name, flag == "0"))
     return keys
 
@@ -51,7 +53,7 @@ def env_count(name: str) -> Optional[int]:
     if not text:
         return None
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"tinyprof: {name} must be an integer >= 1, not {text!r}")
+        raise ValueError(f"tinyprof: {name} must be an integer >= 1, not {excerpt(text)}")
     return int(text)
 
 

@@ -13,7 +13,7 @@ from ..analysis import ConvertError
 from ..analysis.profile import PER_SECOND, Profile
 from ..format.mpi_section import encode_members
 from .text import UNITS as TIME_UNITS
-from .text import align, printable
+from .text import align, printable, shown
 
 Callpath = Tuple[str, ...]
 __all__ = ["KEYS", "DEFAULT_BY", "SORTS", "Row", "group", "table", "transport_rows", "ucx_states",
@@ -74,18 +74,18 @@ def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
     calls, nbytes, total = sum(r[5] for r in ops), sum(r[6] for r in ops), sum(r[7] for r in ops)
     seconds = 1 / PER_SECOND[profile.unit]
     unit, scale = next(((u, s) for u, s in TIME_UNITS if total * seconds >= s), TIME_UNITS[-1])
-    head = (f"{printable(profile.name)}: {profile.nranks} ranks, {calls} MPI calls, {nbytes} bytes, "
+    head = (f"{shown(profile.name)}: {profile.nranks} ranks, {calls} MPI calls, {nbytes} bytes, "
             f"{total * seconds / scale:.3f} {unit} in MPI (summed over ranks)")
-    shown = sorted(rows, key=lambda r: -r[_SORT_COLUMN[sort]])[:limit]   # stable: ties in key order
+    listed = sorted(rows, key=lambda r: -r[_SORT_COLUMN[sort]])[:limit]   # stable: ties in key order
     lines = [(*(_HEAD[k] for k in by), "calls", "bytes", f"time ({unit})", "avg bytes/call",
               "% MPI time")]
-    for key, c, b, t in shown:
+    for key, c, b, t in listed:
         lines.append((*(_cell(k, v) for k, v in zip(by, key)), str(c), str(b),
                       f"{t * seconds / scale:.3f}", f"{b / c:.1f}",
                       f"{100 * t / total if total else 0:.2f}"))
     numbers = [i for i, k in enumerate(by) if k == "rank"] + list(range(len(by), len(lines[0])))
     out = [head, *align(lines, right=numbers)]
-    hidden = len(rows) - len(shown)
+    hidden = len(rows) - len(listed)
     if hidden:
         out.append(f"({hidden} more {'row' if hidden == 1 else 'rows'} not shown: --limit)")
     return "\n".join(out)
@@ -148,7 +148,7 @@ def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = F
             "unused": "UCX carried none of the MPI traffic of rank(s)",
             "unavailable": "this MPI does not use UCX on rank(s)"}
     where = "; ".join(f"{said[s]} {encode_members(r)}" for s, r in states.items())
-    out = [f"{printable(profile.name)}: {where}"]
+    out = [f"{shown(profile.name)}: {where}"]
     if "unused" in states:
         out.append("  (a rank made no MPI call through UCX, or MPICH moved its messages to ranks of "
                    "the same node through its own shared memory: MPIR_CVAR_NOLOCAL=1 routes them "

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 import numpy as np
 
 from ..analysis.profile import Profile
-from .text import UNITS, align, printable, tree_order
+from .text import UNITS, align, printable, shown, tree_label, tree_order
 
 if TYPE_CHECKING:
     from ..analysis.values import Aggregates
@@ -50,7 +50,7 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     ran = agg.count > 0
     first = outermost(profile, agg)
     run_total = float(np.where(first, agg.time_inc, 0.0).sum())
-    still_open = sorted({printable(p[0]) for p, row in zip(profile.callpaths, first)
+    still_open = sorted({shown(p[0]) for p, row in zip(profile.callpaths, first)
                          if len(p) > 1 and row.any()})
     biggest = float(agg.time_inc.max()) if agg.time_inc.size else 0.0
     unit, scale = next(((u, s) for u, s in UNITS if biggest >= s), UNITS[-1])
@@ -59,7 +59,7 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     row_of = {path: i for i, path in enumerate(profile.callpaths)}
     for path in tree_order(profile.callpaths):
         i = row_of[path]
-        label = "  " * (len(path) - 1) + printable(path[-1])
+        label = tree_label(path)
         ranks = np.flatnonzero(ran[i])
         if not len(ranks):
             table.append((label, f"0/{profile.nranks}", *["-"] * 7))
@@ -71,7 +71,7 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
                       f"{100 * inc.sum() / run_total:.1f}" if run_total else "-",
                       f"{inc.max() / mean:.2f}x" if mean else "-",
                       f"rank {ranks[int(inc.argmax())]}"))
-    head = (f"{printable(profile.name)}: {profile.nranks} ranks, {len(profile.callpaths)} callpaths, "
+    head = (f"{shown(profile.name)}: {profile.nranks} ranks, {len(profile.callpaths)} callpaths, "
             f"{len(profile.files)} file(s); times in {unit} per rank, summed over executions")
     if still_open:
         head += (f"; {', '.join(still_open)} still open when written: % run is of the time "

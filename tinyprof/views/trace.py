@@ -6,7 +6,7 @@ from typing import Any, List, Optional, Tuple
 
 from ..analysis import trace as _trace
 from ..analysis.profile import Profile
-from .text import UNITS, align, printable
+from .text import UNITS, align, printable, shown
 
 
 def _unit(seconds: float) -> Tuple[str, float]:
@@ -27,7 +27,7 @@ def critical_path(profile: Profile, limit: Optional[int] = 20, segments: bool = 
     length, wall = float(path["duration"].sum()), trace.wall_time * scale
     unit, s = _unit(max(length, wall))
     hops = int((path["rank"].diff().fillna(0) != 0).sum())
-    head = [f"{printable(profile.name)}: critical path {length / s:.3f} {unit} over {hops + 1} visits to "
+    head = [f"{shown(profile.name)}: critical path {length / s:.3f} {unit} over {hops + 1} visits to "
             f"{path['rank'].nunique()} of {trace.nranks} ranks; wall time {wall / s:.3f} {unit} "
             f"({100 * length / wall if wall else 100:.2f}%)"]
     table: List[Tuple[str, ...]]
@@ -51,10 +51,10 @@ def wait_states(profile: Profile, limit: Optional[int] = 20) -> str:
     table: Any = _trace.wait_states(profile.trace)
     rows = table if limit is None else table.head(limit)
     unit, s = _unit(float(table["total"].max()) if len(table) else 0.0)
-    head = [f"{printable(profile.name)}: waiting in MPI calls, {float(table['total'].sum()) / s:.3f} {unit} "
+    head = [f"{shown(profile.name)}: waiting in MPI calls, {float(table['total'].sum()) / s:.3f} {unit} "
             f"in all"]
     if not len(table):
-        return f"{printable(profile.name)}: no rank waited in an MPI call"
+        return f"{shown(profile.name)}: no rank waited in an MPI call"
     text = [("callpath", "rank", *(f"{k.replace('_', ' ')} {unit}" for k in _trace.WAIT_KINDS),
              f"total {unit}")]
     text += [(_where(r.callpath), str(r.rank), *(f"{getattr(r, k) / s:.3f}" for k in
