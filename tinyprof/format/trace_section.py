@@ -9,7 +9,6 @@ encode side (``make_block`` sorts and indexes, ``encode`` writes).
 """
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
@@ -127,26 +126,25 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
 
 def encode(blocks: Sequence[Block]) -> bytes:
     """The payload of the blocks (given in ascending rank order)."""
-    # written as it is made, not joined from pieces: the text is held once
-    out = io.BytesIO()
+    out: List[bytes] = []
     for b in blocks:
         head = [f"rank {b.rank}\nclock {'|'.join(map(str, b.clock))}\n",
                 "|".join(map(str, [f"threads {len(b.threads)}", *b.threads])) + "\n",
                 "|".join([f"comms {len(b.comms)}", *b.comms]) + "\n",
                 f"events {len(b.events)}|{b.dropped[0]}\n"]
-        out.write("".join(head).encode())
+        out.append("".join(head).encode())
         ev = b.events
         for lo in range(0, len(ev), _CHUNK):    # Python objects for a chunk of rows at a time
             rows = ev[lo:lo + _CHUNK]
             d = np.diff(rows[:, 2], prepend=ev[lo - 1, 2] if lo else 0)
-            out.write("".join(f"{t}|{ln}|{s}|{u}\n" for t, ln, s, u in
+            out.append("".join(f"{t}|{ln}|{s}|{u}\n" for t, ln, s, u in
                                zip(rows[:, 0].tolist(), rows[:, 1].tolist(), d.tolist(),
                                    rows[:, 3].tolist())).encode())
         calls = b.calls
-        out.write(f"calls {len(calls)}|{b.dropped[1]}\n".encode())
+        out.append(f"calls {len(calls)}|{b.dropped[1]}\n".encode())
         if len(calls):
-            out.write("".join(_call_rows(b)).encode())
-    return out.getvalue()
+            out.append("".join(_call_rows(b)).encode())
+    return b"".join(out)
 
 
 _CHUNK = 1 << 16
