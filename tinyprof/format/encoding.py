@@ -18,7 +18,7 @@ import re
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from .._version import __version__
 
@@ -301,7 +301,7 @@ class _Pieces:
         return b"".join(self.out)
 
 
-def encode_consistent(values: Dict[str, float], keys: Sequence[str]) -> bytes:
+def encode_consistent(values: Mapping[str, float], keys: Sequence[str]) -> bytes:
     """The consistent-metrics field of one callpath, in header order."""
     return ",".join(format_value(values[k]) if k in values else "" for k in keys).rstrip(",").encode()
 

@@ -67,7 +67,7 @@ class Block:
 
 def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
                call_ops: Sequence[str], endpoints: np.ndarray, comm_names: Sequence[str],
-               dropped: Tuple[int, int] = (0, 0)) -> Block:
+               dropped: Tuple[int, int] = (0, 0), events_sorted: bool = False) -> Block:
     """A block from raw records, in recording order.
 
     ``events``: (E, 4) int64 rows (tid, line, start, dur). ``calls``: (M, 7)
@@ -77,7 +77,9 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
     communicator ``i`` of the calls and endpoints. Rows are sorted by (start,
     thread, dur descending), stably; threads become indices into the ascending
     tid list and communicators into the list of those the calls and their
-    endpoints use, in order of first use.
+    endpoints use, in order of first use. With ``events_sorted``, the event
+    rows are in that order already and are taken, not copied (their thread
+    column changed in place): a trace's largest array is not held twice.
     """
     events = np.asarray(events, np.int64).reshape(-1, 4)
     calls = np.asarray(calls, np.int64).reshape(-1, 7)
@@ -86,7 +88,10 @@ def make_block(rank: int, clock: Clock, events: np.ndarray, calls: np.ndarray,
     threads = tids.tolist()
 
     # fancy indexing copies: the caller's rows stay as they were
-    ev = events[np.lexsort((-events[:, 3], events[:, 0], events[:, 2]))] if len(events) else events.copy()
+    if events_sorted:
+        ev = events
+    else:
+        ev = events[np.lexsort((-events[:, 3], events[:, 0], events[:, 2]))] if len(events) else events.copy()
     ev[:, 0] = np.searchsorted(tids, ev[:, 0])
 
     order = np.lexsort((-calls[:, 3], calls[:, 0], calls[:, 2])) if len(calls) else \

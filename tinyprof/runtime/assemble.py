@@ -56,10 +56,10 @@ Base = Dict[object, Tuple[int, int, bytes]]
 
 @dataclass
 class RankPart:
-    """One rank's share of a file: its callpaths in pre-order, the fields that
-    differ from a base (all non-empty ones when there is none) as (position,
-    bytes kept from the base's field, new bytes), and its ``mpi`` section,
-    whose lines are positions in ``events``."""
+    """One rank's share of a file: its callpaths (distinct) in pre-order, the
+    fields that differ from a base (all non-empty ones when there is none) as
+    (position, bytes kept from the base's field, new bytes), and its ``mpi``
+    section, whose lines are positions in ``events``."""
 
     rank: int
     executions: int
@@ -113,13 +113,18 @@ def assemble(header: Header, parts: Sequence[RankPart], delta: bool = False,
     (each rank's list is in pre-order, so parents come first), found by
     (parent line, name): the cost does not grow with the depth.
     """
-    lines: Dict[Tuple[int, str], int] = {}      # (parent line, name) -> line
-    parents: List[int] = []
-    names: List[str] = []
-    loops: List[int] = []
-    consistent: List[bytes] = []
-    where: List[List[int]] = []                 # per part: its position -> line
-    for part in parts:                          # lowest rank first: its values win
+    # The first part's callpaths are distinct: its lines are its positions,
+    # without a key per callpath (the serial flush has only that part).
+    first = parts[0].events if parts else []
+    parents: List[int] = [parent for parent, _, _, _ in first]
+    names: List[str] = [name for _, name, _, _ in first]
+    loops: List[int] = [loop for _, _, loop, _ in first]
+    consistent: List[bytes] = [given for _, _, _, given in first]
+    where: List[Sequence[int]] = [range(len(first))] if parts else []   # per part: position -> line
+    lines: Dict[Tuple[int, str], int] = {}      # (parent line, name) -> line, from the second part
+    if len(parts) > 1:
+        lines = {key: i for i, key in enumerate(zip(parents, names))}
+    for part in parts[1:]:                      # lowest rank first: its values win
         local: List[int] = []
         for parent, name, loop, given in part.events:
             key = (local[parent] if parent >= 0 else -1, name)
@@ -140,14 +145,14 @@ def assemble(header: Header, parts: Sequence[RankPart], delta: bool = False,
     ids = [table.setdefault(name, len(table)) for name in names]
     fields = [[b""] * len(parents) for _ in parts]
     spliced: List[_deltasection.Splice] = []
-    for r, (part, local) in enumerate(zip(parts, where)):
+    for r, (part, at) in enumerate(zip(parts, where)):
         for i, keep, text in part.splices:
             if delta:
-                spliced.append((local[i], part.rank, keep, text))
+                spliced.append((at[i], part.rank, keep, text))
             else:
-                fields[r][local[i]] = text
+                fields[r][at[i]] = text
     extra: List[Tuple[str, bytes]] = []
-    mpi = merge_mpi([moved(part.mpi, local) for part, local in zip(parts, where) if part.mpi])
+    mpi = merge_mpi([moved(part.mpi, at) for part, at in zip(parts, where) if part.mpi])
     if mpi:
         extra.append(("mpi", mpi))
     if delta:

@@ -4,32 +4,58 @@ Numpy is loaded here, at the first flush, not while annotating (metrics.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 _NAN = float("nan")
+# Shared by the many callpaths without metrics, and never changed (a
+# MappingProxyType would not pickle, and events are pickled to other ranks).
+_NONE: Mapping[str, Any] = {}
 
 
-@dataclass
 class LocalEvent:
-    """One callpath of this process, copied out of the hot path's node."""
+    """One callpath of this process, copied out of the hot path's node.
 
-    path: Tuple[str, ...]
-    loop: int
-    common: bool
-    times: np.ndarray                  # int64
-    execs: np.ndarray                  # int64 (execution, first index) pairs
-    consistent: Dict[str, float]
-    metrics: Dict[str, np.ndarray]     # inconsistent key -> float64, aligned with times
-    # Position of the parent in the list this event came in (-1: a root):
-    # set by collect(); None in hand-built lists, where the paths tell.
-    parent: Optional[int] = None
-    node: Any = None                   # the hot path's node: a key hashed in O(1)
+    A flush holds one per callpath (300,000 in a big run), so it has slots,
+    shares one empty mapping for absent metrics, and keeps ``times`` and
+    ``execs`` as the bytes the core gave until they are read (an array
+    object costs more than the one value most callpaths hold).
+    """
+
+    __slots__ = ("path", "loop", "common", "_times", "_execs", "consistent", "metrics",
+                 "parent", "node")
+
+    def __init__(self, path: Tuple[str, ...], loop: int, common: bool,
+                 times: Union[np.ndarray, bytes], execs: Union[np.ndarray, bytes],
+                 consistent: Mapping[str, float], metrics: Mapping[str, np.ndarray],
+                 parent: Optional[int] = None, node: Any = None) -> None:
+        self.path = path
+        self.loop = loop
+        self.common = common
+        self._times = times                # int64 values, or their bytes
+        self._execs = execs                # int64 (execution, first index) pairs, or their bytes
+        self.consistent = consistent
+        self.metrics = metrics             # inconsistent key -> float64, aligned with times
+        # Position of the parent in the list this event came in (-1: a root):
+        # set by collect(); None in hand-built lists, where the paths tell.
+        self.parent = parent
+        self.node = node                   # the hot path's node: a key hashed in O(1)
+
+    @property
+    def times(self) -> np.ndarray:
+        return _array(self._times)
+
+    @property
+    def execs(self) -> np.ndarray:
+        return _array(self._execs)
 
     def metric_columns(self, keys: Sequence[str]) -> List[Optional[np.ndarray]]:
         return [self.metrics.get(k) for k in keys]
+
+
+def _array(values: Union[np.ndarray, bytes]) -> np.ndarray:
+    return np.frombuffer(values, np.int64) if isinstance(values, bytes) else values
 
 
 def collect(root) -> List[LocalEvent]:
@@ -46,25 +72,29 @@ def collect(root) -> List[LocalEvent]:
         prefix, parent, node = stack.pop()
         path = prefix + (node.name,)
         raw_times, raw_execs = node.data()
-        times = np.frombuffer(raw_times, dtype=np.int64)
-        execs = _clean_execs(np.frombuffer(raw_execs, dtype=np.int64), len(times))
-        metrics = {}
-        for key, column in list((node.metrics or {}).items()):
-            col = np.full(len(times), _NAN)
-            vals = np.frombuffer(bytes(column), dtype=np.float64)[:len(times)]   # a copy
-            col[:len(vals)] = vals
-            metrics[key] = col
+        ntimes = len(raw_times) // 8
+        execs = _clean_execs(raw_execs, ntimes)
+        metrics: Mapping[str, np.ndarray] = _NONE
+        if node.metrics:
+            metrics = {}
+            for key, column in list(node.metrics.items()):
+                col = np.full(ntimes, _NAN)
+                vals = np.frombuffer(bytes(column), dtype=np.float64)[:ntimes]   # a copy
+                col[:len(vals)] = vals
+                metrics[key] = col
         here = len(out)
-        out.append(LocalEvent(path, node.loop, node.common, times, execs,
-                              dict(node.consistent or {}), metrics, parent, node))
+        out.append(LocalEvent(path, node.loop, node.common, raw_times, execs,
+                              dict(node.consistent) if node.consistent else _NONE, metrics,
+                              parent, node))
         if node.children:
             stack.extend((path, here, child) for child in reversed(list(node.children.values())))
     return out
 
 
-def _clean_execs(execs: np.ndarray, ntimes: int) -> np.ndarray:
+def _clean_execs(raw: bytes, ntimes: int) -> Union[np.ndarray, bytes]:
+    execs = np.frombuffer(raw, dtype=np.int64)
     if len(execs) == 2 and execs[1] < ntimes:      # one execution: nothing to clean
-        return execs
+        return raw
     # Another thread may record between the copies of times and boundaries, and
     # two threads racing on a node's first record of an execution (pure-Python
     # path only) can append the same boundary twice: keep what the times cover.

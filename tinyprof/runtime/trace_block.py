@@ -7,7 +7,7 @@ records; mapping nodes to the file's lines, sorting and encoding happen here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -44,13 +44,7 @@ def block(records: Records, lines: Dict[int, int]) -> bytes:
         known = (nodes >= 0) & (nodes < len(lookup))
         return np.where(known, lookup[np.where(known, nodes, 0)], NONE)
 
-    rec = np.frombuffer(core[0], np.int64).reshape(-1, 4)
-    line = line_of(rec[:, 0])
-    keep = line != NONE
-    events = rec[keep]              # (node, tid, start, dur) -> (tid, line, start, dur), in place
-    events[:, 0] = events[:, 1]
-    events[:, 1] = line[keep]
-    del line, keep
+    events = _sorted_events(np.frombuffer(core[0], np.int64).reshape(-1, 4), line_of)
     calls, ops, endpoints, names, dropped = np.zeros((0, 7), np.int64), [], \
         np.zeros((0, 6), np.int64), [], 0
     if mpi is not None:
@@ -69,8 +63,28 @@ def block(records: Records, lines: Dict[int, int]) -> bytes:
         endpoints[:, 5] = comm_of(endpoints[:, 5])
         endpoints, dropped = endpoints[endpoints[:, 5] != NONE], mpi.dropped
     b = trace_section.make_block(rank, clock, events, calls, ops, endpoints, names,
-                                 (core[1], dropped))
+                                 (core[1], dropped), events_sorted=True)
     return trace_section.encode([b])
+
+
+def _sorted_events(rec: np.ndarray, line_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The core's records ``(node, tid, start, dur)`` of nodes with a line as
+    rows ``(tid, line, start, dur)`` in the block's order (trace_section.
+    make_block): sorted from the core's buffer into the one copy, the only
+    array per occurrence beside the buffer and the sort's order."""
+    line = line_of(rec[:, 0])
+    kept = np.flatnonzero(line != NONE)
+    if len(kept) == len(rec):
+        order = np.lexsort((-rec[:, 3], rec[:, 1], rec[:, 2]))
+    else:
+        order = kept[np.lexsort((-rec[kept, 3], rec[kept, 1], rec[kept, 2]))]
+    del kept
+    events = np.empty((len(order), 4), np.int64)
+    events[:, 1] = line[order]
+    del line
+    for column, source in ((0, 1), (2, 2), (3, 3)):
+        events[:, column] = rec[order, source]
+    return events
 
 
 def clock_of(syncs: List[Tuple[int, int, int]]) -> Clock:
