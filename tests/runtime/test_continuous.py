@@ -260,7 +260,7 @@ with tinyprof.Event("main"):
 # rank 0 prints every rank's line: mpiexec may run two ranks' output together
 lines = MPI.COMM_WORLD.gather(f"{len(tinyprof.snapshots(out)) >= 3} {len(alarms)}")
 if lines:
-    print("\n".join(lines), flush=True)
+    print(*lines, sep="\\n", flush=True)
 """
 
 
