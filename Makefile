@@ -60,7 +60,7 @@ test-mpi: install
 		log=$$(mktemp); \
 		if timeout 600 $(BIN)/mpiexec -n $$n $(PY) -m pytest -q -p no:cacheprovider --with-mpi \
 				tests/mpi > $$log 2>&1; then \
-			echo "== MPI tests on $$n ranks: $$(grep -m1 -oE '[0-9]+ (passed|failed)[a-z0-9, ]* in [0-9.]+s' $$log)"; rm -f $$log; \
+			echo "== MPI tests on $$n ranks: $$(grep -m1 -oE '[0-9]+ (passed|failed)[a-z0-9, ]* in [0-9.]+s' $$log | head -1)"; rm -f $$log; \
 		else \
 			cat $$log; echo "== MPI tests on $$n ranks FAILED (output above)"; rm -f $$log; exit 1; \
 		fi; \
