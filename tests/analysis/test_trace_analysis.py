@@ -85,6 +85,8 @@ def test_a_token_pipeline_puts_every_rank_on_the_path_in_turn():
     assert waits(trace) == {("main", 1): (10, 0, 0, 0), ("main", 2): (21, 0, 0, 0)}
     path = _trace.critical_path(trace)
     assert path["duration"].sum() == pytest.approx(trace.wall_time * NS)
+    # summed in ticks, so never above the wall time by a rounding
+    assert _trace.path_length(path) == trace.wall_time * _trace.SECONDS[trace.unit]
 
 
 def test_the_last_arrival_at_a_collective_holds_the_others_up():

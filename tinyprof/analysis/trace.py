@@ -414,13 +414,21 @@ def critical_path(trace: Trace) -> Any:
     call = np.where(in_call, label - ncp, 0)
     path = np.where(in_call, c["path"][call] if len(c["path"]) else -1, label)
     scale = SECONDS[trace.unit]
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "rank": rank,
         "callpath": [_callpath(trace, p) for p in path.tolist()],
         "op": np.where(in_call, names[c["op"][call]] if len(c["op"]) else "", ""),
         "start": t0 * scale,
         "duration": (t1 - t0) * scale,
     })
+    # summed in ticks: a sum of rounded seconds may exceed the wall time
+    frame.attrs["length"] = int((t1 - t0).sum()) * scale
+    return frame
+
+
+def path_length(path: Any) -> float:
+    """The length of a path from ``critical_path`` in seconds."""
+    return float(path.attrs.get("length", path["duration"].sum()))
 
 
 def _path(trace: Trace) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -492,7 +500,7 @@ def critical_path_summary(trace: Trace, path: Any = None) -> Any:
     path = path.assign(mpi=path["duration"].where(path["op"] != "", 0.0))
     table = path.groupby(["rank", "callpath"], sort=False).agg(
         time=("duration", "sum"), mpi=("mpi", "sum")).reset_index()
-    length = float(path["duration"].sum())
+    length = path_length(path)
     table["share"] = table["time"] / length if length > 0 else 0.0
     return table.sort_values(["time", "rank"], ascending=[False, True],
                              kind="stable").reset_index(drop=True)

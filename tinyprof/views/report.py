@@ -274,7 +274,7 @@ def _trace(profile: Profile) -> Optional[Dict[str, Any]]:
     waits = analysis.wait_states(trace)
     kinds = list(analysis.WAIT_KINDS)
     return {
-        "length": float(path["duration"].sum()),
+        "length": analysis.path_length(path),
         "wall": float(trace.wall_time * analysis.SECONDS[trace.unit]),
         "ranks": int(path["rank"].nunique()),
         "critical": [[int(r.rank), _where(r.callpath), float(r.time), float(r.mpi), float(r.share)]

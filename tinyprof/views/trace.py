@@ -24,7 +24,7 @@ def critical_path(profile: Profile, limit: Optional[int] = 20, segments: bool = 
     trace = profile.trace
     path = _trace.critical_path(trace)
     scale = _trace.SECONDS[trace.unit]
-    length, wall = float(path["duration"].sum()), trace.wall_time * scale
+    length, wall = _trace.path_length(path), trace.wall_time * scale
     unit, s = _unit(max(length, wall))
     hops = int((path["rank"].diff().fillna(0) != 0).sum())
     head = [f"{shown(profile.name)}: critical path {length / s:.3f} {unit} over {hops + 1} visits to "
