@@ -6,6 +6,7 @@ demos included."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -148,15 +149,15 @@ def test_mpi4py_demos(tmp_path):
     child = prof.mpi[~prof.mpi.comm.str.startswith("COMM_WORLD")]  # the spawned counter's
     ops = child.groupby("op").calls.sum()
     assert (ops["Send"], ops["Mrecv"]) == (2 * 5 + 1, 2 * 5)     # 5 values a rank, 1 stop
+    # mpiexec may run two ranks' output together: their lines are found, not split
+    hello = re.compile(r"Hello, World! I am process (\d) of (\d) on " + re.escape(socket.gethostname()))
     out, prof = run(3, "helloworld.py")
-    assert sorted(out.splitlines()) == [
-        f"Hello, World! I am process {r} of 3 on {socket.gethostname()}." for r in range(3)]
+    assert sorted(hello.findall(out)) == [(str(r), "3") for r in range(3)], out
     assert prof.nranks == 3 and prof.callpaths == [("helloworld.py",)]
     out, prof = run(2, "-m", "mpi4py", "helloworld.py")            # mpi4py's own runner
-    assert len(out.splitlines()) == 2 and prof.callpaths == [("mpi4py",)]
+    assert sorted(hello.findall(out)) == [("0", "2"), ("1", "2")] and prof.callpaths == [("mpi4py",)]
     out, prof = run(3, "-m", "mpi4py.futures", "run_hello.py")
-    assert [line.split(" on ")[0] for line in out.splitlines()] == [
-        f"Hello, World! I am worker {w} of 2" for w in range(2)]
+    assert re.findall(r"Hello, World! I am worker (\d) of 2", out) == ["0", "1"], out
     assert prof.nranks == 3 and prof.callpaths == [("mpi4py.futures",)]
     sendrecv = prof.mpi[prof.mpi.op == "Sendrecv"]
     assert (sendrecv.calls.sum(), sendrecv.bytes.sum()) == (2 * 2, 2 * 2 * 128)
