@@ -111,13 +111,13 @@ def test_callflow_app_shows_the_run_and_its_call_sites(served, traced_demo):
                                                             str(len(names)), str(edges)], row
 
         browser.open(served + "#/super_graph")
-        count = browser.wait_for(
-            "document.querySelectorAll('#ensemble-supergraph-overview g.callsite').length",
-            timeout=60)
-        browser.evaluate("new Promise(r => setTimeout(r, 500))")   # let the layout settle
-        heights = browser.evaluate("""[...document.querySelectorAll(
+        # every call site laid out: its box drawn with a height (on a loaded machine, later)
+        heights = browser.wait_for(f"""(() => {{ const h = [...document.querySelectorAll(
             '#ensemble-supergraph-overview g.callsite rect.callsite-rect')].map(
-            r => r.getBBox().height)""")
+            r => r.getBBox().height);
+            return h.length >= {len(names)} && Math.min(...h) > 0 ? h : null; }})()""", timeout=120)
+        count = browser.evaluate(
+            "document.querySelectorAll('#ensemble-supergraph-overview g.callsite').length")
         assert count == len(names) and len(heights) == len(names) and min(heights) > 0
         assert browser.evaluate(
             "document.querySelectorAll('#ensemble-supergraph-overview path.edge-single').length"
