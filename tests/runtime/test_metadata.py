@@ -247,3 +247,12 @@ def test_an_unreadable_git_file_gives_no_commit(tmp_path):
     assert _metadata.git_commit(str(tmp_path)) is None
     (tmp_path / ".git").write_text("gitdir: /nonexistent/place")
     assert _metadata.git_commit(str(tmp_path)) is None
+
+
+def test_the_profiler_reads_back_the_users_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYPROF_METADATA", "a=env,b=env")
+    p = tinyprof.Profiler("r", outdir=tmp_path / "r", metadata={"a": 2})
+    try:
+        assert p.metadata == {"a": 2, "b": "env"}
+    finally:
+        p.close()

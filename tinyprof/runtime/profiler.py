@@ -1,7 +1,7 @@
 """The friendly front of a session: ``Profiler(...)`` and ``flush()`` (paper Fig. 1 (3))."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 
 class Profiler:
@@ -77,6 +77,12 @@ class Profiler:
     def metrics(self) -> List[Tuple[str, bool]]:
         """Declared custom metrics as ``(key, consistent)``."""
         return list(self.settings.metrics)
+
+    @property
+    def metadata(self) -> Dict[str, Union[str, int, float]]:
+        """The user's run metadata: ``TINYPROF_METADATA``'s, then this
+        Profiler's ``metadata`` (the automatic keys come at the first write)."""
+        return dict(self.settings.metadata)
 
     @property
     def run(self) -> str:
