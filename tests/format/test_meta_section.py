@@ -104,3 +104,13 @@ _values = st.one_of(st.text(), st.integers(-2**63, 2**63 - 1), st.floats(allow_n
 def test_any_entries_round_trip(entries):
     payload = meta_section.encode(entries)
     assert parse_data("m.tp", _file(payload)).metadata == entries
+
+
+def test_the_writer_leaves_out_what_the_reader_would_refuse():
+    """A string over the bound (a huge run's command or host list) and keys
+    past the 1024th are left out, so that the file stays readable."""
+    huge = {"a": "x" * meta_section.MAX_VALUE + "%", "b": 1, "c": "x" * meta_section.MAX_VALUE}
+    assert meta_section.encode(huge) == b"b|i|1\nc|s|" + b"x" * meta_section.MAX_VALUE + b"\n"
+    many = {f"k{i:04d}": i for i in range(1100)}
+    got = parse_data("m.tp", _file(meta_section.encode(many))).metadata
+    assert got == {k: v for k, v in many.items() if v < 1024}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Dict, Mapping, Optional, Union
+from typing import Dict, List, Mapping, Optional, Union
 
 from .encoding import FormatError, escape, excerpt, format_value, unescape
 
@@ -47,13 +47,19 @@ def _text(value: str) -> bytes:
 
 
 def encode(entries: Mapping[str, Value]) -> bytes:
-    """The payload of ``entries`` (each checked by :func:`problem`), b"" for none:
-    writers write no section then."""
-    lines = []
-    for key in sorted(entries)[:MAX_ENTRIES]:
+    """The payload of ``entries`` (keys and types checked by :func:`problem`),
+    b"" for none: writers write no section then. A string over the bound (an
+    automatic ``command`` or ``hostnames`` of a huge run) and the keys past
+    the first ``MAX_ENTRIES`` are left out: the file stays readable."""
+    lines: List[bytes] = []
+    for key in sorted(entries):
         value = entries[key]
+        if len(lines) == MAX_ENTRIES:
+            break
         if isinstance(value, str):
-            lines.append(b"%s|s|%s\n" % (key.encode(), _text(value)))
+            text = _text(value)
+            if len(text) <= MAX_VALUE:
+                lines.append(b"%s|s|%s\n" % (key.encode(), text))
         elif isinstance(value, int):
             lines.append(b"%s|i|%d\n" % (key.encode(), value))
         else:

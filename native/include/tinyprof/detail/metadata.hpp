@@ -61,17 +61,27 @@ inline std::string problem(std::string_view key, const Value& value) {
     return {};
 }
 
-// The section's payload (meta_section.encode): `key|type|value` lines, by key.
+// The section's payload (meta_section.encode): `key|type|value` lines, by
+// key; a string over the bound and the keys past kMaxEntries left out.
 inline std::string encode(const Entries& entries) {
     std::string out;
     std::size_t n = 0;
     for (const auto& [key, value] : entries) {
-        if (n++ == kMaxEntries) break;
-        out += key;
-        if (const auto* s = std::get_if<std::string>(&value)) out += "|s|" + format::escape(*s);
-        else if (const auto* i = std::get_if<std::int64_t>(&value)) out += "|i|" + std::to_string(*i);
-        else out += "|f|" + format::format_value(std::get<double>(value));
-        out += '\n';
+        if (n == kMaxEntries) break;
+        std::string text;
+        if (const auto* s = std::get_if<std::string>(&value)) {
+            text = format::escape(*s);
+            if (text.size() > kMaxValue) continue;
+            out += key + "|s|";
+        } else if (const auto* i = std::get_if<std::int64_t>(&value)) {
+            out += key + "|i|";
+            text = std::to_string(*i);
+        } else {
+            out += key + "|f|";
+            text = format::format_value(std::get<double>(value));
+        }
+        out += text + '\n';
+        ++n;
     }
     return out;
 }
