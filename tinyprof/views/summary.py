@@ -37,7 +37,7 @@ def outermost(profile: Profile, agg: Aggregates) -> np.ndarray:
 
 
 def run_line(profile: Profile) -> str:
-    """The run header from the run metadata (docs/api.md, "Run metadata"):
+    """The run's line from the run metadata (docs/api.md, "Run metadata"):
     start, ranks and nodes, commit, command, in one printable line cut to a
     terminal's cell; "" when the profile has none of them."""
     m = profile.metadata
@@ -91,10 +91,8 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     if still_open:
         head += (f"; {', '.join(still_open)} still open when written: % run is of the time "
                  "recorded inside")
-    run = run_line(profile)
-    if run:
-        head += "\n" + run
     where = printable(shlex.quote(source)) if source is not None else "PROFILE"
     tail = (f"Next: tinyprof report {where} -o report.html  (call tree, ranks, heatmap, "
             "MPI in a browser; docs/guide.md#analysing-a-profile)")
-    return "\n".join([head, *align(table), "", tail])
+    run = run_line(profile)      # after the table: the lines above keep their places
+    return "\n".join([head, *align(table), "", *([run] if run else []), tail])
