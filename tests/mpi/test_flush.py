@@ -44,6 +44,20 @@ def test_every_aggregator_count_gives_what_each_rank_recorded(world, mpi_tmp_pat
         + ["wl.run"]
 
 
+@pytest.mark.parametrize("aggregators", [1, 2])
+def test_the_run_metadata_names_every_rank_and_host(world, mpi_tmp_path, aggregators):
+    tinyprof.Profiler("md", outdir=mpi_tmp_path, aggregators=aggregators, metadata={"k": 1})
+    with tinyprof.Event("main"):
+        pass
+    tinyprof.flush()
+    hosts = sorted(set(world.allgather(MPI.Get_processor_name())))
+    got = tinyprof.read(mpi_tmp_path).metadata
+    want = {"k": 1, "nranks": world.Get_size(), "nodes": len(hosts), "hostnames": ",".join(hosts),
+            "mpi_library": MPI.Get_library_version().split("\n")[0].strip()}
+    errors = [] if {k: got.get(k) for k in want} == want else [f"metadata {got}"]
+    assert not all_errors(world, errors)
+
+
 @pytest.mark.parametrize("hint", ["right", "wrong_hint", "swap_order", "loop_clash"])
 def test_phase_one_falls_back_to_full_sync_only_on_wrong_hints(world, mpi_tmp_path, hint):
     record(world, **({} if hint == "right" else {hint: True}))

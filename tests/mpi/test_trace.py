@@ -59,6 +59,7 @@ def test_trace_off_files_equal_the_golden_file(world, mpi_tmp_path, monkeypatch,
         pytest.skip("the golden file holds 2 ranks")
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     monkeypatch.setenv("TINYPROF_RUN_ID", RUN)
+    monkeypatch.setenv("TINYPROF_AUTO_METADATA", "0")     # the golden file has no run metadata
     outdir = str(mpi_tmp_path / f"golden-{trace}")
     clock = FakeClock()
     impl.reset()

@@ -8,6 +8,7 @@
 // fields separated by tabs, names %-escaped as in docs/format.md:
 //     profiler NAME FREQUENCY SELFKEYS | aggregators A | keep last|all | enter NAME COMMON LOOP SELFVALUES
 //     exit | tick NS | flush | snapshot | drop (destroys the Profiler; C++ only)
+//     meta KEY s|i|f VALUE (run metadata; the value %-escaped)
 #include <tinyprof/tinyprof.hpp>
 
 #include <fstream>
@@ -68,6 +69,10 @@ int main(int argc, char** argv) {
             prof->set_outdir(argv[2]);
         } else if (f[0] == "aggregators") {
             prof->set_aggregators(std::stoi(f[1]));
+        } else if (f[0] == "meta") {
+            if (f[2] == "s") TinyProf::metadata(f[1], unescape(f[3]));
+            else if (f[2] == "i") TinyProf::metadata(f[1], std::stoll(f[3]));
+            else TinyProf::metadata(f[1], std::stod(f[3]));
         } else if (f[0] == "keep") {
             prof->set_keep(f[1]);
         } else if (f[0] == "enter") {

@@ -33,6 +33,10 @@ def main(prefix: str, outdir: str, mpi: bool) -> None:
             elif f[0] in ("aggregators", "keep"):      # a new Profiler with one more setting
                 profiler_args[f[0]] = int(f[1]) if f[0] == "aggregators" else f[1]
                 prof = tinyprof.Profiler(**profiler_args)
+            elif f[0] == "meta":                         # the same, with one more key
+                typed = {"s": unescape, "i": int, "f": float}[f[2]](f[3])
+                profiler_args["metadata"] = {**profiler_args.get("metadata", {}), f[1]: typed}
+                prof = tinyprof.Profiler(**profiler_args)
             elif f[0] == "enter":
                 values = {}
                 for item in filter(None, (s.strip() for s in f[4].split(","))):

@@ -19,9 +19,10 @@ import tinyprof
 from tinyprof.format.encoding import escape, format_value
 
 # Both writers take the run id and the creation time from the environment,
-# so that their files can be byte-identical.
+# so that their files can be byte-identical; the automatic metadata (command
+# line, writer, ...) is off, the user's keys stay.
 RUN_ID = "0123456789abcdef"
-SAME = dict(TINYPROF_RUN_ID=RUN_ID, SOURCE_DATE_EPOCH=EPOCH)
+SAME = dict(TINYPROF_RUN_ID=RUN_ID, SOURCE_DATE_EPOCH=EPOCH, TINYPROF_AUTO_METADATA="0")
 
 SCENARIO_CPP = "tests/native/scenario.cpp"
 SCENARIO_PY = Path(__file__).with_name("scenario.py")
@@ -53,6 +54,10 @@ class RankScript:
 
     def tick(self, ns: int) -> None:
         self.add("tick", ns)
+
+    def meta(self, key: str, value) -> None:
+        kind = "s" if isinstance(value, str) else "i" if isinstance(value, int) else "f"
+        self.add("meta", key, kind, escape(value) if kind == "s" else repr(value))
 
 
 Body = Callable[[RankScript], None]
@@ -346,6 +351,38 @@ def _first(out: Path, k: int) -> str:
 
 def _flushed(out: Path) -> str:
     return sorted(p.name for p in out.iterdir() if p.is_file())[0]
+
+
+# The user's run metadata (docs/format.md, "The meta section"): every type,
+# hostile strings, a key of the environment's overridden by the program's.
+META = {"size": 64, "neg": -2**63, "eps": 1.5e-7, "big": 2.5e16, "inf": float("inf"),
+        "case": "a|b\n%0A\r é 漢字", "empty": "", "queue": "from the program"}
+META_ENV = "queue=debug,note=a%2Cb=c%25,bad item,k=caf%C3%A9,u=%FF%FE"
+
+
+def described(body: Body) -> Body:
+    def with_meta(s: RankScript) -> None:
+        body(s)
+        at = 1                          # after the profiler line
+        for key, value in META.items():
+            s.meta(key, value)
+            s.lines.insert(at, s.lines.pop())
+            at += 1
+    return with_meta
+
+
+@pytest.mark.parametrize("nranks,name,aggregators", [(0, "fig2", 0), (3, "common_only", 2),
+                                                     (2, "requests", 0)])
+def test_metadata_vectors_are_byte_identical(build, tmp_path, nranks, name, aggregators):
+    """Flushes and snapshots (the first one whole) with the user's metadata
+    and TINYPROF_METADATA's: the same bytes, in file 0 only, read back."""
+    cxx, py = both(build, tmp_path, described(with_snapshot(SCENARIOS[name], aggregators)), nranks,
+                   TINYPROF_METADATA=META_ENV)
+    assert_identical(cxx, py)
+    for p in (tinyprof.read(str(cxx)), tinyprof.read(str(cxx), snapshot=1)):
+        assert p.metadata == dict(META, note="a,b=c%", k="café", u="\udcff\udcfe")
+        assert [b"\nsection meta " in open(f, "rb").read() for f in p.files] == \
+            [True] + [False] * (len(p.files) - 1)
 
 
 def test_cxx_writes_the_golden_file(build, tmp_path):

@@ -71,7 +71,8 @@
         el("span", {}, `${P} ranks`), el("span", {}, `${N} callpaths`),
         el("span", {}, `run ${fmt(Math.max(0, ...D.runtime))} ${unit} (slowest rank)`),
         el("span", {}, `${D.files} file(s), ${D.set || "flush"}`),
-        el("span", {}, `created ${D.created}`), el("span", {}, `tinyprof ${D.version}`))),
+        el("span", {}, `created ${D.created}`), el("span", {}, `tinyprof ${D.version}`),
+        ...(D.run ? [el("span", { id: "run" }, D.run)] : []))),
     main);
   const section = (id, title, hint) => {
     const s = el("section", { id }, el("h2", {}, title));

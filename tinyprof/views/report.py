@@ -24,7 +24,7 @@ import numpy as np
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
 from ..analysis.values import aggregate, mpi_per_node
 from ..format import layout
-from .summary import run_times
+from .summary import run_line, run_times
 from .text import tree_order
 
 MAX_POINTS = 400        # per callpath in the iteration plot
@@ -101,6 +101,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
     data: Dict[str, Any] = {
         "name": profile.name, "nranks": profile.nranks, "files": len(profile.files),
         "created": profile.created, "version": profile.version,
+        "run": run_line(profile),          # from the run metadata, "" without it
         "set": f"{profile.set[0]} {profile.set[1]}" if profile.set else "",
         "callpaths": [{"name": p[-1], "path": "<".join(p),
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],

@@ -36,6 +36,21 @@ def outermost(profile: Profile, agg: Aggregates) -> np.ndarray:
     return out
 
 
+def run_line(profile: Profile) -> str:
+    """The run's line from the run metadata (docs/api.md, "Run metadata"):
+    start, ranks and nodes, commit, command, in one printable line cut to a
+    terminal's cell; "" when the profile has none of them."""
+    m = profile.metadata
+    parts = [f"started {m['start']}"] if "start" in m else []
+    if "nranks" in m:
+        parts.append(f"{m['nranks']} ranks" + (f" on {m['nodes']} node(s)" if "nodes" in m else ""))
+    if "git" in m:
+        parts.append(f"git {str(m['git'])[:12]}")
+    if "command" in m:
+        parts.append(f"command: {m['command']}")
+    return shown("run: " + ", ".join(parts)) if parts else ""
+
+
 def summary(profile: Profile, source: Optional[str] = None) -> str:
     """One line per callpath, as a tree, all times in one unit: on how many
     ranks it ran; the min, mean and max across those ranks of each rank's
@@ -79,4 +94,5 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     where = printable(shlex.quote(source)) if source is not None else "PROFILE"
     tail = (f"Next: tinyprof report {where} -o report.html  (call tree, ranks, heatmap, "
             "MPI in a browser; docs/guide.md#analysing-a-profile)")
-    return "\n".join([head, *align(table), "", tail])
+    run = run_line(profile)      # after the table: the lines above keep their places
+    return "\n".join([head, *align(table), "", *([run] if run else []), tail])

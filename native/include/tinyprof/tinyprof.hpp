@@ -26,8 +26,10 @@
 #include "detail/event_map.hpp"
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 // The tinyprof release this header belongs to: written on each file's
@@ -110,6 +112,25 @@ std::string flush();
 // part (when they call this too, or when it falls due on them). Returns
 // whether one that holds everything this rank recorded before the call ended.
 bool snapshot(double timeout = 10.0);
+
+// Run metadata (docs/api.md, "Run metadata"): a key/value pair written with
+// the profile from the next flush or snapshot on, beside the keys recorded
+// automatically and TINYPROF_METADATA's (a key given here wins). Call it on
+// rank 0 (the one that writes it), after the Profiler: a new Profiler starts
+// afresh. Keys match [A-Za-z_][A-Za-z0-9_.-]{0,63}; values are strings,
+// 64-bit integers or doubles. A bad key or value throws std::invalid_argument.
+void metadata(std::string_view key, std::string_view value);
+void metadata(std::string_view key, std::int64_t value);
+void metadata(std::string_view key, double value);
+inline void metadata(std::string_view key, const char* value) { metadata(key, std::string_view(value)); }
+void metadata(std::string_view key, bool value) = delete;     // say 0/1 or "yes"/"no"
+template <class Int, std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>, int> = 0>
+inline void metadata(std::string_view key, Int value) {
+    if constexpr (std::is_unsigned_v<Int> && sizeof(Int) >= sizeof(std::int64_t))
+        if (value > static_cast<Int>(INT64_MAX))
+            throw std::invalid_argument("tinyprof: metadata '" + std::string(key) + "': an integer must fit in 64 bits");
+    metadata(key, static_cast<std::int64_t>(value));
+}
 
 // Replaces the nanosecond clock of the hot path (tests inject exact timings);
 // nullptr restores std::chrono::steady_clock.

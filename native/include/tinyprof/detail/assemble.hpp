@@ -85,6 +85,8 @@ inline std::string encode_file(const Settings& s, const SetId& set, const FileHe
     }
     for (const auto& [name, payload] : sections)
         out += "section " + name + " " + std::to_string(payload.size()) + "\n" + payload + "\n";
+    if (h.index == 0 && !s.meta.empty())      // the run's metadata: file 0's last section (SetLabel.tail)
+        out += "section meta " + std::to_string(s.meta.size()) + "\n" + s.meta + "\n";
     char end[16];
     std::snprintf(end, sizeof end, "end %08x\n", static_cast<unsigned>(format::crc32(out)));
     return out + end;

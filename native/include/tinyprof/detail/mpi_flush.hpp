@@ -383,6 +383,12 @@ inline std::string write_profile() {
     std::lock_guard<std::mutex> lock(reg.flush_mutex);
     const MpiPause pause;
     settle_run(reg, reg.settings.comm);
+    {
+        int rank = 0;
+        if (mpi_live()) MPI_Comm_rank(reg.settings.comm, &rank);
+        std::lock_guard<std::mutex> settings_lock(reg.mutex);
+        refresh_meta(reg, rank);
+    }
     const SetId set{reg.run_id, reg.flushes++};
     const std::uint64_t records = total_records(reg);   // all of these are in `local`
     const MpiLib* lib = reg.mpi_capture && mpi_live() ? mpi_lib() : nullptr;

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -91,7 +92,23 @@ inline void mark_run(const Registry& reg, bool mark = true) {
         format::unmark_run(reg.settings.outdir, reg.settings.name, reg.run_id);
 }
 
+// TinyProf::metadata: checked here, written from the next write on.
+inline void set_metadata(std::string_view key, meta::Value value) {
+    const std::string why = meta::problem(key, value);
+    if (!why.empty()) throw std::invalid_argument("tinyprof: " + why);
+    change_settings([&](Settings& s) {
+        if (s.metadata.size() >= meta::kMaxEntries && !s.metadata.count(std::string(key)))
+            throw std::invalid_argument("tinyprof: more than " + std::to_string(meta::kMaxEntries) +
+                                        " metadata keys");
+        s.metadata[std::string(key)] = std::move(value);
+    });
+}
+
 }  // namespace detail
+
+void metadata(std::string_view key, std::string_view value) { detail::set_metadata(key, std::string(value)); }
+void metadata(std::string_view key, std::int64_t value) { detail::set_metadata(key, value); }
+void metadata(std::string_view key, double value) { detail::set_metadata(key, value); }
 
 std::string flush() {
     detail::Tree& t = detail::tree();
@@ -113,6 +130,15 @@ Profiler::Profiler(std::string name, double frequency, std::string_view selfkeys
     s.frequency = frequency;
     s.aggregators = detail::env_count<int>("TINYPROF_AGGREGATORS");
     if (const int chain = detail::env_count<int>("TINYPROF_CHAIN")) s.chain = chain;
+    const char* meta_env = std::getenv("TINYPROF_METADATA");
+    auto [entries, problems] = detail::meta::parse_env(meta_env ? meta_env : "");
+    if (!problems.empty())      // the job's environment: warned, never thrown into the application
+        detail::warn("TINYPROF_METADATA: " + problems[0] +
+                     (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "") +
+                     "; those items are left out");
+    s.metadata = std::move(entries);
+    const char* auto_meta = std::getenv("TINYPROF_AUTO_METADATA");
+    s.auto_metadata = auto_meta == nullptr || detail::trim(auto_meta) != "0";
     detail::tree();       // registers this thread (outside the lock, which that takes)
     detail::stop_snapshots();                     // an earlier Profiler's
     detail::Registry& reg = detail::registry();
@@ -120,6 +146,7 @@ Profiler::Profiler(std::string name, double frequency, std::string_view selfkeys
     {
         std::lock_guard<std::mutex> lock(reg.mutex);
         reg.settings = std::move(s);
+        reg.start = std::time(nullptr);
         reg.warned.clear();
         reg.profiler = this;
         reg.mpi_capture = detail::start_capture();

@@ -17,10 +17,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -49,6 +52,10 @@ struct Registry {
     std::string ucx;                            // the transport view (TINYPROF_UCX): start_ucx's state
     bool mpi_comm_warned = false;
     std::vector<std::array<std::int64_t, 3>> syncs;   // trace clock: first and latest alignment
+    std::time_t start = 0;                      // the Profiler's construction (rank 0's is written)
+    std::vector<std::string> hosts;             // rank 0: every rank's host, gathered with the run id
+    std::optional<std::string> mpi_library;     // MPI_Get_library_version, under MPI
+    std::optional<meta::Entries> meta_auto;     // rank 0: the automatic keys, from its first write
 };
 
 inline Registry& registry() {
@@ -120,6 +127,29 @@ inline std::uint64_t draw_run_id() {
     }
 }
 
+// Rank 0 learns every rank's host name (MPI_Get_processor_name), for the
+// run metadata; with the run id, at the same collective point.
+inline void gather_hosts(Registry& reg, MPI_Comm comm) {
+    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0, rank = 0, size = 1;
+    MPI_Get_processor_name(name, &length);
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    std::vector<char> all(rank == 0 ? static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME : 0);
+    MPI_Request request;
+    MPI_Igather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, comm,
+                &request);
+    complete(request);
+    reg.hosts.clear();
+    for (int r = 0; rank == 0 && r < size; ++r) {
+        const char* at = all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+        reg.hosts.emplace_back(at, strnlen(at, MPI_MAX_PROCESSOR_NAME));
+    }
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    MPI_Get_library_version(version, &length);
+    reg.mpi_library = std::string(version);
+}
+
 // Draws the run id once, and adopts rank 0's over `comm` the first time MPI
 // is live here (collective then, at a point every rank reaches alike).
 inline void settle_run(Registry& reg, MPI_Comm comm) {
@@ -132,7 +162,32 @@ inline void settle_run(Registry& reg, MPI_Comm comm) {
         MPI_Ibcast(&reg.run_id, 1, MPI_UINT64_T, 0, comm, &request);
         complete(request);
         reg.run_agreed = true;
+        gather_hosts(reg, comm);
     }
+}
+
+// The meta section rank 0 writes in file 0, in reg.settings.meta (called
+// under the registry's lock before a write): the automatic keys, built once
+// at the first write, then the settings' own (TINYPROF_METADATA's, then
+// TinyProf::metadata's); empty on other ranks.
+inline void refresh_meta(Registry& reg, int rank) {
+    if (rank != 0) return;
+    meta::Entries entries;
+    if (reg.settings.auto_metadata) {
+        if (!reg.meta_auto) {
+            if (reg.hosts.empty()) reg.hosts.push_back(meta::local_hostname());
+            try {
+                reg.meta_auto = meta::automatic(reg.start, reg.hosts, reg.mpi_library);
+            } catch (const std::exception& e) {     // the profiler never takes the application down
+                warn(std::string("run metadata left out: ") + e.what());
+                reg.meta_auto = meta::Entries();
+            }
+        }
+        entries = *reg.meta_auto;
+    }
+    for (const auto& [key, value] : reg.settings.metadata) entries[key] = value;
+    std::string payload = meta::encode(entries);
+    if (payload != reg.settings.meta) reg.settings.meta = std::move(payload);   // a write may be reading it
 }
 
 }  // namespace detail

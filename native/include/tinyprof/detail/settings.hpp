@@ -7,6 +7,8 @@
 
 #include <mpi.h>
 
+#include "metadata.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -32,6 +34,9 @@ struct Settings {
     bool keep_last = true;            // snapshots: keep "last" (else "all")
     int chain = 32;                   // snapshots: deltas after the first full one (then doubling)
     MPI_Comm comm = MPI_COMM_WORLD;
+    meta::Entries metadata;           // TINYPROF_METADATA's, then TinyProf::metadata's
+    bool auto_metadata = true;        // TINYPROF_AUTO_METADATA=0: no automatic keys
+    std::string meta;                 // the meta section that file 0 gets (rank 0; refresh_meta)
 };
 
 inline std::string_view trim(std::string_view s) {

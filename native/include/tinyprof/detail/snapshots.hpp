@@ -144,6 +144,7 @@ class Snapshotter {
 
     Settings settings() {
         std::lock_guard<std::mutex> lock(reg_->mutex);
+        refresh_meta(*reg_, rank_);
         return reg_->settings;
     }
 
