@@ -16,13 +16,15 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# Everything: the test suite, Hatchet, CallFlow, benchmarks (docs/convert.md: the pins).
+# Everything: the test suite, Hatchet, Thicket, benchmarks; then CallFlow's own environment
+# (old hatchet, pandas and numpy: docs/convert.md), made where `tinyprof callflow` looks for it.
 $(STAMP): $(PY) $(DEPS)
 	@echo "== installing tinyprof with every extra into $(VENV) (several minutes, ~800 MB)"
 	# mpich first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
 	$(PY) -m pip install -q mpich mpi4py
 	$(PY) -m pip install -q -e '.[mpi,report,hatchet,thicket,test,bench]'
 	@$(MAKE) --no-print-directory check-build
+	$(BIN)/tinyprof callflow --setup
 	touch $@ $(DEMO)
 
 # What the demo and its report need, with pip's progress shown.
