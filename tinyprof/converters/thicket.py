@@ -4,11 +4,16 @@ Each profile becomes the GraphFrame of :func:`.hatchet.to_hatchet` (the same
 values per (node, rank)) with its metadata, and Thicket concatenates them on
 the union of their call trees: ``th.dataframe`` is indexed by
 ``(node, profile, rank)``, ``th.metadata`` has one row per profile.
+
+Thicket 2026.1's ``groupby`` and ``filter_metadata`` take the dataframe's
+index to be ``(node, profile)`` and raise on a rank level (``TypeError:
+object of type 'int' has no len()``): ``across_ranks`` reduces the ranks
+first, for them.
 """
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..analysis.values import as_profile
 from .hatchet import ProfileOrPath, to_hatchet
@@ -16,16 +21,21 @@ from .hatchet import ProfileOrPath, to_hatchet
 if TYPE_CHECKING:                       # thicket is imported when a function needs it
     import thicket
 
+REDUCTIONS = ("mean", "min", "max", "sum")
 Metadata = Union[Mapping[str, Any], Sequence[Mapping[str, Any]], None]
 
 
 def to_thicket(profiles: Sequence[ProfileOrPath], metadata: Metadata = None,
-               statistic: str = "sum") -> thicket.Thicket:
+               statistic: str = "sum", across_ranks: Optional[str] = None) -> thicket.Thicket:
     """A ``thicket.Thicket`` of several profiles (Profiles or paths), one
-    Thicket profile per tinyprof profile, in the order given.
+    Thicket profile per tinyprof profile.
 
     Per (node, profile, rank), ``th.dataframe`` holds the values of
-    :func:`to_hatchet` of that profile (``statistic`` as there). ``th.metadata``
+    :func:`to_hatchet` of that profile (``statistic`` as there). With
+    ``across_ranks`` (``mean``, ``min``, ``max`` or ``sum``) each profile's
+    ranks are reduced first, as ``gf.drop_index_levels(function=across_ranks)``
+    does: the index is ``(node, profile)``, on which every Thicket operation
+    works (``groupby`` and ``filter_metadata`` need it). ``th.metadata``
     has one row per profile: the GraphFrame's metadata (``tinyprof.name``,
     ``tinyprof.run``, ``tinyprof.created``, ``mpi.world.size``, ...), then
     ``metadata``: a dict applied to every profile, or a list of dicts, one
@@ -35,6 +45,8 @@ def to_thicket(profiles: Sequence[ProfileOrPath], metadata: Metadata = None,
     """
     from thicket import Thicket
 
+    if across_ranks not in (None, *REDUCTIONS):
+        raise ValueError(f"across_ranks must be one of {', '.join(REDUCTIONS)}, not {across_ranks!r}")
     if isinstance(profiles, (str, os.PathLike)):
         raise TypeError("to_thicket takes a list of profiles (or paths); for one, give [profile]")
     items = list(profiles)
@@ -46,12 +58,17 @@ def to_thicket(profiles: Sequence[ProfileOrPath], metadata: Metadata = None,
         profile = as_profile(item)
         gf = to_hatchet(profile, statistic)
         gf.metadata = {**gf.metadata, "tinyprof.run": profile.run, **extra}
+        if across_ranks is not None:
+            gf.drop_index_levels(function=across_ranks)
+            gf.metadata["tinyprof.across_ranks"] = across_ranks
         parts.append(Thicket.thicketize_graphframe(gf, os.path.abspath(profile.files[0])))
     if len({p.profile[0] for p in parts}) < len(parts):
         raise ValueError("to_thicket: the same profile is given twice")
     if len(parts) == 1:
         return parts[0]
-    return Thicket.concat_thickets(parts, axis="index", calltree="union", disable_tqdm=True)
+    # fill_perfdata=False: no NaN rows for the ranks that only another profile has
+    return Thicket.concat_thickets(parts, axis="index", calltree="union", fill_perfdata=False,
+                                   disable_tqdm=True)
 
 
 def _per_profile(metadata: Metadata, count: int) -> List[Dict[str, Any]]:
