@@ -40,6 +40,8 @@ class Profile:
         self.set: Optional[Tuple[str, int]] = (    # ("flush", n) or ("snapshot", k)
             (head.set_kind, head.set_number) if head.format_version >= 2 else None)
         self.files: List[str] = [f.path for f in files]
+        # the run's metadata (docs/format.md, "The meta section"): file 0's, {} if none
+        self.metadata: Dict[str, Union[str, int, float]] = dict(files[0].metadata)
         self.snapshot: Optional[int] = None     # set by read(): the snapshot number read
         # set by read(): the run's older flushed set, whose trace a snapshot lacks
         self._traced: Optional[List[str]] = None

@@ -19,6 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, ca
 
 import numpy as np
 
+from . import meta_section
 from .encoding import (
     FORMAT_VERSION,
     MAX_NATURAL,
@@ -44,7 +45,7 @@ _Blocks = Tuple[int, memoryview, memoryview, memoryview, memoryview, memoryview,
                 memoryview, memoryview, memoryview, memoryview, List[memoryview]]
 
 # Sections whose payloads the reader keeps (ParsedFile.sections); it skips others.
-KNOWN_SECTIONS = frozenset({"mpi", "trace", "delta"})
+KNOWN_SECTIONS = frozenset({"mpi", "trace", "delta", "meta"})
 _NAN = float("nan")
 
 
@@ -241,6 +242,7 @@ class ParsedFile:
     sections: Dict[str, bytes]          # payloads of the KNOWN_SECTIONS present
     section_lines: Dict[str, int] = field(default_factory=dict)   # line where each payload starts
     nbytes: int = 0                     # the file's size: paths as tuples within tuple_bound of it
+    metadata: Dict[str, meta_section.Value] = field(default_factory=dict)   # its meta section
 
     @cached_property
     def lines(self) -> List[EventData]:
@@ -427,7 +429,13 @@ class _Parser:
             got = names, lines.parents, lines.ids, lines.values(h)
         starts: Dict[str, int] = {}
         sections = self.sections(starts) if self.strict else self.end_v1()
-        return ParsedFile(self.path, h, exec_base, *got, sections, starts, len(self.data))
+        metadata = {}
+        if "meta" in sections:
+            if h.file_index != 0:
+                raise self.fail("a meta section outside file 0 of its set", starts["meta"] - 1)
+            metadata = meta_section.parse(sections["meta"], self.path, starts["meta"])
+        return ParsedFile(self.path, h, exec_base, *got, sections, starts, len(self.data),
+                          metadata)
 
     def body_fast(self, h: Header) -> Optional[Tuple[List[str], List[int], List[int], Values]]:
         """Version 2: the name table, and the event lines through the C parser:

@@ -35,6 +35,7 @@ class SetLabel:
     run: str
     kind: str           # "flush" or "snapshot"
     number: int
+    meta: bytes = b""   # the meta section's payload (given on rank 0, which writes file 0)
 
     def header(self, nranks: int, first: int, count: int, index: int, nfiles: int) -> Header:
         """The header of file ``index`` of ``nfiles``, holding ``count`` ranks from ``first``."""
@@ -42,6 +43,11 @@ class SetLabel:
                    file_index=index, file_count=nfiles, metrics=list(self.metrics))
         h.run, h.set_kind, h.set_number = self.run, self.kind, self.number
         return h
+
+    def tail(self, index: int) -> List[Tuple[str, bytes]]:
+        """The sections after all others in file ``index``: the run's
+        ``meta`` section, in file 0 alone."""
+        return [("meta", self.meta)] if index == 0 and self.meta else []
 
 
 # A callpath of a rank, as a rank sends it to its file's writer: (position of
@@ -174,11 +180,12 @@ class Row(Protocol):
 
 def assemble_rows(header: Header, order: Sequence[Callpath], loops: Sequence[int],
                   rows: Sequence[Row], with_consistent: bool, mpi: Sequence[Section] = (),
-                  trace: bytes = b"") -> bytes:
+                  trace: bytes = b"", tail: Sequence[Tuple[str, bytes]] = ()) -> bytes:
     """The file of the gathered ``rows`` (consecutive ranks, lowest first),
     whose fields are already in the lines of ``order`` (pre-order), each line
     in loop mode ``loops[i]``; ``mpi`` are the ranks' sections in those lines,
-    ``trace`` the ranks' trace blocks joined in rank order."""
+    ``trace`` the ranks' trace blocks joined in rank order; ``tail`` the
+    sections that follow (``SetLabel.tail``)."""
     header.executions = [row.executions for row in rows]
     consistent = [b""] * len(order)
     if with_consistent:
@@ -191,7 +198,7 @@ def assemble_rows(header: Header, order: Sequence[Callpath], loops: Sequence[int
     sections = [("mpi", merge_mpi(mpi))] if mpi else []
     if trace:
         sections.append(("trace", trace))
-    return encode_file(header, names, parents, ids, loops, consistent, rows, sections)
+    return encode_file(header, names, parents, ids, loops, consistent, rows, [*sections, *tail])
 
 
 def merge_consistent(first: bytes, later: Union[bytes, memoryview]) -> bytes:

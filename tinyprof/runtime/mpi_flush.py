@@ -104,7 +104,7 @@ def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[Loc
         trace_parts = b"".join(row.trace for row in rows)
         header = label.header(nranks, first, size, index, naggs)
         data = assemble.assemble_rows(header, order, [loops[p] for p in order], rows,
-                                      with_consistent, mpi_parts, trace_parts)
+                                      with_consistent, mpi_parts, trace_parts, label.tail(index))
         del rows, mpi_parts, trace_parts
         problem = layout.write_set_file(outdir, stem, index, naggs, data)
         if problem:

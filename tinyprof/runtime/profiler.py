@@ -30,11 +30,17 @@ class Profiler:
     2,000,000) caps the occurrences each rank keeps. ``chain`` (default
     ``TINYPROF_CHAIN``, else 32) is the number of delta snapshots after the
     first full one; each later full one is followed by twice as many as the
-    one before (docs/api.md, "Continuous profiling").
+    one before (docs/api.md, "Continuous profiling"). ``metadata`` is a dict of
+    run metadata (keys ``[A-Za-z_][A-Za-z0-9_.-]*``, values str, int or float)
+    written with the profile, besides ``TINYPROF_METADATA`` (``key=value,...``,
+    string values; this dict wins on a key both give) and the keys recorded
+    automatically (docs/api.md, "Run metadata"); ``read(...).metadata`` gives
+    them back.
 
     Creating a Profiler closes the previous one. Under MPI it is collective
-    (one ``Dup`` of the communicator and one broadcast of the run id and the
-    snapshot clock): create it on every rank, after MPI is initialised.
+    (one ``Dup`` of the communicator, one broadcast of the run id and the
+    snapshot clock, one gather of the host names): create it on every rank,
+    after MPI is initialised.
     Invalid settings raise ``ValueError``/``TypeError`` here, at once.
     """
 
@@ -42,10 +48,11 @@ class Profiler:
                  outdir: Optional[str] = None, aggregators: Optional[int] = None,
                  comm: Any = None, keep: str = "last", mpi: Optional[bool] = None,
                  trace: Optional[bool] = None, trace_limit: Optional[int] = None,
-                 chain: Optional[int] = None, ucx: Optional[bool] = None) -> None:
+                 chain: Optional[int] = None, ucx: Optional[bool] = None,
+                 metadata: Optional[dict] = None) -> None:
         from .settings import Settings  # loaded here: a light `import tinyprof`
         settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi,
-                                   trace, trace_limit, chain, ucx)
+                                   trace, trace_limit, chain, ucx, metadata)
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")

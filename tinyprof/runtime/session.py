@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
@@ -19,7 +20,7 @@ import numpy as np
 
 from .. import annotate
 from ..annotate import metrics
-from ..format import layout
+from ..format import layout, meta_section
 from ..format.encoding import NO_RUN, env_run_id
 from ..format.mpi_section import Section
 from . import assemble, lifecycle
@@ -77,6 +78,10 @@ class Session:
         self.capture: Any = None        # _capture.Capture when MPI is recorded
         self.syncs: List[Tuple[int, int, int]] = []    # trace clock: first and latest sync
         self.live = False
+        self.start_time = 0.0           # rank 0's clock at start, as broadcast
+        self.hosts: List[str] = []      # rank 0: every rank's host name, in rank order
+        self.mpi_library: Optional[str] = None     # MPI_Get_library_version, under MPI
+        self._meta: Optional[bytes] = None     # rank 0: the meta section, built at the first write
         self._pending: list = []        # buffers of exit-vote requests never completed
         self._warned: set = set()
 
@@ -102,10 +107,14 @@ class Session:
                 self.capture.trace(settings.trace_limit)
         if comm is not None:
             self.rank, self.size = comm.Get_rank(), comm.Get_size()
+            from mpi4py import MPI
             with self.paused():
                 self.private = comm.Dup()   # its collectives never match the application's
                 run, start = self.private.bcast((run, start), root=0)
+                self.hosts = self.private.gather(MPI.Get_processor_name(), root=0) or []
+            self.mpi_library = MPI.Get_library_version()    # taken now: no MPI call at a write
         else:
+            self.hosts = [socket.gethostname()]
             launch = launched_rank()
             if launch is not None and launch[1] > 1 and not lifecycle.forked_child():
                 self.stem = f"{settings.name}.rank{launch[0]}"
@@ -113,11 +122,12 @@ class Session:
                           "launcher, but mpi4py cannot initialise MPI: each rank writes "
                           f"its own profile, {self.stem}.*")
         self._sync_clock()
-        self.run = run
+        self.run, self.start_time = run, start
         if self.rank == 0:      # a reader can tell that this run left nothing yet (format.md)
             layout.mark_run(settings.outdir, self.stem, run)
         snap = self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
-                                              run, self.clock, self._snapshot_extras, self.paused)
+                                              run, self.clock, self._snapshot_extras, self.paused,
+                                              self.metadata)
         self.live = True
         lifecycle.attach(self)
         if settings.frequency:
@@ -208,7 +218,25 @@ class Session:
     def label(self, kind: str, number: int) -> assemble.SetLabel:
         """The label of the files of set ``kind`` (flush or snapshot) ``number``."""
         return assemble.SetLabel(self.settings.name, self.settings.metrics, self.run, kind,
-                                 number)
+                                 number, self.metadata())
+
+    def metadata(self) -> bytes:
+        """The ``meta`` section that rank 0 writes in file 0 of each set (b"" on
+        other ranks), built at the first write: the automatic keys, then
+        ``TINYPROF_METADATA``'s, then ``Profiler(metadata=...)``'s."""
+        if self.rank != 0:
+            return b""
+        if self._meta is None:
+            entries: Dict[str, meta_section.Value] = {}
+            if self.settings.auto_metadata:
+                try:
+                    from . import metadata
+                    entries = metadata.automatic(self.start_time, self.hosts, self.mpi_library)
+                except Exception as e:      # the profiler never takes the application down
+                    self.warn("metadata", f"run metadata left out: {type(e).__name__}: {e}")
+            entries.update(self.settings.metadata)
+            self._meta = meta_section.encode(entries)
+        return self._meta
 
     def snapshot_stats(self) -> SnapshotStats:
         """The snapshots this rank wrote so far, and their CPU time."""
@@ -282,6 +310,7 @@ class Session:
                      trace: Optional[Records]) -> bool:
         outdir = self.settings.outdir
         sections = [("trace", _trace_block(trace, events))] if trace is not None else []
+        sections += label.tail(0)
         data = assemble.build_file(label.header(1, 0, 1, 0, 1), [events], [executions],
                                    sections, [mpi])
         problem = layout.write_set_file(outdir, self.stem, 0, 1, data)

@@ -9,9 +9,12 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
+import warnings
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+from ..format import meta_section
 from ..format.encoding import excerpt
 
 Metrics = Tuple[Tuple[str, bool], ...]      # (key, consistent?) in declaration order
@@ -45,6 +48,57 @@ def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
             raise ValueError(f"tinyprof: metric {excerpt(name)} declared twice (or reserved)")
         keys.append((name, flag == "0"))
     return keys
+
+
+_PCT = re.compile("%([0-9A-Fa-f]{2})?")
+_PCT_B = re.compile(b"%([0-9A-Fa-f]{2})")
+
+
+def parse_metadata(text: str) -> Tuple[Dict[str, str], List[str]]:
+    """``TINYPROF_METADATA`` (``key=value,key=value``) as entries, and what was
+    wrong with the items left out. A value is percent-encoded as in a URL
+    (``%2C`` a comma, ``%25`` a percent sign): a ``%`` not followed by two
+    hex digits, a bad key, a key given twice or an item without ``=`` is a
+    problem; empty items are ignored."""
+    entries: Dict[str, str] = {}
+    problems: List[str] = []
+    for item in text.split(","):
+        if not item:
+            continue
+        key, sep, raw = item.partition("=")
+        if not sep:
+            problems.append(f"item {excerpt(item)} is not key=value")
+            continue
+        if any(m.group(1) is None for m in _PCT.finditer(raw)):
+            problems.append(f"value of {excerpt(key)} has a '%' not followed by two hex digits")
+            continue
+        # the decoded bytes are UTF-8 ('caf%C3%A9' is 'café'), kept as the environment's are
+        value = _PCT_B.sub(lambda m: bytes([int(m[1], 16)]), raw.encode("utf-8", "surrogateescape")
+                           ).decode("utf-8", "surrogateescape")
+        why = meta_section.problem(key, value) or (
+            f"key {excerpt(key)} given twice" if key in entries else None)
+        if why:
+            problems.append(why)
+            continue
+        entries[key] = value
+    return entries, problems
+
+
+def check_metadata(metadata: Any) -> Dict[str, meta_section.Value]:
+    """``Profiler(metadata=...)``: a mapping of keys to str, int or float;
+    TypeError/ValueError otherwise, at once."""
+    if not isinstance(metadata, dict):
+        raise TypeError(f"tinyprof.Profiler: metadata must be a dict, "
+                        f"not {type(metadata).__name__}")
+    for key, value in metadata.items():
+        why = meta_section.problem(key, value)
+        if why:
+            bad_type = not isinstance(key, str) or isinstance(value, bool) or \
+                not isinstance(value, (str, int, float))
+            raise (TypeError if bad_type else ValueError)(f"tinyprof.Profiler: {why}")
+    if len(metadata) > meta_section.MAX_ENTRIES:
+        raise ValueError(f"tinyprof.Profiler: more than {meta_section.MAX_ENTRIES} metadata keys")
+    return dict(metadata)
 
 
 def env_count(name: str) -> Optional[int]:
@@ -86,13 +140,15 @@ class Settings:
     trace: bool = False
     trace_limit: int = TRACE_LIMIT
     chain: int = CHAIN
+    metadata: Tuple[Tuple[str, meta_section.Value], ...] = ()    # user keys, sorted
+    auto_metadata: bool = True
 
     @classmethod
     def create(cls, name: str = "profile", frequency: float = 0, selfkeys: str = "",
                outdir: Optional[str] = None, aggregators: Optional[int] = None,
                keep: str = "last", mpi: Optional[bool] = None, trace: Optional[bool] = None,
                trace_limit: Optional[int] = None, chain: Optional[int] = None,
-               ucx: Optional[bool] = None) -> Settings:
+               ucx: Optional[bool] = None, metadata: Optional[dict] = None) -> Settings:
         if not isinstance(name, str):
             raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
         # Checked as any object: callers may pass what the annotation rules out
@@ -134,10 +190,19 @@ class Settings:
             chain = env_count("TINYPROF_CHAIN") or CHAIN
         elif isinstance(chain, bool) or not isinstance(chain, int) or chain < 1:
             raise ValueError(f"tinyprof.Profiler: chain must be an integer >= 1, not {chain!r}")
+        given_meta = check_metadata(metadata) if metadata is not None else {}
+        from_env, problems = parse_metadata(os.environ.get("TINYPROF_METADATA", ""))
+        if problems:        # the job's environment: warned, never raised into the application
+            warnings.warn(f"tinyprof: TINYPROF_METADATA: {problems[0]}"
+                          + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                          + "; those items are left out", RuntimeWarning, stacklevel=3)
+        entries = {**from_env, **given_meta}    # the program's own word wins
         return cls(name=name, frequency=freq, metrics=tuple(parse_selfkeys(selfkeys)),
                    outdir=os.fspath(outdir) if outdir is not None else f"{name}.tinyprof",
                    aggregators=aggregators, keep=keep, mpi=mpi, ucx=ucx, trace=trace,
-                   trace_limit=trace_limit, chain=chain)
+                   trace_limit=trace_limit, chain=chain,
+                   metadata=tuple(sorted(entries.items())[:meta_section.MAX_ENTRIES]),
+                   auto_metadata=os.environ.get("TINYPROF_AUTO_METADATA", "").strip() != "0")
 
     def aggregator_count(self, nranks: int) -> int:
         """Number of aggregators (files) of a flush over ``nranks`` ranks."""

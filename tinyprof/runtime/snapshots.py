@@ -74,8 +74,10 @@ class Snapshotter:
     def __init__(self, settings: Settings, stem: str, rank: int, size: int, start: float,
                  run: str, clock: Callable[[], float] = time.time,
                  extras: Extras = lambda events: (None, ()),
-                 paused: Callable[[], ContextManager[None]] = contextlib.nullcontext) -> None:
+                 paused: Callable[[], ContextManager[None]] = contextlib.nullcontext,
+                 meta: Callable[[], bytes] = bytes) -> None:
         self.settings, self.stem, self.extras, self.paused = settings, stem, extras, paused
+        self.meta = meta                    # the run's meta section (rank 0; b"" elsewhere)
         self.rank, self.size, self.start = rank, size, start
         self.run, self.clock = run, clock
         self.last = 0                       # newest snapshot number this rank took part in
@@ -160,7 +162,7 @@ class Snapshotter:
     def label(self, k: int) -> SetLabel:
         """The label of snapshot ``k``'s files."""
         s = self.settings
-        return SetLabel(s.name, s.metrics, self.run, "snapshot", k)
+        return SetLabel(s.name, s.metrics, self.run, "snapshot", k, self.meta())
 
     def warn(self, key: str, message: str) -> None:
         if key not in self.warned:          # once per directory: not every period
@@ -203,9 +205,11 @@ class Snapshotter:
     def _write(self, k: int) -> bool:
         """``take`` under the lock."""
         full, part, base, sections = self._part(k, "rank")
-        header = self.label(k).header(self.size, self.rank, 1, self.rank, self.size)
+        label = self.label(k)
+        header = label.header(self.size, self.rank, 1, self.rank, self.size)
         header.set_base = None if full else self.over
-        data = assemble(header, [part], header.set_base is not None, sections)
+        data = assemble(header, [part], header.set_base is not None,
+                        [*sections, *label.tail(self.rank)])
         del part
         outdir = self.settings.outdir
         problem = layout.write_set_file(layout.snapshot_dir(outdir, k), self.stem, self.rank,
@@ -330,9 +334,10 @@ class Snapshotter:
                                         comm.Isend(blob, first, _DATA)])
             else:
                 parts = self._receive(blob, first, count)
-                header = self.label(k).header(self.size, first, count, index, naggs)
+                label = self.label(k)
+                header = label.header(self.size, first, count, index, naggs)
                 header.set_base = None if full else self.over
-                data = assemble(header, parts, not full)
+                data = assemble(header, parts, not full, label.tail(index))
                 del parts
                 problem = layout.write_set_file(layout.snapshot_dir(settings.outdir, k),
                                                 self.stem, index, naggs, data)
