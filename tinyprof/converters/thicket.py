@@ -5,10 +5,11 @@ values per (node, rank)) with its metadata, and Thicket concatenates them on
 the union of their call trees: ``th.dataframe`` is indexed by
 ``(node, profile, rank)``, ``th.metadata`` has one row per profile.
 
-Thicket 2026.1's ``groupby`` and ``filter_metadata`` take the dataframe's
-index to be ``(node, profile)`` and raise on a rank level (``TypeError:
-object of type 'int' has no len()``): ``across_ranks`` reduces the ranks
-first, for them.
+Thicket 2026.1's ``groupby``, ``filter_metadata`` and ``squash`` (so
+``query`` unless ``squash=False``) take the index to be ``(node, profile)``
+and raise on a rank level (``TypeError: object of type 'int' has no len()``,
+``Profiles ... are not the same``): ``across_ranks`` reduces the ranks first,
+for them.
 """
 from __future__ import annotations
 
@@ -35,11 +36,14 @@ def to_thicket(profiles: Sequence[ProfileOrPath], metadata: Metadata = None,
     ``across_ranks`` (``mean``, ``min``, ``max`` or ``sum``) each profile's
     ranks are reduced first, as ``gf.drop_index_levels(function=across_ranks)``
     does: the index is ``(node, profile)``, on which every Thicket operation
-    works (``groupby`` and ``filter_metadata`` need it). ``th.metadata``
-    has one row per profile: the GraphFrame's metadata (``tinyprof.name``,
-    ``tinyprof.run``, ``tinyprof.created``, ``mpi.world.size``, ...), then
-    ``metadata``: a dict applied to every profile, or a list of dicts, one
-    per profile, whose keys add to or override those. A profile's key in
+    works (``groupby``, ``filter_metadata`` and ``query`` with its default
+    ``squash=True`` need it). ``th.metadata`` has one row per profile: the
+    GraphFrame's metadata (``tinyprof.name``, ``tinyprof.created``,
+    ``mpi.world.size``, ...), ``tinyprof.run``, the run's own
+    ``Profile.metadata`` (``start``, ``command``, ``hostnames``, ``nranks``,
+    ``nodes``, versions, the user's keys: docs/api.md), then ``metadata``: a
+    dict applied to every profile, or a list of dicts, one per profile, whose
+    keys add to or override those. A profile's key in
     ``th.profile_mapping`` is the path of its first file.
     Needs the ``tinyprof[thicket]`` extra.
     """
@@ -57,7 +61,7 @@ def to_thicket(profiles: Sequence[ProfileOrPath], metadata: Metadata = None,
     for item, extra in zip(items, extras):
         profile = as_profile(item)
         gf = to_hatchet(profile, statistic)
-        gf.metadata = {**gf.metadata, "tinyprof.run": profile.run, **extra}
+        gf.metadata = {**gf.metadata, "tinyprof.run": profile.run, **profile.metadata, **extra}
         if across_ranks is not None:
             gf.drop_index_levels(function=across_ranks)
             gf.metadata["tinyprof.across_ranks"] = across_ranks
