@@ -108,6 +108,33 @@ def test_callflow_without_the_fix_fails(tmp_path, clock):
     assert done.returncode != 0 and "from_htframe" in done.stderr and "AssertionError" in done.stderr
 
 
+@pytest.mark.parametrize("python,error", [
+    ("/bin/false", "-m venv {env} failed: no output"),
+    ("/nonexistent/python3", "/nonexistent/python3: No such file or directory")])
+def test_an_environment_that_cannot_be_made_is_one_line(tmp_path, clock, python, error):
+    profile_dir = make_profile(tmp_path / "prof", clock)
+    env = tmp_path / "env"
+    done = subprocess.run([_script("tinyprof"), "callflow", profile_dir, "-o", str(tmp_path / "flow"),
+                           "--process-only"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TINYPROF_CALLFLOW_ENV": str(env),
+                               "TINYPROF_CALLFLOW_PYTHON": python})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        f"tinyprof: installing CallFlow {callflow.VERSION} with hatchet 1.4.1, pandas<2 and numpy<2 "
+        f"into {env} (once; a few minutes)",
+        f"tinyprof: cannot set up CallFlow's environment in {env}: " + error.format(env=env)]
+    assert not (env / ".tinyprof-ready").exists()
+
+
+@pytest.mark.parametrize("argv,error", [
+    ([], "tinyprof: callflow: give a PROFILE (or --setup)"),
+    (["missing.tinyprof"], "tinyprof: missing.tinyprof: no such file or directory")])
+def test_bad_input_is_one_line(tmp_path, argv, error):
+    done = subprocess.run([_script("tinyprof"), "callflow", *argv], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.splitlines() == [error]
+
+
 @pytest.fixture
 def served(tmp_path, traced_demo):
     """``tinyprof callflow`` serving the 3-rank demo on a free port (not 5000,

@@ -74,8 +74,10 @@ def environment() -> str:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not _ready(path):
                 _create(path, python)
-    except OSError as e:
-        raise ConvertError(f"cannot set up CallFlow's environment in {path}: {e.strerror or e}") from None
+    except OSError as e:                # a directory we cannot write, a Python that is not there
+        where = f"{e.filename}: " if e.filename else ""
+        raise ConvertError(f"cannot set up CallFlow's environment in {path}: {where}{e.strerror or e}") \
+            from None
     return python
 
 
