@@ -126,6 +126,21 @@ def test_an_environment_that_cannot_be_made_is_one_line(tmp_path, clock, python,
     assert not (env / ".tinyprof-ready").exists()
 
 
+def test_an_environment_whose_python_went_away_is_one_line(tmp_path, clock):
+    profile_dir = make_profile(tmp_path / "prof", clock)
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").symlink_to(tmp_path / "removed-python")
+    (env / ".tinyprof-ready").write_text(" ".join(callflow.REQUIREMENTS))
+    for serve in ([], ["--process-only"]):
+        done = subprocess.run([_script("tinyprof"), "callflow", profile_dir, "-o", str(tmp_path / "flow"),
+                               *serve], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TINYPROF_CALLFLOW_ENV": str(env)})
+        assert done.returncode == 2 and done.stderr.splitlines() == [
+            f"tinyprof: cannot run CallFlow's environment {env}: No such file or directory "
+            "(remove it: the next command makes it anew)"]
+
+
 @pytest.mark.parametrize("argv,error", [
     ([], "tinyprof: callflow: give a PROFILE (or --setup)"),
     (["missing.tinyprof"], "tinyprof: missing.tinyprof: no such file or directory")])

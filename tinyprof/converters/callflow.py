@@ -135,10 +135,14 @@ def run(directory: str | os.PathLike[str], process_only: bool = False,
         argv += ["--host", host]
     if port is not None:
         argv += ["--port", str(port)]
-    if process_only:
-        if subprocess.run(argv + ["--process-only"]).returncode:
-            raise ConvertError(f"CallFlow could not process {os.fspath(directory)} (its output above)")
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(python, argv)
+    try:
+        if process_only:
+            if subprocess.run(argv + ["--process-only"]).returncode:
+                raise ConvertError(f"CallFlow could not process {os.fspath(directory)} (its output above)")
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(python, argv)
+    except OSError as e:                # its Python went away (a removed base interpreter)
+        raise ConvertError(f"cannot run CallFlow's environment {environment_path()}: {e.strerror or e} "
+                           "(remove it: the next command makes it anew)") from None
