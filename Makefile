@@ -22,6 +22,10 @@ $(STAMP): $(PY) $(DEPS)
 	@echo "== installing tinyprof with every extra into $(VENV) (several minutes, ~800 MB)"
 	# mpich first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
 	$(PY) -m pip install -q mpich mpi4py
+	# A .venv made before issue 30 holds hatchet 1.4.1 and CallFlow: both hatchet distributions
+	# install the module `hatchet`, so remove them all before llnl-hatchet goes in whole.
+	if $(PY) -m pip show -q hatchet >/dev/null 2>&1; then \
+		$(PY) -m pip uninstall -y -q callflow hatchet llnl-hatchet; fi
 	$(PY) -m pip install -q -e '.[mpi,report,hatchet,thicket,test,bench]'
 	@$(MAKE) --no-print-directory check-build
 	$(BIN)/tinyprof callflow --setup
