@@ -186,10 +186,10 @@ def test_callflow_processes_a_profile_with_mpi_columns(profile_dir, tmp_path):
                            "--process-only"], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = callflow_frame(data / ".callflow" / "mpiconv" / "df.pkl")
-    callpaths = tinyprof.read(profile_dir).callpaths
+    recorded = tinyprof.read(profile_dir).callpaths
     assert len(rows) == 4 * NRANKS
     for row in rows:
-        path, rank = callpaths[row["nid"]], row["rank"]
+        path, rank = recorded[row["nid"]], row["rank"]
         assert (row["mpi.calls (inc)"], row["mpi.bytes"]) == (INCLUSIVE[path][rank][0],
                                                               EXCLUSIVE[path][rank][1])
 
