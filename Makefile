@@ -16,13 +16,19 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# Everything: the test suite, Hatchet, CallFlow, benchmarks (docs/convert.md: the pins).
+# Everything: the test suite, Hatchet, Thicket, benchmarks; then CallFlow's own environment
+# (old hatchet, pandas and numpy: docs/convert.md), made where `tinyprof callflow` looks for it.
 $(STAMP): $(PY) $(DEPS)
 	@echo "== installing tinyprof with every extra into $(VENV) (several minutes, ~800 MB)"
 	# mpich first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
 	$(PY) -m pip install -q mpich mpi4py
-	$(PY) -m pip install -q -e '.[mpi,report,hatchet,callflow,test,bench]'
+	# A .venv made before issue 30 holds hatchet 1.4.1 and CallFlow: both hatchet distributions
+	# install the module `hatchet`, so remove them all before llnl-hatchet goes in whole.
+	if $(PY) -m pip show -q hatchet >/dev/null 2>&1; then \
+		$(PY) -m pip uninstall -y -q callflow hatchet llnl-hatchet; fi
+	$(PY) -m pip install -q -e '.[mpi,report,hatchet,thicket,test,bench]'
 	@$(MAKE) --no-print-directory check-build
+	$(BIN)/tinyprof callflow --setup
 	touch $@ $(DEMO)
 
 # What the demo and its report need, with pip's progress shown.

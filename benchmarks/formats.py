@@ -10,11 +10,10 @@ read back:
 
 - tinyprof: load = ``tinyprof.read`` + ``tinyprof.to_hatchet`` (a GraphFrame);
 - standard CSV (paper Fig. 3(a), ``tinyprof-convert --to csv``): ``pandas.read_csv``;
-- Caliper json-split, one row per value: hatchet's ``GraphFrame.from_caliper``;
+- Caliper json-split, one row per value: hatchet's ``GraphFrame.from_caliper``
+  (``node_ordering=False``: llnl-hatchet's default wants a "Node order" column);
 - hatchet's own JSON: ``GraphFrame.to_json`` / ``from_json`` of a GraphFrame
-  indexed by (node, rank, execution, iteration). Only the ``llnl-hatchet``
-  distribution has them (``hatchet`` 1.4.1, which CallFlow needs, does not),
-  so this one runs on an llnl-hatchet wheel unpacked into ``--cache``.
+  indexed by (node, rank, execution, iteration).
 
 Load times are measured side by side in one process (imports done, formats
 interleaved, ``--repeat`` times; from_caliper and from_json once from 1024
@@ -23,8 +22,8 @@ values per second: ``reader.parse_file`` over every file with the C parser
 and with the pure-Python reference, and ``tinyprof.read`` on one thread and
 on two. Peak memory comes from one load per format in a fresh process; for
 tinyprof also the growth of the process over its size before loading, as a
-multiple of the values' size in int64. hatchet JSON needs another hatchet
-than the installed one, so it is always loaded in a fresh process. Competitor
+multiple of the values' size in int64. hatchet JSON is always loaded in a
+fresh process (as when it needed another hatchet than the installed one). Competitor
 formats are capped in size (``--cap-*``) to keep within this machine's memory
 and the time budget.
 
@@ -35,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import glob
 import json
 import os
 import resource
@@ -45,7 +43,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
@@ -53,7 +50,6 @@ import numpy as np
 NCALLPATHS, ITERATIONS, NPHASES = 200, 100, 10
 RANKS_PER_FILE = 16
 FORMATS = ("tinyprof", "csv", "caliper", "hatchet-json")
-LLNL_HATCHET = "llnl-hatchet==2026.2.0"
 
 
 # -- the synthetic profile ------------------------------------------------------
@@ -131,7 +127,7 @@ def write_caliper(profile, path: str) -> None:
 
 
 def write_hatchet_json(profile, path: str) -> None:
-    """hatchet's ``to_json`` of a GraphFrame holding every value (runs under llnl-hatchet)."""
+    """hatchet's ``to_json`` of a GraphFrame holding every value."""
     import hatchet
 
     from tinyprof.converters.dataframe import to_dataframe
@@ -158,7 +154,7 @@ def loaders() -> Dict[str, Callable[[str], object]]:
     read, to_hatchet = tinyprof.read, tinyprof.to_hatchet     # lazy names: imported here
     return {"tinyprof": lambda path: to_hatchet(read(path)).dataframe,
             "csv": pd.read_csv,
-            "caliper": lambda path: hatchet.GraphFrame.from_caliper(path).dataframe,
+            "caliper": lambda path: hatchet.GraphFrame.from_caliper(path, node_ordering=False).dataframe,
             "hatchet-json": lambda path: hatchet.GraphFrame.from_json(_text(path)).dataframe}
 
 
@@ -210,24 +206,12 @@ def _text(path: str) -> str:
         return f.read()
 
 
-def _worker(args: List[str], env: Optional[Dict[str, str]] = None) -> str:
+def _worker(args: List[str]) -> str:
     done = subprocess.run([sys.executable, os.path.abspath(__file__), *args], capture_output=True,
-                          text=True, env=dict(os.environ, **(env or {})))
+                          text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{done.stderr[-2000:]}")
     return done.stdout.strip()
-
-
-def _llnl_env(cache: str) -> Dict[str, str]:
-    """PYTHONPATH putting an unpacked llnl-hatchet wheel before the installed hatchet."""
-    target = os.path.join(cache, "llnl-hatchet")
-    if not os.path.isdir(os.path.join(target, "hatchet")):
-        wheels = os.path.join(cache, "wheels")
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", wheels,
-                        LLNL_HATCHET], check=True)
-        with zipfile.ZipFile(glob.glob(os.path.join(wheels, "llnl_hatchet-*.whl"))[0]) as z:
-            z.extractall(target)
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [target, os.environ.get("PYTHONPATH")]))}
 
 
 # -- the run --------------------------------------------------------------------
@@ -238,8 +222,7 @@ def _size(path: str) -> int:
     return os.path.getsize(path)
 
 
-def run(ranks: List[int], repeat: int, caps: Dict[str, int], cache: str, workdir: str) -> List[dict]:
-    llnl = _llnl_env(cache) if any(n <= caps["hatchet-json"] for n in ranks) else {}
+def run(ranks: List[int], repeat: int, caps: Dict[str, int], workdir: str) -> List[dict]:
     results = []
     for nranks in ranks:
         base = os.path.join(workdir, str(nranks))
@@ -250,7 +233,7 @@ def run(ranks: List[int], repeat: int, caps: Dict[str, int], cache: str, workdir
         start = time.perf_counter()
         _worker(["--write", "tinyprof", str(nranks), paths["tinyprof"]])
         for fmt in todo[1:]:
-            _worker(["--write", fmt, paths["tinyprof"], paths[fmt]], llnl if fmt == "hatchet-json" else None)
+            _worker(["--write", fmt, paths["tinyprof"], paths[fmt]])
             print(f"{nranks} ranks: {fmt} written after {time.perf_counter() - start:.0f} s",
                   file=sys.stderr, flush=True)
         built = time.perf_counter() - start
@@ -261,8 +244,7 @@ def run(ranks: List[int], repeat: int, caps: Dict[str, int], cache: str, workdir
         loads: Dict[str, List[dict]] = {}
         for fmt in todo:                   # memory; hatchet JSON's time too
             reps = repeat if fmt == "hatchet-json" and fmt not in slow else 1
-            loads[fmt] = [json.loads(_worker(["--load", fmt, paths[fmt]],
-                                             llnl if fmt == "hatchet-json" else None)) for _ in range(reps)]
+            loads[fmt] = [json.loads(_worker(["--load", fmt, paths[fmt]])) for _ in range(reps)]
             print(f"{nranks} ranks: {fmt} loaded in {loads[fmt][-1]['s']:.1f} s in a fresh process",
                   file=sys.stderr, flush=True)
         values = value_count(nranks)
@@ -334,8 +316,6 @@ def main() -> None:
     parser.add_argument("--cap-csv", type=int, default=1024, help="largest rank count written as CSV")
     parser.add_argument("--cap-caliper", type=int, default=1024, help="... as Caliper json-split")
     parser.add_argument("--cap-hatchet-json", type=int, default=256, help="... as hatchet JSON")
-    parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "tinyprof-bench-cache"),
-                        help="where the llnl-hatchet wheel is downloaded and unpacked")
     parser.add_argument("--json", help="also write the results to this file")
     # internal: the worker processes
     parser.add_argument("--write", nargs=3, help=argparse.SUPPRESS)
@@ -365,7 +345,7 @@ def main() -> None:
     caps = {"tinyprof": max(args.ranks), "csv": args.cap_csv, "caliper": args.cap_caliper,
             "hatchet-json": args.cap_hatchet_json}
     with tempfile.TemporaryDirectory(prefix="tinyprof-formats-") as workdir:
-        results = run(args.ranks, args.repeat, caps, args.cache, workdir)
+        results = run(args.ranks, args.repeat, caps, workdir)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

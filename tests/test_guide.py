@@ -18,7 +18,7 @@ from _browser import free_port, serving
 GUIDE = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "guide.md")
 BIN = os.path.dirname(sys.executable)
 
-for module in ("pandas", "plotly", "hatchet", "callflow"):
+for module in ("pandas", "plotly", "hatchet", "thicket"):
     pytest.importorskip(module)
 
 
@@ -77,7 +77,7 @@ def _run(lang: str, code: str, cwd: str) -> str:
 
 
 def test_guide_has_its_examples():
-    assert [lang for lang, _, _ in blocks()] == ["sh", "sh", "python", "sh", "python"]
+    assert [lang for lang, _, _ in blocks()] == ["sh", "sh", "python", "sh", "sh", "python", "python"]
 
 
 @pytest.mark.parametrize("lang,code,shown", blocks(),

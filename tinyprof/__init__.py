@@ -10,6 +10,7 @@ Annotate regions, flush, read back::
     tinyprof.flush()
     profile = tinyprof.read("heat.tinyprof")   # newest complete flush or snapshot
     frame = tinyprof.to_hatchet(profile)   # a hatchet GraphFrame (tinyprof[hatchet])
+    th = tinyprof.to_thicket([profile, "other.tinyprof"])   # a Thicket of runs (tinyprof[thicket])
 
 The file format is specified in docs/format.md.
 """
@@ -18,14 +19,14 @@ from .annotate import Event, event
 from .runtime.profiler import Profiler, flush
 
 __all__ = ["Event", "event", "Profiler", "flush", "read", "snapshots", "Profile", "FormatError",
-           "to_hatchet", "to_dataframe", "__version__"]
+           "to_hatchet", "to_thicket", "to_dataframe", "__version__"]
 
 # Loaded when first used, so that importing tinyprof and annotating stay light
 # (benchmarks/annotation.py measures it): no numpy (reading does), no pandas or
-# hatchet (the converters do).
+# hatchet or thicket (the converters do).
 _LAZY = {"FormatError": ".format", "read": ".analysis.profile", "snapshots": ".analysis.profile",
          "Profile": ".analysis.profile", "to_hatchet": ".converters.hatchet",
-         "to_dataframe": ".converters.dataframe"}
+         "to_thicket": ".converters.thicket", "to_dataframe": ".converters.dataframe"}
 
 
 def __getattr__(name: str):

@@ -27,5 +27,5 @@ def run(prog: str, args: argparse.Namespace) -> int:
         return 2
     except ModuleNotFoundError as e:
         print(f"{prog}: needs the Python package {e.name!r}: "
-              "pip install 'tinyprof[hatchet,callflow]'", file=sys.stderr)
+              "pip install 'tinyprof[hatchet]'", file=sys.stderr)
         return 1

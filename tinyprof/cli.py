@@ -20,7 +20,7 @@ from typing import List, Optional
 from . import _command, tune
 from ._version import __version__
 from .analysis.values import STATISTICS
-from .converters import TARGETS
+from .converters import TARGETS, ConvertError
 from .format.encoding import excerpt
 from .views.mpi import DEFAULT_BY, KEYS, SORTS
 
@@ -104,6 +104,11 @@ def _callflow(args: argparse.Namespace) -> int:
     from .analysis.profile import read
     from .converters import callflow
 
+    if args.setup:
+        _echo(f"tinyprof: CallFlow's environment is ready: {callflow.environment()}")
+        return 0
+    if args.profile is None:
+        raise ConvertError("callflow: give a PROFILE (or --setup)")
     profile = read(args.profile)
     directory = args.output or f"{callflow.run_name(profile)}.callflow"
     _echo(f"tinyprof: wrote {callflow.write(profile, directory, args.statistic)}")
@@ -185,11 +190,16 @@ def _parser() -> argparse.ArgumentParser:
                      help="also print the communicators: size, world ranks, creating callpath")
     mpi.set_defaults(run=_mpi)
     flow = commands.add_parser(
-        "callflow", help="open a profile in CallFlow (needs tinyprof[callflow])",
+        "callflow", help="open a profile in CallFlow (in an environment of its own)",
         description="Convert a profile to CallFlow's input, process it with CallFlow "
                     "(with the fixes CallFlow 1.3.0 needs) and serve CallFlow's "
-                    "web app. See docs/convert.md.")
-    _add_profile(flow)
+                    "web app. CallFlow runs in a virtual environment of its own, made on "
+                    "first use (TINYPROF_CALLFLOW_ENV, else ~/.cache/tinyprof/callflow-1.3.0). "
+                    "See docs/convert.md.")
+    flow.add_argument("profile", metavar="PROFILE", nargs="?",
+                      help="a profile's output directory, or any one file of it")
+    flow.add_argument("--setup", action="store_true",
+                      help="only make CallFlow's environment (if missing), then exit")
     flow.add_argument("-o", "--output", metavar="DIR",
                       help="CallFlow's data directory (default: NAME.callflow)")
     _add_statistic(flow)

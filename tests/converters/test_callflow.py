@@ -1,29 +1,49 @@
-"""``tinyprof callflow``: CallFlow 1.3.0 really processes a converted 4-rank
-profile, and what it wrote matches the Profile per rank and per node; its web
-app, served on any port, shows the demo's run and call sites in real
-headless Chromium."""
+"""``tinyprof callflow``: CallFlow 1.3.0, in the environment of its own that
+the command makes (``make install`` makes it beforehand), really processes a
+converted 4-rank profile, and what it wrote matches the Profile per rank and
+per node; its web app, served on any port, shows the demo's run and call
+sites in real headless Chromium."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
+from typing import Any, Dict, List
 
 import pytest
 from _browser import Browser, free_port, serving
 from test_convert import NRANKS, assert_same, expected, make_profile
 
 import tinyprof
+from tinyprof.converters import callflow
 
-pd = pytest.importorskip("pandas")
-pytest.importorskip("callflow")
+# CallFlow's own frames: pandas 1.5 pickles of hatchet 1.4.1 Nodes, read by CallFlow's Python.
+_READ_FRAME = ("import pandas as pd, sys; f = pd.read_pickle(sys.argv[1]); "
+               "print(f.to_json(orient='records', default_handler=str, double_precision=15))")
 
 
 def _script(name: str) -> str:
     return os.path.join(os.path.dirname(sys.executable), name)
 
 
+@functools.cache
+def callflow_python() -> str:
+    """The Python of CallFlow's environment (made here only if make install did not)."""
+    return callflow.environment()
+
+
+def callflow_frame(path) -> List[Dict[str, Any]]:
+    """The rows of a dataframe CallFlow pickled, read in CallFlow's environment."""
+    done = subprocess.run([callflow_python(), "-I", "-c", _READ_FRAME, str(path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
 def test_callflow_processes_a_converted_profile(tmp_path, clock):
+    callflow_python()
     profile_dir = make_profile(tmp_path / "prof", clock)
     profile = tinyprof.read(profile_dir)
     data = tmp_path / "flow"
@@ -33,12 +53,12 @@ def test_callflow_processes_a_converted_profile(tmp_path, clock):
     assert f"wrote {data / 'conv.json'}" in done.stdout
 
     saved = data / ".callflow" / "conv"
-    frame = pd.read_pickle(saved / "df.pkl")
+    rows = callflow_frame(saved / "df.pkl")
     want = expected(profile, "sum")
     # CallFlow drops callsites whose inclusive time is 0 on every rank ("tail",
     # open at the snapshot); every other (callpath, rank) is there, unchanged.
     kept = [p for p in profile.callpaths if p != ("tail",)]
-    got = {(profile.callpaths[row["nid"]], row["rank"]): row for row in frame.to_dict("records")}
+    got = {(profile.callpaths[row["nid"]], row["rank"]): row for row in rows}
     assert set(got) == {(p, r) for p in kept for r in range(NRANKS)}
     for (path, rank), row in got.items():       # times in microseconds, as CallFlow labels them
         for column, scale in (("time (inc)", 1e6), ("time", 1e6), ("count", 1)):
@@ -57,7 +77,7 @@ def test_callflow_processes_a_converted_profile(tmp_path, clock):
 
 def test_callflow_input_is_in_microseconds_mpi_times_too(tmp_path, traced_demo):
     """CallFlow labels every time "μs": its input is the hatchet file's, times x 1e6."""
-    from tinyprof.converters import callflow, hatchet
+    from tinyprof.converters import hatchet
 
     def load(path):
         doc = json.loads(open(path, encoding="utf-8").read())
@@ -82,15 +102,59 @@ def test_callflow_without_the_fix_fails(tmp_path, clock):
     data = tmp_path / "flow"
     assert subprocess.run([_script("tinyprof-convert"), profile_dir, "--to", "callflow",
                            "-o", str(data)], capture_output=True).returncode == 0
-    done = subprocess.run([_script("callflow"), "--data_path", str(data), "--profile_format",
+    plain = os.path.join(os.path.dirname(callflow_python()), "callflow")
+    done = subprocess.run([plain, "--data_path", str(data), "--profile_format",
                            "caliper_json", "--process"], capture_output=True, text=True, timeout=180)
     assert done.returncode != 0 and "from_htframe" in done.stderr and "AssertionError" in done.stderr
+
+
+@pytest.mark.parametrize("python,error", [
+    ("/bin/false", "-m venv {env} failed: no output"),
+    ("/nonexistent/python3", "/nonexistent/python3: No such file or directory")])
+def test_an_environment_that_cannot_be_made_is_one_line(tmp_path, clock, python, error):
+    profile_dir = make_profile(tmp_path / "prof", clock)
+    env = tmp_path / "env"
+    done = subprocess.run([_script("tinyprof"), "callflow", profile_dir, "-o", str(tmp_path / "flow"),
+                           "--process-only"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TINYPROF_CALLFLOW_ENV": str(env),
+                               "TINYPROF_CALLFLOW_PYTHON": python})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        f"tinyprof: installing CallFlow {callflow.VERSION} with hatchet 1.4.1, pandas<2 and numpy<2 "
+        f"into {env} (once; a few minutes)",
+        f"tinyprof: cannot set up CallFlow's environment in {env}: " + error.format(env=env)]
+    assert not (env / ".tinyprof-ready").exists()
+
+
+def test_an_environment_whose_python_went_away_is_one_line(tmp_path, clock):
+    profile_dir = make_profile(tmp_path / "prof", clock)
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").symlink_to(tmp_path / "removed-python")
+    (env / ".tinyprof-ready").write_text(" ".join(callflow.REQUIREMENTS))
+    for serve in ([], ["--process-only"]):
+        done = subprocess.run([_script("tinyprof"), "callflow", profile_dir, "-o", str(tmp_path / "flow"),
+                               *serve], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TINYPROF_CALLFLOW_ENV": str(env)})
+        assert done.returncode == 2 and done.stderr.splitlines() == [
+            f"tinyprof: cannot run CallFlow's environment {env}: No such file or directory "
+            "(remove it: the next command makes it anew)"]
+
+
+@pytest.mark.parametrize("argv,error", [
+    ([], "tinyprof: callflow: give a PROFILE (or --setup)"),
+    (["missing.tinyprof"], "tinyprof: missing.tinyprof: no such file or directory")])
+def test_bad_input_is_one_line(tmp_path, argv, error):
+    done = subprocess.run([_script("tinyprof"), "callflow", *argv], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.splitlines() == [error]
 
 
 @pytest.fixture
 def served(tmp_path, traced_demo):
     """``tinyprof callflow`` serving the 3-rank demo on a free port (not 5000,
     which the unfixed frontend would call whatever the port)."""
+    callflow_python()
     port = free_port()
     with serving([_script("tinyprof"), "callflow", os.path.dirname(traced_demo.files[0]),
                   "-o", str(tmp_path / "flow"), "--host", "127.0.0.1", "--port", str(port)], port):

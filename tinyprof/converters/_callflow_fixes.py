@@ -1,17 +1,48 @@
 """What CallFlow 1.3.0 (its last release) needs to show a tinyprof run.
 
+Run as a script by the Python of CallFlow's own environment (see
+``callflow.environment``): ``python _callflow_fixes.py DIR [--process-only]
+[--host H] [--port P]`` applies the fixes, processes ``DIR`` with CallFlow's
+command line, then serves its app. It imports nothing of tinyprof.
+
 Each fix patches CallFlow, hatchet or networkx in this process only: the
 installed packages stay as they are. Line numbers are CallFlow 1.3.0's.
-``tinyprof[callflow]`` pins pandas < 2, under which CallFlow's own
-``groupby().mean()`` calls work (docs/convert.md); these are the breaks that
-remain with those pins.
+Its environment has pandas < 2, under which CallFlow's own ``groupby().mean()``
+calls work (docs/convert.md); these are the breaks that remain there.
 """
 from __future__ import annotations
 
+import argparse
 import inspect
 import os
+import sys
 import types
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="CallFlow 1.3.0 with the fixes tinyprof needs")
+    parser.add_argument("directory")
+    parser.add_argument("--process-only", action="store_true")
+    parser.add_argument("--host")
+    parser.add_argument("--port", type=int)
+    args = parser.parse_args()
+    apply()
+    from server import main as app  # CallFlow's command line lives in package "server"
+
+    if args.host is not None:
+        app.CALLFLOW_APP_HOST = args.host
+    if args.port is not None:
+        app.CALLFLOW_APP_PORT = args.port
+    argv = ["callflow", "--data_path", args.directory, "--profile_format", "caliper_json"]
+    _main(app, argv + ["--process", "--reset"])
+    if not args.process_only:
+        _main(app, argv)
+
+
+def _main(app, argv: List[str]) -> None:
+    sys.argv = argv                     # CallFlow parses sys.argv itself
+    app.main()
 
 
 def apply() -> None:
@@ -112,3 +143,7 @@ def _api_at_own_origin() -> None:
                                       headers={"Cache-Control": "no-cache"})
         return static(**kwargs)
     app.view_functions["static"] = static_file
+
+
+if __name__ == "__main__":
+    main()

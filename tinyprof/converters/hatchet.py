@@ -84,6 +84,24 @@ def to_hatchet(profile_or_path: ProfileOrPath, statistic: str = "sum") -> hatche
     return hatchet.GraphFrame(graph, frame, exclusive, inclusive, metadata=_metadata(profile, agg))
 
 
+def load_imbalance(gf: hatchet.GraphFrame, metric_column: str = "time") -> hatchet.GraphFrame:
+    """Per node, how unevenly the ranks share ``metric_column``: what hatchet
+    1.4's ``GraphFrame.load_imbalance`` gave, which llnl-hatchet no longer has.
+
+    A new GraphFrame indexed by node, its metrics the mean over ranks (as
+    ``gf.drop_index_levels()``), with a column ``<metric_column>.imbalance``:
+    the maximum over the mean across all ranks of ``gf``'s (node, rank) rows,
+    a rank that never ran the node counting 0 (NaN where the mean is 0).
+    ``gf`` is left as it was.
+    """
+    out = gf.deepcopy()
+    per_node = out.dataframe.groupby(level="node")[metric_column]
+    mean, top = per_node.mean(), per_node.max()
+    out.drop_index_levels()
+    out.dataframe[f"{metric_column}.imbalance"] = (top / mean.where(mean != 0)).reindex(out.dataframe.index)
+    return out
+
+
 def build_graph(callpaths: Sequence[Callpath]) -> Tuple[hatchet.graph.Graph, List[hatchet.node.Node]]:
     """A hatchet Graph of the call tree and its Node of each callpath, numbered
     in hatchet's pre-order. Callpaths come parents first."""
