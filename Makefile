@@ -21,7 +21,7 @@ $(STAMP): $(PY) $(DEPS)
 	@echo "== installing tinyprof with every extra into $(VENV) (several minutes, ~800 MB)"
 	# mpich first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
 	$(PY) -m pip install -q mpich mpi4py
-	$(PY) -m pip install -q -e '.[mpi,report,hatchet,callflow,test,bench]'
+	$(PY) -m pip install -q -e '.[mpi,report,hatchet,callflow,pprof,test,bench]'
 	@$(MAKE) --no-print-directory check-build
 	touch $@ $(DEMO)
 

@@ -11,6 +11,10 @@ from .converters import ConvertError
 from .format.encoding import FormatError
 
 
+# The extra that installs an optional package, where it is not hatchet's or CallFlow's.
+EXTRAS = {"protobuf": "pprof"}
+
+
 def run(prog: str, args: argparse.Namespace) -> int:
     """Run ``args.run(args)``; bad input, an unwritable output or a missing
     extra end with one line naming the file and status 2 (1 for an extra)."""
@@ -26,6 +30,7 @@ def run(prog: str, args: argparse.Namespace) -> int:
         print(f"{prog}: {where}: {e.strerror or e}" if where else f"{prog}: {e}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:
-        print(f"{prog}: needs the Python package {e.name!r}: "
-              "pip install 'tinyprof[hatchet,callflow]'", file=sys.stderr)
+        extra = EXTRAS.get(e.name or "", "hatchet,callflow")
+        print(f"{prog}: needs the Python package {e.name!r}: pip install 'tinyprof[{extra}]'",
+              file=sys.stderr)
         return 1
