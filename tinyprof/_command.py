@@ -10,7 +10,6 @@ import sys
 from .converters import ConvertError
 from .format.encoding import FormatError
 
-
 # The extra that installs an optional package, where it is not hatchet's or CallFlow's.
 EXTRAS = {"protobuf": "pprof"}
 
