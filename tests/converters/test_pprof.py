@@ -21,6 +21,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 import pytest
 from test_convert import make_profile, record_ranks, write_profile
+from test_hostile import deep_file, peak_of
 
 import tinyprof
 from tinyprof import annotate
@@ -224,6 +225,30 @@ def test_names_that_are_not_utf8_are_spelt_as_escapes(tmp_path, clock):
         message = message_class().FromString(gzip.decompress(f.read()))
     assert [message.string_table[fn.name] for fn in message.function] == ["bad\\udcff", "x\ny"]
     assert re.search(r"\n +bad\\udcff\n", pprof(out, "-traces"))
+
+
+def test_deep_nesting_is_refused_in_memory_linear_in_the_file(tmp_path):
+    """20,000 nested levels in 320 KB: pprof repeats each stack in its sample,
+    2*10^8 location ids; the export says so instead of building them."""
+    size = deep_file(tmp_path / "deep", 20_000)
+    profile = tinyprof.read(tmp_path / "deep")
+
+    def work():
+        with pytest.raises(ConvertError, match=r"200010000 location ids .* 20000 levels deep"):
+            convert(profile, "pprof", tmp_path / "deep.pb.gz")
+    _, peak = peak_of(work)
+    assert peak < 200 * size and not os.path.exists(tmp_path / "deep.pb.gz")
+
+
+def test_nesting_within_the_bound_is_exported_whole(tmp_path):
+    deep_file(tmp_path / "deep", 500)
+    out = convert(tinyprof.read(tmp_path / "deep"), "pprof", tmp_path / "deep.pb.gz")
+    rows, shown, total = top(out, "-unit=ns")
+    # line i (depth i + 1) holds 500 - i ns; the self time of a level is its time minus the next's
+    assert shown == total == 500 and {name for name, _, _ in rows} == {"a", "b", "c"}
+    assert sum(flat for _, flat, _ in rows) == 500
+    traces = pprof(out, "-traces")
+    assert re.search(r"\n +1ns +[abc]\n(?: +[abc]\n){499}", traces)
 
 
 # -- bad input: one line, a non-zero status ----------------------------------------------

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..analysis.profile import Profile
 from ..analysis.values import aggregate, mpi_per_node
+from ..format.encoding import excerpt
 from ..format.layout import write_atomic
 from . import ConvertError
 
@@ -106,7 +107,8 @@ def self_values(profile: Profile) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def to_pprof(profile: Profile) -> Any:
-    """The profile as a ``perftools.profiles.Profile`` message (needs protobuf)."""
+    """The profile as a ``perftools.profiles.Profile`` message (needs protobuf);
+    ConvertError when its stacks would hold more than :data:`MAX_STACK_ENTRIES`."""
     Message = message_class()
     # "time" is string 1 and sample type 1: speedscope takes default_sample_type
     # for an index into the sample types, not into the string table
@@ -124,6 +126,8 @@ def to_pprof(profile: Profile) -> Any:
         columns += [mpi["calls"], np.rint(mpi["time"] * 1e9).astype(np.int64), mpi["bytes"]]
         types += MPI_SAMPLE_TYPES
     values = np.stack(columns, axis=-1).astype(np.int64)       # (callpath, rank, value)
+    sampled = values.any(axis=-1)
+    _check_size(profile, sampled.sum(axis=1))
     out = Message(mapping=[{"id": 1, "filename": string(profile.name), "has_functions": True}],
                   sample_type=[{"type": string(t), "unit": string(u)} for t, u in types],
                   default_sample_type=string(DEFAULT_SAMPLE_TYPE),
@@ -132,21 +136,42 @@ def to_pprof(profile: Profile) -> Any:
                   duration_nanos=int(time_ns.sum(axis=0).max(initial=0)),
                   comment=[string(f"tinyprof profile {profile.name}: {profile.nranks} ranks, "
                                   "self values per callpath and rank (label rank)")])
-    location: Dict[int, int] = {}         # a name's string -> its Location's and Function's id
-    for name in dict.fromkeys(n for path in profile.callpaths for n in path):
+    ids: Dict[str, int] = {}              # event name -> its Location's and Function's id
+    location: Dict[int, int] = {}         # the same by the name's string (names spelt alike share)
+    for name in dict.fromkeys(path[-1] for path in profile.callpaths):
         key = string(name)
         if key not in location:
             n = location[key] = len(location) + 1
             out.function.add(id=n, name=key, system_name=key)
             out.location.add(id=n, mapping_id=1, line=[{"function_id": n}])
-    stacks = [[location[string(n)] for n in reversed(path)] for path in profile.callpaths]
+        ids[name] = location[key]
     # A unit, so that rank 0 is a label: pprof drops a numeric label whose num and unit are 0
     rank = {"key": string("rank"), "num_unit": string("rank")}
-    for i, r in zip(*np.nonzero(values.any(axis=-1))):
-        out.sample.add(location_id=stacks[i], value=values[i, r].tolist(),
-                       label=[{**rank, "num": int(r)}])
+    for i, path in enumerate(profile.callpaths):
+        ranks = np.flatnonzero(sampled[i])
+        if len(ranks):
+            stack = [ids[n] for n in reversed(path)]
+            for r, v in zip(ranks.tolist(), values[i, ranks].tolist()):
+                out.sample.add(location_id=stack, value=v, label=[{**rank, "num": r}])
     out.string_table.extend(strings)
     return out
+
+
+# pprof repeats a sample's whole stack: callpaths nested thousands deep make
+# that quadratic in the profile's size. Past 2^26 location ids in all
+# (at least 64 MiB of output), the export refuses.
+MAX_STACK_ENTRIES = 1 << 26
+
+
+def _check_size(profile: Profile, samples: np.ndarray) -> None:
+    """ConvertError if the samples (per callpath) would hold too many location ids."""
+    depth = np.array([len(p) for p in profile.callpaths], dtype=np.int64)
+    entries = int((depth * samples).sum())
+    if entries > MAX_STACK_ENTRIES:
+        raise ConvertError(f"profile {excerpt(profile.name)}: its pprof stacks would hold {entries} "
+                           f"location ids (callpaths up to {depth.max()} levels deep, "
+                           f"{int(samples.sum())} samples), more than {MAX_STACK_ENTRIES}: pprof "
+                           "repeats the whole callpath in every sample")
 
 
 def write(profile: Profile, path: str | os.PathLike[str], statistic: str = "sum") -> str:
@@ -155,7 +180,13 @@ def write(profile: Profile, path: str | os.PathLike[str], statistic: str = "sum"
     if statistic != "sum":
         raise ConvertError(f"pprof adds sample values up: --statistic {statistic} does not apply "
                            "(use sum, the default)")
-    data = to_pprof(profile).SerializeToString()
+    message = to_pprof(profile)
+    from google.protobuf.message import EncodeError     # there once to_pprof found protobuf
+    try:
+        data = message.SerializeToString()
+    except EncodeError:         # protobuf writes no message of 2 GiB or more
+        raise ConvertError(f"profile {excerpt(profile.name)}: its pprof profile would be larger "
+                           "than protobuf's limit of 2 GiB") from None
     write_atomic(os.fspath(path), gzip.compress(data, mtime=0))     # the same bytes each time
     return os.fspath(path)
 
