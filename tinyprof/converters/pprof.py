@@ -181,7 +181,7 @@ def write(profile: Profile, path: str | os.PathLike[str], statistic: str = "sum"
         raise ConvertError(f"pprof adds sample values up: --statistic {statistic} does not apply "
                            "(use sum, the default)")
     message = to_pprof(profile)
-    from google.protobuf.message import EncodeError     # there once to_pprof found protobuf
+    from google.protobuf.message import EncodeError  # there once to_pprof found protobuf
     try:
         data = message.SerializeToString()
     except EncodeError:         # protobuf writes no message of 2 GiB or more
