@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -46,11 +47,17 @@ def go() -> str:
     return path
 
 
+# Go's build cache and module path, writable, shared by the runs (a Go that builds
+# its pprof tool on first use builds it once); no toolchain download, no user GOFLAGS.
+GO_ENV = {"GOCACHE": os.path.join(tempfile.gettempdir(), f"tinyprof-go-{os.getuid()}", "cache"),
+          "GOPATH": os.path.join(tempfile.gettempdir(), f"tinyprof-go-{os.getuid()}", "path"),
+          "GOFLAGS": "", "GOTOOLCHAIN": "local"}
+
+
 def pprof(path: str, *options: str) -> str:
-    """The output of ``go tool pprof OPTIONS PATH``, all caches in the file's directory."""
+    """The output of ``go tool pprof OPTIONS PATH`` (pprof's own files beside PATH)."""
     where = os.path.dirname(os.path.abspath(path))
-    env = dict(os.environ, GOCACHE=os.path.join(where, "gocache"), GOPATH=os.path.join(where, "gopath"),
-               GOFLAGS="", GOTOOLCHAIN="local", PPROF_TMPDIR=where, HOME=where)
+    env = dict(os.environ, **GO_ENV, PPROF_TMPDIR=where, HOME=where)
     done = subprocess.run([go(), "tool", "pprof", "-symbolize=none", *options, path], cwd=where,
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -99,7 +106,7 @@ def test_go_pprof_top_gives_the_demo_numbers_of_tinyprof_show(demo, capsys):
     assert shown == total == int(ns(run_times(profile, agg)).sum())
     # flat per event name: the exclusive time of `tinyprof show` (excl mean) times its ranks
     flat = flat_by_name(profile, ns(agg.time_exc))
-    assert {name: f for name, f, _ in rows} == {n: f for n, f in flat.items() if f}
+    assert {name: f for name, f, _ in rows if f} == {n: f for n, f in flat.items() if f}
     assert [f for _, f, _ in rows] == sorted((f for _, f, _ in rows), reverse=True)
     assert rows[0][0] == max(flat, key=flat.__getitem__)
     # ... and the same seconds as printed by `tinyprof show`, to its 3 decimals
