@@ -41,8 +41,9 @@ from ..format.layout import write_atomic
 from . import ConvertError
 
 PACKAGE = "perftools.profiles"
-# Per message: (field, number, type, repeated); a type that is not a scalar
-# is a message of this package. Numbers as in upstream's proto/profile.proto.
+# The fields written, per message: (field, number, type, repeated); a type that
+# is not a scalar is a message of this package. Names and numbers as in
+# google/pprof's proto/profile.proto (checked against its commit b9395ee, 2026-07).
 _SCHEMA: Dict[str, List[Tuple[str, int, str, bool]]] = {
     "Profile": [("sample_type", 1, "ValueType", True), ("sample", 2, "Sample", True),
                 ("mapping", 3, "Mapping", True), ("location", 4, "Location", True),
@@ -52,13 +53,12 @@ _SCHEMA: Dict[str, List[Tuple[str, int, str, bool]]] = {
     "ValueType": [("type", 1, "int64", False), ("unit", 2, "int64", False)],
     "Sample": [("location_id", 1, "uint64", True), ("value", 2, "int64", True),
                ("label", 3, "Label", True)],
-    "Label": [("key", 1, "int64", False), ("str", 2, "int64", False), ("num", 3, "int64", False),
-              ("num_unit", 4, "int64", False)],
+    "Label": [("key", 1, "int64", False), ("num", 3, "int64", False), ("num_unit", 4, "int64", False)],
     "Mapping": [("id", 1, "uint64", False), ("filename", 5, "int64", False),
                 ("has_functions", 7, "bool", False)],
     "Location": [("id", 1, "uint64", False), ("mapping_id", 2, "uint64", False),
                  ("line", 4, "Line", True)],
-    "Line": [("function_id", 1, "uint64", False), ("line", 2, "int64", False)],
+    "Line": [("function_id", 1, "uint64", False)],
     "Function": [("id", 1, "uint64", False), ("name", 2, "int64", False),
                  ("system_name", 3, "int64", False)],
 }
