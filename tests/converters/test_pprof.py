@@ -128,7 +128,6 @@ def test_go_pprof_top_gives_the_demo_numbers_of_tinyprof_show(demo, capsys):
 def test_every_rank_is_a_label_that_go_pprof_filters_on(demo):
     profile, path = demo
     tags = pprof(path, "-tags")
-    assert re.findall(r"^ *[\d.]+\w* \( *[\d.]+%\): (\d+)$", tags, re.M) != []
     assert sorted(int(r) for r in re.findall(r"\): (\d+)$", tags, re.M)) == list(range(profile.nranks))
     per_rank = ns(run_times(profile, aggregate(profile)))
     for rank in range(profile.nranks):
