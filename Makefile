@@ -26,7 +26,7 @@ $(STAMP): $(PY) $(DEPS)
 	# install the module `hatchet`, so remove them all before llnl-hatchet goes in whole.
 	if $(PY) -m pip show -q hatchet >/dev/null 2>&1; then \
 		$(PY) -m pip uninstall -y -q callflow hatchet llnl-hatchet; fi
-	$(PY) -m pip install -q -e '.[mpi,report,hatchet,thicket,test,bench]'
+	$(PY) -m pip install -q -e '.[mpi,report,hatchet,thicket,pprof,test,bench]'
 	@$(MAKE) --no-print-directory check-build
 	$(BIN)/tinyprof callflow --setup
 	touch $@ $(DEMO)

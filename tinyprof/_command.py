@@ -10,6 +10,9 @@ import sys
 from .converters import ConvertError
 from .format.encoding import FormatError
 
+# The extra that installs an optional package, where it is not hatchet's or CallFlow's.
+EXTRAS = {"protobuf": "pprof", "thicket": "thicket"}
+
 
 def run(prog: str, args: argparse.Namespace) -> int:
     """Run ``args.run(args)``; bad input, an unwritable output or a missing
@@ -26,6 +29,7 @@ def run(prog: str, args: argparse.Namespace) -> int:
         print(f"{prog}: {where}: {e.strerror or e}" if where else f"{prog}: {e}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:
-        print(f"{prog}: needs the Python package {e.name!r}: "
-              "pip install 'tinyprof[hatchet]'", file=sys.stderr)
+        extra = EXTRAS.get(e.name or "", "hatchet")
+        print(f"{prog}: needs the Python package {e.name!r}: pip install 'tinyprof[{extra}]'",
+              file=sys.stderr)
         return 1

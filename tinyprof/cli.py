@@ -8,7 +8,7 @@ analyse a traced run (docs/trace.md);
 ``tinyprof callflow PROFILE`` opens a profile in CallFlow;
 ``mpiexec -n P tinyprof tune`` recommends an aggregator count (``tune.py``);
 ``tinyprof-convert PROFILE --to FORMAT -o OUT`` converts a profile for
-Hatchet, CallFlow or pandas (see docs/convert.md). Bad input ends with a
+Hatchet, CallFlow, pandas, Perfetto or pprof (see docs/convert.md). Bad input ends with a
 one-line message naming the file and exit status 2, never a traceback.
 """
 from __future__ import annotations
@@ -237,11 +237,12 @@ def _parser() -> argparse.ArgumentParser:
 def _convert_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tinyprof-convert",
-        description="Convert a tinyprof profile for Hatchet, CallFlow, pandas or Perfetto. "
+        description="Convert a tinyprof profile for Hatchet, CallFlow, pandas, Perfetto or pprof. "
                     "hatchet: a Caliper json-split file for hatchet's GraphFrame.from_caliper; "
                     "callflow: a directory for `callflow --data_path DIR --profile_format "
                     "caliper_json`; csv: one row per rank, execution and iteration; perfetto: the "
-                    "timeline of a traced profile as Chrome trace-event JSON for ui.perfetto.dev. "
+                    "timeline of a traced profile as Chrome trace-event JSON for ui.perfetto.dev; "
+                    "pprof: a gzipped profile.proto for go tool pprof, Pyroscope or speedscope. "
                     "See docs/convert.md.")
     parser.add_argument("--version", action="version", version=f"tinyprof {__version__}")
     _add_profile(parser)
@@ -249,7 +250,7 @@ def _convert_parser() -> argparse.ArgumentParser:
                         help=f"output format: {', '.join(TARGETS)}")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="output file (a directory for callflow)")
-    _add_statistic(parser, " for hatchet and callflow; csv keeps every value")
+    _add_statistic(parser, " for hatchet and callflow; csv keeps every value, pprof sums")
     parser.add_argument("--table", choices=("values", "mpi"), default="values",
                         help="for csv: every value (default), or the MPI calls (profiles "
                              "recorded with MPI capture)")

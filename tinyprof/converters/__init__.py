@@ -9,10 +9,12 @@
 - :mod:`.csv`: the paper's "standard CSV", one row per value, or the MPI table;
 - :mod:`.perfetto`: Chrome trace-event JSON of a traced profile, for the
   Perfetto UI;
+- :mod:`.pprof`: a gzipped pprof ``profile.proto``, for ``go tool pprof``,
+  Grafana Pyroscope and speedscope;
 - :mod:`.mpitable`: the text tables of ``tinyprof mpi`` (kept here by name;
   they live in :mod:`tinyprof.views.mpi`).
 
-pandas, hatchet and CallFlow are imported inside the functions that need
+pandas, hatchet, CallFlow and protobuf are imported inside the functions that need
 them, so that importing tinyprof never does.
 """
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ..analysis import ConvertError
 if TYPE_CHECKING:   # not at run time: cli and every command import ConvertError, light
     from ..analysis.profile import Profile
 
-TARGETS = ("hatchet", "callflow", "csv", "perfetto")
+TARGETS = ("hatchet", "callflow", "csv", "perfetto", "pprof")
 
 
 __all__ = ["TARGETS", "ConvertError", "convert"]
