@@ -68,6 +68,30 @@ def _mpi(args: argparse.Namespace) -> int:
     return 0 if rows else 1
 
 
+def _pop(args: argparse.Namespace) -> int:
+    from .analysis import over_time as _history
+    from .analysis import pop as _analysis
+    from .analysis.profile import read
+    from .views import pop
+
+    callpath = tuple(args.callpath.replace("/", "<").split("<")) if args.callpath else None
+    try:
+        hosts = pop.parse_hosts(args.hosts) if args.hosts else None
+        if args.over_time:
+            frame = _history.pop_history(args.profile, callpath, hosts)
+            if not len(frame):
+                raise _analysis.PopError(f"{args.profile}: no callpath closed between snapshots")
+            profile = read(args.profile)
+            _echo(pop.history(profile.name, profile.nranks, frame, args.limit or None))
+        else:
+            profile = read(args.profile)
+            _echo(pop.table(profile, profile.pop(callpath, hosts)))
+    except (ValueError, KeyError) as e:       # no MPI data, no snapshots, bad --hosts or --callpath
+        print(f"tinyprof: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _trace_command(args: argparse.Namespace) -> int:
     from .analysis.profile import read
     from .views import trace as _tracetext
@@ -184,6 +208,25 @@ def _parser() -> argparse.ArgumentParser:
     mpi.add_argument("--comms", action="store_true",
                      help="also print the communicators: size, world ranks, creating callpath")
     mpi.set_defaults(run=_mpi)
+    pop = commands.add_parser(
+        "pop", help="print the POP efficiencies per callpath (mpi=True)",
+        description="Print, per callpath and inclusive of the regions below it, the POP "
+                    "metrics: load balance, communication efficiency and parallel efficiency, "
+                    "from the time outside MPI calls (useful time). As a tree, worst parallel "
+                    "efficiency first among siblings. Exit status 1 when the profile holds no "
+                    "MPI data. See docs/pop.md.")
+    _add_profile(pop)
+    pop.add_argument("--callpath", metavar="PATH",
+                     help="only this region and those below it, written main<halo or main/halo")
+    pop.add_argument("--hosts", metavar="LIST",
+                     help="the host of each rank, comma-separated (NAME*N: N ranks in a row): "
+                          "adds the load balance within (LB in) and across nodes (LB out)")
+    pop.add_argument("--over-time", action="store_true",
+                     help="per interval between the kept snapshots of an output directory "
+                          "(Profiler(keep='all'))")
+    pop.add_argument("--limit", type=_count, default=0, metavar="N",
+                     help="with --over-time, print at most N rows (default 0: all)")
+    pop.set_defaults(run=_pop)
     flow = commands.add_parser(
         "callflow", help="open a profile in CallFlow (needs tinyprof[callflow])",
         description="Convert a profile to CallFlow's input, process it with CallFlow "

@@ -14,6 +14,7 @@ from ..format import chain, layout
 from ..format.encoding import FormatError, Header, excerpt
 from ..format.reader import ParsedFile
 from . import mpi_tables
+from .sums import PER_SECOND
 
 Callpath = Tuple[str, ...]     # a format.reader.Callpath: equal to, and hashed as, the tuple of its names
 
@@ -206,6 +207,22 @@ class Profile:
         from . import trace as _trace
         return _trace.wait_states(self.trace)
 
+    def pop(self, callpath: Optional[Sequence[str]] = None, hosts: Any = None) -> Any:
+        """The POP efficiency metrics per callpath (docs/pop.md) as a pandas
+        DataFrame, one row per callpath (``callpath`` and the regions below
+        it; None: all), each inclusive of the regions below it: ``callpath``,
+        ``ranks`` (that recorded it), ``runtime`` (the largest inclusive time
+        over those ranks, seconds), ``useful_mean`` and ``useful_max`` (useful
+        time: inclusive time outside the MPI calls recorded there and below),
+        ``load_balance`` (mean over max useful time), ``communication_efficiency``
+        (max useful time over runtime) and ``parallel_efficiency`` (their
+        product). With ``hosts`` (a host name per rank: a sequence, or a
+        mapping from rank), also ``hosts`` and TALP's ``load_balance_in`` and
+        ``load_balance_out`` (within and across nodes). Needs MPI capture:
+        ``PopError`` (a ValueError) otherwise."""
+        from . import pop as _pop
+        return _pop.pop(self, callpath, hosts)
+
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)
         if metric not in kinds:
@@ -215,9 +232,6 @@ class Profile:
             use = "value(callpath, metric)" if kinds[metric] else "series(callpath, rank, metric)"
             raise ValueError(f"metric {excerpt(metric)} is {'' if kinds[metric] else 'in'}consistent: "
                              f"use Profile.{use}")
-
-
-PER_SECOND = {"ns": 1e9}
 
 
 def read(path: Union[str, os.PathLike[str]], snapshot: Optional[int] = None,

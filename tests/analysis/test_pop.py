@@ -1,0 +1,205 @@
+"""The POP metrics (``Profile.pop``, ``tinyprof.pop_history``, ``tinyprof pop``)
+on profiles whose every time is known: ranks recorded through the annotation
+API with a deterministic clock, written by the flush's own ``build_file``,
+with an ``mpi`` section encoded by the codec from exact MPI times. Every
+expected number is computed here by hand.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import List, Sequence, Tuple
+
+import pytest
+from test_convert import record_ranks, write_profile
+
+import tinyprof
+from tinyprof.analysis.pop import PopError
+from tinyprof.cli import main
+from tinyprof.format import encoding as _format
+from tinyprof.format import layout
+from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
+from tinyprof.runtime import assemble
+from tinyprof.runtime import collect as _collect
+
+pd = pytest.importorskip("pandas")
+
+Event = tinyprof.Event
+Callpath = Tuple[str, ...]
+NRANKS = 4
+UNIT = 300_000_000                 # ns: r/3 of it is exact
+MAIN, COMPUTE, SYNC = ("main",), ("main", "compute"), ("main", "sync")
+WORLD = "COMM_WORLD"
+RUN = "00000000000000cd"
+
+
+def _compute_then_sync(rank: int, clock) -> List[_collect.LocalEvent]:
+    """Rank r computes (1 + r/3) units, then waits in a barrier for the slowest (2 units)."""
+    with Event("main"):
+        with Event("compute"):
+            clock.tick(UNIT + rank * UNIT // 3)
+        with Event("sync"):
+            clock.tick(UNIT - rank * UNIT // 3)
+    return _collect.collect(tinyprof.annotate.impl.root())
+
+
+def _section(lines: Sequence[Callpath], ranks: range, calls) -> bytes:
+    """The mpi section of ranks ``ranks``: ``calls`` is (callpath, rank, op, ns)."""
+    comms = [Communicator(WORLD, NRANKS, tuple(range(NRANKS)), NONE)]
+    ops = [(rank, lines.index(path), 0, op, bucket(0), 1, 0, ns)
+           for path, rank, op, ns in calls if rank in ranks]
+    return encode(comms, ops, [])
+
+
+def _write(outdir, ranks, executions, calls, mpi: bool = True, bounds=((0, 2), (2, NRANKS))) -> str:
+    def sections(index: int, lo: int, hi: int):
+        lines = [e.path for e in ranks[lo]]
+        return [("mpi", _section(lines, range(lo, hi), calls))] if mpi else []
+    return write_profile(outdir, "pop", [], ranks, executions, list(bounds), sections)
+
+
+# the barrier's whole time is MPI time: rank r waits 1 - r/3 units
+BARRIER = [(SYNC, r, "Barrier", UNIT - r * UNIT // 3) for r in range(NRANKS)]
+
+
+@pytest.fixture
+def balance(tmp_path, clock) -> str:
+    tinyprof.Profiler("pop", outdir=tmp_path / "p")
+    ranks, executions = record_ranks(NRANKS, _compute_then_sync, clock)
+    return _write(tmp_path / "p", ranks, executions, BARRIER)
+
+
+def test_compute_then_sync_gives_the_must_show_numbers(balance):
+    frame = tinyprof.read(balance).pop().set_index("callpath")
+    assert list(frame.index) == [MAIN, COMPUTE, SYNC]
+    main_ = frame.loc[[MAIN]].iloc[0]
+    # useful (1 + r/3) units: mean 1.5, max 2; every rank's main lasts 2 units
+    assert main_["ranks"] == NRANKS
+    assert main_["runtime"] == pytest.approx(0.6, abs=1e-12)
+    assert main_["useful_mean"] == pytest.approx(0.45, abs=1e-12)
+    assert main_["useful_max"] == pytest.approx(0.6, abs=1e-12)
+    assert main_["load_balance"] == pytest.approx(0.75, abs=1e-12)
+    assert main_["communication_efficiency"] == pytest.approx(1.0, abs=1e-12)
+    assert main_["parallel_efficiency"] == pytest.approx(
+        main_["load_balance"] * main_["communication_efficiency"], abs=1e-12)
+    compute = frame.loc[[COMPUTE]].iloc[0]
+    assert (compute["load_balance"], compute["communication_efficiency"]) == \
+        pytest.approx((0.75, 1.0), abs=1e-12)
+    # the barrier: no useful time at all, so all communication inefficiency
+    sync = frame.loc[[SYNC]].iloc[0]
+    assert sync["runtime"] == pytest.approx(0.3, abs=1e-12)
+    assert sync["useful_max"] == 0.0
+    assert sync["communication_efficiency"] == 0.0 and sync["parallel_efficiency"] == 0.0
+    assert math.isnan(sync["load_balance"])          # 0 / 0: no useful time to balance
+
+
+def test_callpath_selects_a_subtree_and_hosts_split_the_balance(balance):
+    profile = tinyprof.read(balance)
+    assert list(profile.pop(callpath=COMPUTE)["callpath"]) == [COMPUTE]
+    with pytest.raises(KeyError, match="no callpath 'main<nope'"):
+        profile.pop(callpath=("main", "nope"))
+    # ranks 0, 1 on host a (useful 1, 4/3 units), ranks 2, 3 on b (5/3, 2)
+    frame = profile.pop(hosts=["a", "a", "b", "b"]).set_index("callpath")
+    row = frame.loc[[MAIN]].iloc[0]
+    assert row["hosts"] == 2
+    # TALP: in = busiest node's mean / max = (11/6) / 2; out = mean / busiest = 1.5 / (11/6)
+    assert row["load_balance_in"] == pytest.approx(11 / 12, abs=1e-12)
+    assert row["load_balance_out"] == pytest.approx(9 / 11, abs=1e-12)
+    assert row["load_balance_in"] * row["load_balance_out"] == pytest.approx(row["load_balance"])
+    same = profile.pop(hosts={0: "a", 1: "b", 2: "a", 3: "b"}).set_index("callpath").loc[[MAIN]]
+    assert same.iloc[0]["load_balance_in"] == pytest.approx((2 + 4 / 3) / 2 / 2, abs=1e-12)
+    one = profile.pop(hosts=["n"] * NRANKS).set_index("callpath").loc[[MAIN]].iloc[0]
+    assert (one["load_balance_in"], one["load_balance_out"]) == pytest.approx((0.75, 1.0))
+    with pytest.raises(PopError, match="no host for rank 3"):
+        profile.pop(hosts={0: "a", 1: "a", 2: "b"})
+    with pytest.raises(PopError, match="2 given for the profile's 4 ranks"):
+        profile.pop(hosts=["a", "b"])
+
+
+def test_mpi_time_of_nested_regions_counts_in_their_parents(tmp_path, clock):
+    """Useful time is inclusive: MPI time charged to a child (and to the
+    parent itself) comes off the parent's useful time."""
+    tinyprof.Profiler("pop", outdir=tmp_path / "n")
+    ranks, executions = record_ranks(NRANKS, _compute_then_sync, clock)
+    calls = BARRIER + [(MAIN, r, "Comm_dup", 10_000_000) for r in range(NRANKS)]
+    frame = tinyprof.read(_write(tmp_path / "n", ranks, executions, calls)).pop().set_index("callpath")
+    assert frame.loc[[MAIN]].iloc[0]["useful_max"] == pytest.approx(0.59, abs=1e-12)
+    assert frame.loc[[MAIN]].iloc[0]["useful_mean"] == pytest.approx(0.44, abs=1e-12)
+
+
+def test_without_mpi_capture_one_clear_line(tmp_path, clock, capsys):
+    tinyprof.Profiler("pop", outdir=tmp_path / "q")
+    ranks, executions = record_ranks(NRANKS, _compute_then_sync, clock)
+    where = _write(tmp_path / "q", ranks, executions, BARRIER, mpi=False)
+    with pytest.raises(PopError, match=r"holds no MPI data.*Profiler\(mpi=True\)"):
+        tinyprof.read(where).pop()
+    assert main(["pop", where]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tinyprof: profile 'pop' holds no MPI data")
+
+
+# -- over time ------------------------------------------------------------------------
+
+STEPS = 4
+
+
+def _growing(rank: int, clock, upto: int) -> List[_collect.LocalEvent]:
+    """Steps 0..upto-1 of a run whose imbalance grows: in step k rank r
+    computes (1 + k r / 3) units, then waits in a barrier for the slowest."""
+    with Event("main"):
+        for k in range(upto):
+            with Event("step", loop=1):
+                with Event("compute"):
+                    clock.tick(UNIT + k * rank * UNIT // 3)
+                with Event("sync"):
+                    clock.tick(k * (NRANKS - 1 - rank) * UNIT // 3)
+        return _collect.collect(tinyprof.annotate.impl.root())      # main still open
+
+
+def _barrier_until(upto: int):
+    """The cumulative MPI time of each rank's barriers after ``upto`` steps."""
+    return [(("main", "step", "sync"), r, "Barrier",
+             sum(k * (NRANKS - 1 - r) * UNIT // 3 for k in range(upto))) for r in range(NRANKS)]
+
+
+def _write_snapshot(outdir, k: int, ranks, executions) -> None:
+    lines = [e.path for e in ranks[0]]
+    header = _format.Header(name="g", nranks=NRANKS, first_rank=0, rank_count=NRANKS, run=RUN,
+                            set_kind="snapshot", set_number=k,
+                            created=f"2026-11-26T10:00:0{k}Z")
+    data = assemble.build_file(header, ranks, executions, sections=[
+        ("mpi", _section(lines, range(NRANKS), _barrier_until(k)))])
+    directory = layout.snapshot_dir(str(outdir), k)
+    os.makedirs(directory, exist_ok=True)
+    assert layout.write_file(directory, layout.set_file(directory, "g", 0, 1), data) is None
+
+
+def test_pop_history_shows_the_balance_degrade_step_by_step(tmp_path, clock):
+    """Snapshot k holds steps 0..k-1 (the cumulative values a run writes);
+    the interval ending at snapshot k is step k-1 alone: load balance
+    (1 + (k-1)/2) / (1 + (k-1)), communication efficiency 1."""
+    out = tmp_path / "g"
+    tinyprof.Profiler("g", outdir=out)
+    for k in range(1, STEPS + 1):
+        ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, k), clock)
+        _write_snapshot(out, k, ranks, executions)
+    frame = tinyprof.pop_history(out)
+    step = frame[frame["callpath"] == ("main", "step")]
+    assert list(step["snapshot"]) == [1, 2, 3, 4] and list(step["created"]) == [
+        f"2026-11-26T10:00:0{k}Z" for k in range(1, 5)]
+    assert list(step["load_balance"]) == pytest.approx([1.0, 0.75, 2 / 3, 0.625], abs=1e-12)
+    assert list(step["communication_efficiency"]) == pytest.approx([1.0] * 4, abs=1e-12)
+    assert list(step["runtime"]) == pytest.approx([0.3, 0.6, 0.9, 1.2], abs=1e-12)
+    # main stays open in every snapshot: it has no values, so no row
+    assert ("main",) not in set(frame["callpath"])
+    sub = tinyprof.pop_history(out, callpath=("main", "step", "sync"), numbers=[2, 4])
+    # intervals 0-2 and 2-4: sync holds only barrier time
+    assert list(sub["snapshot"]) == [2, 4] and list(sub["useful_max"]) == [0.0, 0.0]
+
+
+def test_pop_history_without_snapshots_one_clear_line(tmp_path, balance, capsys):
+    with pytest.raises(PopError, match="no complete snapshot"):
+        tinyprof.pop_history(tmp_path / "none")
+    assert main(["pop", balance, "--over-time"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no complete snapshot" in err
