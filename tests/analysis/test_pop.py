@@ -270,3 +270,33 @@ def test_growing_imbalance_over_real_snapshots(tmp_path):
     assert list(step["parallel_efficiency"]) == pytest.approx(
         list(step["load_balance"] * step["communication_efficiency"]), rel=1e-12)
     _only_barriers_below_main(tinyprof.read(tmp_path / "g"))
+    # the report's efficiency section: the table, worst sibling first, and the
+    # metrics per interval, drawn by real Chromium
+    pytest.importorskip("plotly")
+    from _browser import Browser
+
+    from tinyprof.views import report
+    page = tmp_path / "g.html"
+    report.write(tmp_path / "g", page)
+    with Browser(1500, 1400) as b:
+        b.open(f"file://{page}")
+        b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)
+        facts = b.evaluate("""(() => ({
+            rows: [...document.querySelectorAll('#pop-table tbody tr')].map(r => r.dataset.callpath),
+            plots: [...document.querySelectorAll('#efficiency .js-plotly-plot')].map(p => [p.id,
+                p.data.map(t => t.y.length)]) }))()""")
+        assert b.console == []
+    assert facts["rows"] == ["main", "main<step", "main<step<sync", "main<step<compute"]
+    assert [p[0] for p in facts["plots"]] == ["pop-history-pe", "pop-history-lb"]
+    assert all(lengths and set(lengths) == {4} for _, lengths in facts["plots"]), facts
+
+
+def test_show_gets_a_load_balance_column(balance, capsys):
+    """``tinyprof show``: the imbalance of inclusive time hides what the barrier
+    absorbs (main: 1.00x); the load balance of useful time shows it."""
+    assert main(["show", balance]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[-1] == "LB"
+    rows = {line.split()[0]: line.split() for line in lines[2:5]}
+    assert rows["main"][7] == "1.00x" and rows["main"][-1] == "0.75"
+    assert rows["compute"][-1] == "0.75" and rows["sync"][-1] == "-"
