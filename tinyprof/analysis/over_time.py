@@ -32,6 +32,10 @@ def pop_history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequenc
     frames: List[Any] = []
     for k in numbers:
         snap = read(outdir, snapshot=k)
+        if not snap.mpi_recorded:
+            raise pop.PopError(f"{outdir}: snapshot {k} holds no MPI data: the metrics over time "
+                               "need the MPI time in every snapshot (record with Profiler(mpi=True); "
+                               "the C++ header's snapshots carry none, docs/native.md)")
         ids = pop.host_ids(hosts, snap.nranks)
         now = dict(zip(snap.callpaths, zip(*pop.per_rank(snap))))
         paths = [p for p, keep in zip(snap.callpaths, pop.below(snap.callpaths, callpath)) if keep]
