@@ -3,6 +3,7 @@
 ``tinyprof show PROFILE`` prints a per-callpath summary across ranks;
 ``tinyprof report PROFILE -o report.html`` writes the HTML report;
 ``tinyprof mpi PROFILE`` prints its MPI calls as mpisee-through does;
+``tinyprof pop PROFILE`` its POP efficiencies per callpath (docs/pop.md);
 ``tinyprof critical-path PROFILE`` and ``tinyprof wait-states PROFILE``
 analyse a traced run (docs/trace.md);
 ``tinyprof callflow PROFILE`` opens a profile in CallFlow;
@@ -178,8 +179,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Write one HTML file that works offline: the call tree (inclusive, "
                     "exclusive, share of the run, imbalance), each callpath across ranks and "
                     "iterations, a rank x callpath heatmap, the snapshots over time (an output "
-                    "directory with keep='all'), MPI communication and the critical path and "
-                    "wait states when recorded. See docs/guide.md.")
+                    "directory with keep='all'), the POP efficiencies, MPI communication and the "
+                    "critical path and wait states when recorded. See docs/guide.md.")
     _add_profile(report)
     report.add_argument("-o", "--output", metavar="FILE",
                         help="the HTML file to write (default: report.html)")
