@@ -86,8 +86,8 @@ def _pop(args: argparse.Namespace) -> int:
             _echo(pop.history(profile.name, profile.nranks, frame, args.limit or None))
         else:
             profile = read(args.profile)
-            _echo(pop.table(profile, profile.pop(callpath, hosts)))
-    except (ValueError, KeyError) as e:       # no MPI data, no snapshots, bad --hosts or --callpath
+            _echo(pop.table(profile, profile.pop(callpath, hosts, args.trace)))
+    except (ValueError, KeyError) as e:   # no MPI data, trace or snapshots; bad --hosts, --callpath
         print(f"tinyprof: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
         return 1
     return 0
@@ -222,6 +222,9 @@ def _parser() -> argparse.ArgumentParser:
     pop.add_argument("--hosts", metavar="LIST",
                      help="the host of each rank, comma-separated (NAME*N: N ranks in a row): "
                           "adds the load balance within (LB in) and across nodes (LB out)")
+    pop.add_argument("--trace", action="store_true",
+                     help="split communication efficiency into serialization and transfer "
+                          "efficiency, by replaying a traced run (trace=True) on an ideal network")
     pop.add_argument("--over-time", action="store_true",
                      help="per interval between the kept snapshots of an output directory "
                           "(Profiler(keep='all'))")

@@ -14,10 +14,14 @@ import sys
 from typing import List, Sequence, Tuple
 
 import _pop_checks
+import numpy as np
 import pytest
 from test_convert import record_ranks, write_profile
+from test_trace_analysis import build
 
 import tinyprof
+from tinyprof.analysis import pop as _pop
+from tinyprof.analysis import trace as _trace
 from tinyprof.analysis.pop import PopError
 from tinyprof.cli import main
 from tinyprof.format import encoding as _format
@@ -273,3 +277,136 @@ def test_show_gets_a_load_balance_column(balance, capsys):
     rows = {line.split()[0]: line.split() for line in lines[2:5]}
     assert rows["main"][7] == "1.00x" and rows["main"][-1] == "0.75"
     assert rows["compute"][-1] == "0.75" and rows["sync"][-1] == "-"
+
+
+# -- from a trace: serialization and transfer -----------------------------------------
+
+def _split(trace):
+    """The POP columns of a hand-made trace, its times summed by hand: inclusive
+    time per (callpath, rank) from the occurrences, MPI time of the calls in
+    the callpath and below, and the ideal network's inclusive times."""
+    shape = (len(trace.callpaths), trace.nranks)
+    count, inc, mpi = np.zeros(shape, np.int64), np.zeros(shape), np.zeros(shape)
+    for path, rank, start, end in zip(*(trace.ev[k] for k in ("path", "rank", "start", "end"))):
+        count[path, rank] += 1
+        inc[path, rank] += (end - start) * 1e-9
+    for path, rank, start, end in zip(*(trace.calls[k] for k in ("path", "rank", "start", "end"))):
+        for i, above in enumerate(trace.callpaths):
+            if trace.callpaths[path][:len(above)] == above:
+                mpi[i, rank] += (end - start) * 1e-9
+    frame = _pop.table(trace.callpaths, count, inc, mpi, ideal=_trace.ideal_inclusive(trace))
+    return {p: r for p, r in zip(frame["callpath"], frame.itertuples())}
+
+
+def _check_product(row) -> None:
+    assert row.serialization_efficiency * row.transfer_efficiency == \
+        pytest.approx(row.communication_efficiency, rel=1e-12)
+
+
+def test_a_token_pipeline_is_pure_serialization():
+    """Rank r receives the token when r-1 sends it (sends take no time),
+    works 10 ns, sends it on: each rank computes 10 of the run's 30 ns, the
+    others wait. The ideal network changes nothing: transfer 1, serialization 1/3."""
+    events = [(0, MAIN, 0, 10), (0, ("main", "work"), 0, 10),
+              (1, MAIN, 0, 20), (1, ("main", "work"), 10, 20),
+              (2, MAIN, 0, 30), (2, ("main", "work"), 20, 30)]
+    calls = [(0, MAIN, "Send", 10, 10, [("s", 1, 5, 8)]),
+             (1, MAIN, "Recv", 0, 10, [("r", 0, 5, 8)]), (1, MAIN, "Send", 20, 20, [("s", 2, 5, 8)]),
+             (2, MAIN, "Recv", 0, 20, [("r", 1, 5, 8)])]
+    trace = build(3, events, calls)
+    start, end, _ = _trace.ideal_replay(trace)
+    assert list(end) == [10, 10, 20, 20]          # the calls in rank order: nothing moves
+    row = _split(trace)[MAIN]
+    assert row.ideal_runtime == pytest.approx(30e-9)
+    assert row.transfer_efficiency == pytest.approx(1.0, abs=1e-12)
+    assert row.serialization_efficiency == pytest.approx(1 / 3, abs=1e-12)
+    assert row.load_balance == pytest.approx(1.0, abs=1e-12)      # everyone computes 10 ns
+    _check_product(row)
+
+
+def test_balanced_ranks_exchanging_large_messages_are_pure_transfer():
+    """4 ranks on a ring each compute 10 ns, then a Sendrecv with their
+    neighbours takes 20 ns of transfer. On the ideal network every
+    Sendrecv ends at 10: serialization 1, transfer 10 / 30."""
+    events, calls = [], []
+    for r in range(4):
+        events += [(r, MAIN, 0, 30), (r, ("main", "work"), 0, 10)]
+        calls.append((r, MAIN, "Sendrecv", 10, 30, [("s", (r + 1) % 4, 1, 1 << 20),
+                                                     ("r", (r - 1) % 4, 1, 1 << 20)]))
+    row = _split(build(4, events, calls))[MAIN]
+    assert row.ideal_runtime == pytest.approx(10e-9)
+    assert row.serialization_efficiency == pytest.approx(1.0, abs=1e-12)
+    assert row.transfer_efficiency == pytest.approx(1 / 3, abs=1e-12)
+    _check_product(row)
+
+
+def test_a_collective_after_imbalanced_work_splits_into_both():
+    """Rank r works 10 (r + 1) ns, then an Allreduce that ends 10 ns after
+    the last arrival (at 40), then a Bcast from rank 2, which computes 5 ns
+    more first: on the ideal network the Allreduce ends at the last arrival
+    (30) and the Bcast when its root arrives (35): serialization 1 (the
+    useful 35 ns of rank 2 fill the ideal run), transfer 35/50."""
+    events, calls = [], []
+    for r in range(3):
+        events += [(r, MAIN, 0, 50), (r, ("main", "work"), 0, 10 * (r + 1))]
+        calls.append((r, MAIN, "Allreduce", 10 * (r + 1), 40))
+        calls.append((r, MAIN, "Bcast", 40 + (5 if r == 2 else 0), 50, 2))
+    trace = build(3, events, calls)
+    start, end, _ = _trace.ideal_replay(trace)
+    # per rank: Allreduce ends when the last (rank 2) arrives at 30; Bcast waits for root 2 at 35
+    assert list(end) == [30, 35, 30, 35, 30, 35]
+    row = _split(trace)[MAIN]
+    # useful: rank 0 computes 10, rank 1 20, rank 2 30 and 5 more before its Bcast
+    assert row.load_balance == pytest.approx((10 + 20 + 35) / 3 / 35, abs=1e-12)
+    assert row.ideal_runtime == pytest.approx(35e-9)
+    assert row.serialization_efficiency == pytest.approx(1.0, abs=1e-12)
+    assert row.transfer_efficiency == pytest.approx(35 / 50, abs=1e-12)
+    _check_product(row)
+
+
+def test_receives_waiting_for_each_other_are_one_clear_line():
+    """Each rank's receive is matched to the send the other makes after its own
+    receive: no run gives that (it would hang), a damaged file can."""
+    calls = [(r, MAIN, op, t0, t1, [(kind, 1 - r, 5, 8)])
+             for r in range(2) for op, t0, t1, kind in (("Recv", 0, 10, "r"), ("Send", 10, 11, "s"))]
+    trace = build(2, [(0, MAIN, 0, 11), (1, MAIN, 0, 11)], calls)
+    with pytest.raises(ValueError, match="cannot be replayed: rank 0's Recv waits for a call "
+                                         "that never comes"):
+        _trace.ideal_replay(trace)
+
+
+@needs_mpi
+def test_pipeline_and_transfer_on_real_ranks(tmp_path, capsys):
+    """Traced runs of tests/_pop_app.py on 4 ranks: a token pipeline (each
+    rank computes 0.2 s with the token) waits for nothing but the token:
+    serialization 1/4, transfer 1; balanced ranks (0.2 s each) that exchange
+    8 x 16 MB lose to transfer what the ideal network gives back."""
+    _run_app(tmp_path / "p", "pipeline", 0.2)
+    row = _pop_row(tinyprof.read(tmp_path / "p").pop(trace=True), MAIN)
+    assert abs(row.serialization_efficiency - 0.25) <= _pop_checks.TOLERANCE, row
+    assert row.transfer_efficiency >= 0.95, row
+    _check_product(row)
+    assert main(["pop", str(tmp_path / "p"), "--trace"]) == 0
+    head = capsys.readouterr().out.splitlines()[1].split()
+    assert head[-6:] == ["ser", "eff", "trf", "eff", "par", "eff"], head
+    _run_app(tmp_path / "x", "transfer", 0.2)
+    row = _pop_row(tinyprof.read(tmp_path / "x").pop(trace=True), MAIN)
+    assert row.serialization_efficiency >= 0.9 and row.transfer_efficiency <= 0.95, row
+    assert row.transfer_efficiency < row.serialization_efficiency, row
+    _check_product(row)
+
+
+def _pop_row(frame, path):
+    return next(r for p, r in zip(frame["callpath"], frame.itertuples()) if p == path)
+
+
+def test_the_traced_demo_splits_its_communication_efficiency(traced_demo, tmp_path):
+    frame = traced_demo.pop(trace=True)
+    for row in frame.itertuples():
+        if row.communication_efficiency > 0:
+            _check_product(row)
+        assert 0 <= row.transfer_efficiency <= 1 + 1e-3, row
+    from tinyprof.views import report
+    data = report.build(traced_demo)
+    assert data["pop"]["columns"][-2:] == ["serialization_efficiency", "transfer_efficiency"]
+    assert len(data["pop"]["rows"][0]) == 1 + 9

@@ -14,6 +14,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..format.encoding import excerpt
+from . import trace as _trace
 from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments
 
 Callpath = Tuple[str, ...]
@@ -22,6 +23,7 @@ Hosts = Union[Mapping[int, str], Sequence[str]]
 COLUMNS = ["callpath", "ranks", "runtime", "useful_mean", "useful_max", "load_balance",
            "communication_efficiency", "parallel_efficiency"]
 HOST_COLUMNS = ["hosts", "load_balance_in", "load_balance_out"]
+TRACE_COLUMNS = ["ideal_runtime", "serialization_efficiency", "transfer_efficiency"]
 
 
 class PopError(ValueError):
@@ -74,10 +76,12 @@ def host_ids(hosts: Optional[Hosts], nranks: int) -> Optional[np.ndarray]:
 
 
 def table(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, mpi: np.ndarray,
-          hosts: Optional[np.ndarray] = None) -> Any:
+          hosts: Optional[np.ndarray] = None, ideal: Optional[np.ndarray] = None) -> Any:
     """The metrics of each callpath (a row of the (callpath, rank) arrays
     ``count``, ``inc`` and ``mpi``) over the ranks that recorded values
-    (``count`` > 0). NaN where a ratio has a zero denominator."""
+    (``count`` > 0). NaN where a ratio has a zero denominator. ``ideal``:
+    the inclusive times on an ideal network (``trace.ideal_inclusive``),
+    which split communication efficiency into serialization and transfer."""
     import pandas as pd
 
     ran = count > 0
@@ -103,6 +107,13 @@ def table(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, mpi
         columns["hosts"] = (node_ranks > 0).sum(axis=1).astype(np.int64)
         columns["load_balance_in"] = _ratio(busiest, top)
         columns["load_balance_out"] = _ratio(mean, busiest)
+    if ideal is not None:
+        # POP: serialization = max useful / ideal runtime, transfer = ideal / real
+        # runtime; their product is the communication efficiency.
+        replayed = np.where(some, np.where(ran, ideal, -np.inf).max(axis=1, initial=-np.inf), np.nan)
+        columns["ideal_runtime"] = replayed
+        columns["serialization_efficiency"] = _ratio(top, replayed)
+        columns["transfer_efficiency"] = _ratio(replayed, runtime)
     return pd.DataFrame(columns)
 
 
@@ -120,12 +131,15 @@ def below(callpaths: Sequence[Callpath], callpath: Optional[Sequence[str]]) -> n
 
 
 def pop(profile: Any, callpath: Optional[Sequence[str]] = None,
-        hosts: Optional[Hosts] = None) -> Any:
+        hosts: Optional[Hosts] = None, trace: bool = False) -> Any:
     """``Profile.pop``: one row per callpath (``callpath`` and those below it;
-    None: all), in ``profile.callpaths`` order."""
+    None: all), in ``profile.callpaths`` order; ``trace``: with the split of
+    communication efficiency from the replay of the trace on an ideal network
+    (ValueError without a trace)."""
     if callpath is not None and tuple(callpath) not in profile.callpaths:
         raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in profile {excerpt(profile.name)}")
     count, inc, mpi = per_rank(profile)
     keep = below(profile.callpaths, callpath)
     paths = [p for p, k in zip(profile.callpaths, keep) if k]
-    return table(paths, count[keep], inc[keep], mpi[keep], host_ids(hosts, profile.nranks))
+    ideal = _trace.ideal_inclusive(profile.trace)[keep] if trace else None
+    return table(paths, count[keep], inc[keep], mpi[keep], host_ids(hosts, profile.nranks), ideal)

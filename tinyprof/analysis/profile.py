@@ -207,7 +207,8 @@ class Profile:
         from . import trace as _trace
         return _trace.wait_states(self.trace)
 
-    def pop(self, callpath: Optional[Sequence[str]] = None, hosts: Any = None) -> Any:
+    def pop(self, callpath: Optional[Sequence[str]] = None, hosts: Any = None,
+            trace: bool = False) -> Any:
         """The POP efficiency metrics per callpath (docs/pop.md) as a pandas
         DataFrame, one row per callpath (``callpath`` and the regions below
         it; None: all), each inclusive of the regions below it: ``callpath``,
@@ -218,10 +219,13 @@ class Profile:
         (max useful time over runtime) and ``parallel_efficiency`` (their
         product). With ``hosts`` (a host name per rank: a sequence, or a
         mapping from rank), also ``hosts`` and TALP's ``load_balance_in`` and
-        ``load_balance_out`` (within and across nodes). Needs MPI capture:
+        ``load_balance_out`` (within and across nodes). With ``trace=True``
+        (a traced profile), also ``ideal_runtime`` (the runtime replayed on an
+        ideal network), ``serialization_efficiency`` (max useful time over it)
+        and ``transfer_efficiency`` (it over the runtime). Needs MPI capture:
         ``PopError`` (a ValueError) otherwise."""
         from . import pop as _pop
-        return _pop.pop(self, callpath, hosts)
+        return _pop.pop(self, callpath, hosts, trace)
 
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)

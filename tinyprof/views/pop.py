@@ -11,8 +11,9 @@ from .text import UNITS, align, shown, tree_label, tree_order
 EFFICIENCIES = (("load_balance", "LB"), ("communication_efficiency", "comm eff"),
                 ("parallel_efficiency", "par eff"))
 HOSTS = (("load_balance_in", "LB in"), ("load_balance_out", "LB out"))
-LEGEND = ("LB = useful mean / useful max; comm eff = useful max / runtime; par eff = LB x comm eff; "
-          "useful = time outside MPI calls (docs/pop.md)")
+SPLIT = (("serialization_efficiency", "ser eff"), ("transfer_efficiency", "trf eff"))
+LEGEND = ("LB = useful mean / useful max; comm eff = useful max / runtime (= ser eff x trf eff, "
+          "traced); par eff = LB x comm eff; useful = time outside MPI calls (docs/pop.md)")
 
 
 def efficiency(value: float) -> str:
@@ -32,31 +33,39 @@ def _unit(frame: Any) -> Tuple[str, float]:
     return next(((u, s) for u, s in UNITS if biggest >= s), UNITS[-1])
 
 
-def _rows(frame: Any, order: Sequence[Tuple[str, ...]], nranks: int, hosts: bool,
-          scale: float, lead: Sequence[str] = ()) -> List[Tuple[str, ...]]:
+def _ratios(frame: Any) -> Tuple[Tuple[str, str], ...]:
+    """The efficiency columns of ``frame`` to print: the split of
+    communication efficiency when traced, the nodes' when on several."""
+    hosts = "hosts" in frame and bool((frame["hosts"] > 1).any())
+    return EFFICIENCIES[:2] + (SPLIT if "transfer_efficiency" in frame else ()) + \
+        EFFICIENCIES[2:] + (HOSTS if hosts else ())
+
+
+def _rows(frame: Any, order: Sequence[Tuple[str, ...]], nranks: int, scale: float,
+          lead: Sequence[str] = ()) -> List[Tuple[str, ...]]:
     at = {path: i for i, path in enumerate(frame["callpath"])}
+    ratios = _ratios(frame)
     out = []
     for path in order:
         r = frame.iloc[at[path]]
         if not r["ranks"]:
-            out.append((*lead, tree_label(path), f"0/{nranks}", *["-"] * (6 + 2 * hosts)))
+            out.append((*lead, tree_label(path), f"0/{nranks}", *["-"] * (3 + len(ratios))))
             continue
         out.append((*lead, tree_label(path), f"{r['ranks']}/{nranks}",
                     *(f"{r[c] / scale:.3f}" for c in ("runtime", "useful_mean", "useful_max")),
-                    *(efficiency(r[c]) for c, _ in EFFICIENCIES + (HOSTS if hosts else ()))))
+                    *(efficiency(r[c]) for c, _ in ratios)))
     return out
 
 
-def _head(hosts: bool, unit: str, lead: Sequence[str] = ()) -> Tuple[str, ...]:
+def _head(frame: Any, unit: str, lead: Sequence[str] = ()) -> Tuple[str, ...]:
     return (*lead, "callpath", "ranks", f"runtime ({unit})", "useful mean", "useful max",
-            *(h for _, h in EFFICIENCIES + (HOSTS if hosts else ())))
+            *(h for _, h in _ratios(frame)))
 
 
 def table(profile: Any, frame: Any) -> str:
     """The metrics of ``frame`` (``Profile.pop``) as a tree."""
-    hosts = "hosts" in frame and bool((frame["hosts"] > 1).any())
     unit, scale = _unit(frame)
-    lines = align([_head(hosts, unit), *_rows(frame, worst_first(frame), profile.nranks, hosts, scale)])
+    lines = align([_head(frame, unit), *_rows(frame, worst_first(frame), profile.nranks, scale)])
     head = (f"{shown(profile.name)}: {profile.nranks} ranks; POP efficiencies per callpath, "
             f"inclusive of the regions below it, worst parallel efficiency first among "
             f"siblings; times in {unit} (max over ranks)")
@@ -65,11 +74,10 @@ def table(profile: Any, frame: Any) -> str:
 
 def history(name: str, nranks: int, frame: Any, limit: Optional[int] = None) -> str:
     """The metrics of ``frame`` (``pop_history``) per snapshot interval, each as a tree."""
-    hosts = "hosts" in frame and bool((frame["hosts"] > 1).any())
     unit, scale = _unit(frame)
-    body: List[Tuple[str, ...]] = [_head(hosts, unit, ("snapshot",))]
+    body: List[Tuple[str, ...]] = [_head(frame, unit, ("snapshot",))]
     for k, part in frame.groupby("snapshot", sort=True):
-        body += _rows(part, worst_first(part), nranks, hosts, scale, (str(k),))
+        body += _rows(part, worst_first(part), nranks, scale, (str(k),))
     head = (f"{shown(name)}: {nranks} ranks; POP efficiencies per interval between kept "
             f"snapshots (a row: what ran between the previous snapshot and this one); "
             f"times in {unit}")

@@ -224,7 +224,9 @@
   const effSection = section("efficiency", "Efficiency (POP metrics)",
     "Per callpath, inclusive of the regions below it, over the ranks that ran it. Useful time: time " +
     "outside MPI calls. Load balance = mean / max useful time; communication efficiency = max useful " +
-    "time / runtime (the longest rank's time); parallel efficiency = their product (docs/pop.md). " +
+    "time / runtime (the longest rank's time), traced: serialization (max useful time / runtime on an " +
+    "ideal network) x transfer (ideal / real runtime); parallel efficiency = load balance x communication " +
+    "efficiency (docs/pop.md). " +
     "Siblings: the worst parallel efficiency first.");
   if (D.pop) {
     const E = D.pop, eff = (v) => (v === null ? "-" : v.toFixed(2));
@@ -232,10 +234,12 @@
     const useful = (k) => E.rows.map((r) => (r[k] === null ? "-" : fmt(r[k])));
     const means = useful(3), maxes = useful(4);
     const depth = (i) => { let d = 0; for (let p = D.callpaths[i].parent; p >= 0; p = D.callpaths[p].parent) d++; return d; };
+    const split = E.columns.length > 7;     // traced: serialization and transfer efficiency
     const t = listTable("pop-table", ["callpath", "ranks", runHead, `useful mean (${unit})`,
-      `useful max (${unit})`, "load balance", "comm. efficiency", "parallel efficiency"],
+      `useful max (${unit})`, "load balance", "comm. efficiency",
+      ...(split ? ["serialization", "transfer"] : []), "parallel efficiency"],
     E.rows.map((r, k) => [D.callpaths[r[0]].path, `${r[1]}/${P}`, r[1] ? runCells[k] : "-",
-      means[k], maxes[k], eff(r[5]), eff(r[6]), eff(r[7])]));
+      means[k], maxes[k], eff(r[5]), eff(r[6]), ...(split ? [eff(r[8]), eff(r[9])] : []), eff(r[7])]));
     t.querySelectorAll("tbody tr").forEach((tr, k) => {
       const i = E.rows[k][0], cell = tr.firstChild;
       cell.textContent = D.callpaths[i].name;

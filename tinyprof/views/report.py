@@ -240,14 +240,19 @@ def _snapshots(profile: Profile, source: Optional[str], position: Dict[tuple, in
 def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
          ) -> Optional[Dict[str, Any]]:
     """The POP efficiencies: per callpath (rows in tree order, worst parallel
-    efficiency first among siblings, with their depth) and, with kept
-    snapshots, those of the callpaths that ran longest per interval. None
-    without MPI capture."""
+    efficiency first among siblings), with the split of communication
+    efficiency when traced, and, with kept snapshots, those of the callpaths
+    that ran longest per interval. None without MPI capture."""
     if not profile.mpi_recorded:
         return None
-    frame = profile.pop()
+    values: Tuple[str, ...]
+    try:
+        frame = profile.pop(trace=True)
+        values = POP_VALUES + SPLIT_VALUES
+    except ValueError:          # no trace (or one that cannot be replayed): no split
+        frame, values = profile.pop(), POP_VALUES
     at = {path: i for i, path in enumerate(frame["callpath"])}
-    rows = [[position[path], *(_numbers(frame.iloc[at[path]][list(POP_VALUES)].to_numpy(np.float64)))]
+    rows = [[position[path], *(_numbers(frame.iloc[at[path]][list(values)].to_numpy(np.float64)))]
             for path in pop_view.worst_first(frame)]
     numbers = _kept(source)
     history: Optional[Dict[str, Any]] = None
@@ -265,14 +270,15 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
             mine = steps[[p == path for p in steps["callpath"]]].set_index("snapshot")
             series.append({"callpath": position[path], **{
                 key: _numbers(mine[key].reindex(numbers).to_numpy(np.float64))
-                for key in POP_VALUES[-3:]}})
+                for key in POP_VALUES[4:]}})
         history = {"numbers": numbers, "created": [created.get(k, "") for k in numbers],
                    "series": series}
-    return {"columns": list(POP_VALUES), "rows": rows, "history": history}
+    return {"columns": list(values), "rows": rows, "history": history}
 
 
 POP_VALUES = ("ranks", "runtime", "useful_mean", "useful_max", "load_balance",
               "communication_efficiency", "parallel_efficiency")
+SPLIT_VALUES = ("serialization_efficiency", "transfer_efficiency")
 
 
 def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
