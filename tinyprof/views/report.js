@@ -60,7 +60,7 @@
     return [`${head} (${BYTES[i]})`, values.map((v) => (v / 1024 ** i).toFixed(i ? 1 : 0))];
   };
   // A callpath is flagged for imbalance only when it is a share of the run worth a look.
-  const HOT_IMBALANCE = 1.25, HOT_SHARE = 0.01;
+  const HOT_IMBALANCE = 1.25, HOT_SHARE = 0.01, GOOD_EFFICIENCY = 0.8;
   const BELOW = { orientation: "h", y: -0.3 };   // the legend, clear of the x axis title
 
   // -- the page -------------------------------------------------------------------------
@@ -227,7 +227,7 @@
     "time / runtime (the longest rank's time), traced: serialization (max useful time / runtime on an " +
     "ideal network) x transfer (ideal / real runtime); parallel efficiency = load balance x communication " +
     "efficiency (docs/pop.md). " +
-    "Siblings: the worst parallel efficiency first.");
+    "Siblings: the worst parallel efficiency first; in red below 0.8 (POP's rule of thumb for a good efficiency).");
   if (D.pop) {
     const E = D.pop, eff = (v) => (v === null ? "-" : v.toFixed(2));
     const [runHead, runCells] = secondsColumn("runtime", E.rows.map((r) => r[2] || 0));
@@ -247,7 +247,7 @@
       cell.style.paddingLeft = `${8 + 16 * depth(i)}px`;
       tr.dataset.callpath = D.callpaths[i].path;
       const pe = E.rows[k][7];
-      if (pe !== null && pe < 0.8) tr.lastChild.classList.add("hot");
+      if (pe !== null && pe < GOOD_EFFICIENCY) tr.lastChild.classList.add("hot");
     });
     effSection.append(t);
     if (E.history) {
@@ -259,8 +259,9 @@
         Plotly.newPlot(plot(g, id, title), H.series.map((s) => ({
           x, y: s[key], mode: "lines+markers", name: esc(D.callpaths[s.callpath].path),
           text: H.created.map(esc), hovertemplate: "snapshot %{x} (%{text})<br>%{y:.3f}" })),
-        { margin: { t: 10 }, xaxis: { title: { text: "snapshot" }, tickformat: "d" },
-          yaxis: { range: [0, 1.05] }, legend: BELOW }, CONFIG));
+        { margin: { t: 10 }, yaxis: { range: [0, 1.05] }, legend: BELOW,
+          xaxis: { title: { text: "snapshot" }, tickformat: "d", ...(x.length <= 20 ? { tickvals: x } : {}) } },
+        CONFIG));
     }
   } else note(effSection, "No MPI data: the efficiencies need the time in MPI calls: record with " +
     "Profiler(mpi=True) or TINYPROF_MPI=1 (docs/pop.md).");
