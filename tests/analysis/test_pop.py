@@ -401,11 +401,15 @@ def _pop_row(frame, path):
 
 
 def test_the_traced_demo_splits_its_communication_efficiency(traced_demo, tmp_path):
+    """The whole run (main) is never longer on the ideal network (but for the
+    clocks' alignment, microseconds); a region inside it may be: a rank that
+    caught up on the ideal network can wait longer in it (docs/pop.md)."""
     frame = traced_demo.pop(trace=True)
     for row in frame.itertuples():
         if row.communication_efficiency > 0:
             _check_product(row)
-        assert 0 <= row.transfer_efficiency <= 1 + 1e-3, row
+    main_ = _pop_row(frame, MAIN)
+    assert 0 < main_.transfer_efficiency <= 1 + 1e-3, main_
     from tinyprof.views import report
     data = report.build(traced_demo)
     assert data["pop"]["columns"][-2:] == ["serialization_efficiency", "transfer_efficiency"]
