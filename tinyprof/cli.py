@@ -22,7 +22,7 @@ from . import _command, tune
 from ._version import __version__
 from .analysis.values import STATISTICS
 from .converters import TARGETS
-from .format.encoding import excerpt
+from .format.encoding import FormatError, excerpt
 from .views.mpi import DEFAULT_BY, KEYS, SORTS
 
 
@@ -87,6 +87,8 @@ def _pop(args: argparse.Namespace) -> int:
         else:
             profile = read(args.profile)
             _echo(pop.table(profile, profile.pop(callpath, hosts, args.trace)))
+    except FormatError:                   # a bad file: status 2, as in every command
+        raise
     except (ValueError, KeyError) as e:   # no MPI data, trace or snapshots; bad --hosts, --callpath
         print(f"tinyprof: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
         return 1

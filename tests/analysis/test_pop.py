@@ -414,3 +414,23 @@ def test_the_traced_demo_splits_its_communication_efficiency(traced_demo, tmp_pa
     data = report.build(traced_demo)
     assert data["pop"]["columns"][-2:] == ["serialization_efficiency", "transfer_efficiency"]
     assert len(data["pop"]["rows"][0]) == 1 + 9
+
+
+def test_bad_input_to_tinyprof_pop_is_one_line(balance, tmp_path, capsys):
+    for argv, status, says in (
+            (["--trace"], 1, "no trace: record with Profiler(trace=True)"),
+            (["--hosts", "a*3"], 1, "hosts: 3 given for the profile's 4 ranks"),
+            (["--hosts", "a*x,b"], 1, "--hosts: 'a*x' is not a host name or NAME*COUNT"),
+            (["--callpath", "main/nope"], 1, "no callpath 'main<nope' in profile 'pop'")):
+        assert main(["pop", balance, *argv]) == status, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and says in err, (argv, err)
+    assert main(["pop", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing" in err
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "pop.0-of-1.tp").write_bytes(b"tinyprof 3\nnot a profile\n")
+    assert main(["pop", str(broken / "pop.0-of-1.tp")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pop.0-of-1.tp" in err
