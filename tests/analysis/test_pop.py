@@ -294,7 +294,7 @@ def _split(trace):
         for i, above in enumerate(trace.callpaths):
             if trace.callpaths[path][:len(above)] == above:
                 mpi[i, rank] += (end - start) * 1e-9
-    frame = _pop.table(trace.callpaths, count, inc, mpi, ideal=_trace.ideal_inclusive(trace))
+    frame = pd.DataFrame(_pop.columns(trace.callpaths, count, inc, mpi, ideal=_trace.ideal_inclusive(trace)))
     return {p: r for p, r in zip(frame["callpath"], frame.itertuples())}
 
 
@@ -434,3 +434,15 @@ def test_bad_input_to_tinyprof_pop_is_one_line(balance, tmp_path, capsys):
     assert main(["pop", str(broken / "pop.0-of-1.tp")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pop.0-of-1.tp" in err
+
+
+def test_show_and_pop_need_no_pandas(balance, run_python, tmp_path):
+    """pandas is an extra; numpy is all `tinyprof show` and `tinyprof pop` need."""
+    proc = run_python(f"""
+        import sys
+        sys.modules["pandas"] = None          # import pandas raises ImportError
+        from tinyprof.cli import main
+        assert main(["show", {balance!r}]) == 0
+        assert main(["pop", {balance!r}, "--hosts", "a*2,b*2"]) == 0
+        """, cwd=tmp_path)
+    assert "  0.75" in proc.stdout and "LB in" in proc.stdout, proc.stdout

@@ -18,18 +18,25 @@ def pop_history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequenc
                 hosts: Optional[pop.Hosts] = None, numbers: Optional[Sequence[int]] = None) -> Any:
     """``tinyprof.pop_history``: the metrics of each interval between
     consecutive kept snapshots (the first from the start of the run), from
-    the differences of their cumulative values. One row per (snapshot,
-    callpath) with values recorded in that interval; ``numbers``: the
-    snapshots to use (default: every complete one, oldest first)."""
+    the differences of their cumulative values, as a pandas DataFrame. One
+    row per (snapshot, callpath) with values recorded in that interval;
+    ``numbers``: the snapshots to use (default: every complete one, oldest first)."""
     import pandas as pd
 
+    return pd.DataFrame(history(outdir, callpath, hosts, numbers))
+
+
+def history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequence[str]] = None,
+            hosts: Optional[pop.Hosts] = None, numbers: Optional[Sequence[int]] = None) -> pop.Columns:
+    """The columns of ``pop_history``: lists and numpy arrays."""
     outdir = os.fspath(outdir)
     numbers = snapshots(outdir) if numbers is None else list(numbers)
     if not numbers:
         raise pop.PopError(f"{outdir}: no complete snapshot: the metrics over time need the snapshots "
                            "of a run kept with Profiler(frequency=..., keep='all')")
+    names = HISTORY_COLUMNS + pop.COLUMNS + (pop.HOST_COLUMNS if hosts is not None else [])
+    parts: Dict[str, List[Any]] = {name: [] for name in names}
     before: Dict[pop.Callpath, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    frames: List[Any] = []
     for k in numbers:
         snap = read(outdir, snapshot=k)
         if not snap.mpi_recorded:
@@ -46,12 +53,13 @@ def pop_history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequenc
         if not steps:
             continue
         count, inc, mpi = (np.array(x) for x in zip(*steps))
-        frame = pop.table(paths, count, inc, mpi, ids)
-        frame = frame[frame["ranks"] > 0].reset_index(drop=True)
-        frame.insert(0, "created", snap.created)
-        frame.insert(0, "snapshot", k)
-        frames.append(frame)
-    columns = HISTORY_COLUMNS + pop.COLUMNS + (pop.HOST_COLUMNS if hosts is not None else [])
-    if not frames:
-        return pd.DataFrame(columns=columns)
-    return pd.concat(frames, ignore_index=True)[columns]
+        cols = pop.columns(paths, count, inc, mpi, ids)
+        ran = cols["ranks"] > 0
+        cols["snapshot"] = np.full(len(paths), k, np.int64)
+        cols["created"] = [snap.created] * len(paths)
+        for name in names:
+            value = cols[name]
+            parts[name].append(value[ran] if isinstance(value, np.ndarray) else
+                               [v for v, r in zip(value, ran) if r])
+    return {name: np.concatenate(p) if name not in ("callpath", "created") and p else
+            [v for chunk in p for v in chunk] for name, p in parts.items()}

@@ -19,6 +19,7 @@ from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments
 
 Callpath = Tuple[str, ...]
 Hosts = Union[Mapping[int, str], Sequence[str]]
+Columns = Dict[str, Any]        # a name -> the list of callpaths, or a numpy array
 
 COLUMNS = ["callpath", "ranks", "runtime", "useful_mean", "useful_max", "load_balance",
            "communication_efficiency", "parallel_efficiency"]
@@ -75,15 +76,15 @@ def host_ids(hosts: Optional[Hosts], nranks: int) -> Optional[np.ndarray]:
     return np.array([index.setdefault(str(n), len(index)) for n in names], np.int64)
 
 
-def table(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, mpi: np.ndarray,
-          hosts: Optional[np.ndarray] = None, ideal: Optional[np.ndarray] = None) -> Any:
+def columns(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, mpi: np.ndarray,
+            hosts: Optional[np.ndarray] = None, ideal: Optional[np.ndarray] = None) -> Columns:
     """The metrics of each callpath (a row of the (callpath, rank) arrays
     ``count``, ``inc`` and ``mpi``) over the ranks that recorded values
-    (``count`` > 0). NaN where a ratio has a zero denominator. ``ideal``:
-    the inclusive times on an ideal network (``trace.ideal_inclusive``),
-    which split communication efficiency into serialization and transfer."""
-    import pandas as pd
-
+    (``count`` > 0), as columns: the list of callpaths and numpy arrays (no
+    pandas: ``tinyprof show`` and ``tinyprof pop`` need only numpy). NaN
+    where a ratio has a zero denominator. ``ideal``: the inclusive times on
+    an ideal network (``trace.ideal_inclusive``), which split communication
+    efficiency into serialization and transfer."""
     ran = count > 0
     useful = np.where(ran, np.clip(inc - mpi, 0.0, None), 0.0)
     ranks = ran.sum(axis=1)
@@ -91,7 +92,7 @@ def table(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, mpi
     runtime = np.where(some, np.where(ran, inc, -np.inf).max(axis=1, initial=-np.inf), np.nan)
     top = np.where(some, np.where(ran, useful, -np.inf).max(axis=1, initial=-np.inf), np.nan)
     mean = np.where(some, useful.sum(axis=1) / np.maximum(ranks, 1), np.nan)
-    columns: Dict[str, Any] = {
+    out: Columns = {
         "callpath": list(callpaths), "ranks": ranks.astype(np.int64), "runtime": runtime,
         "useful_mean": mean, "useful_max": top, "load_balance": _ratio(mean, top),
         "communication_efficiency": _ratio(top, runtime), "parallel_efficiency": _ratio(mean, runtime)}
@@ -104,17 +105,17 @@ def table(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, mpi
         node_ranks = ran.astype(np.float64) @ on.T
         node_mean = np.where(node_ranks > 0, (useful @ on.T) / np.maximum(node_ranks, 1), -np.inf)
         busiest = np.where(some, node_mean.max(axis=1, initial=-np.inf), np.nan)
-        columns["hosts"] = (node_ranks > 0).sum(axis=1).astype(np.int64)
-        columns["load_balance_in"] = _ratio(busiest, top)
-        columns["load_balance_out"] = _ratio(mean, busiest)
+        out["hosts"] = (node_ranks > 0).sum(axis=1).astype(np.int64)
+        out["load_balance_in"] = _ratio(busiest, top)
+        out["load_balance_out"] = _ratio(mean, busiest)
     if ideal is not None:
         # POP: serialization = max useful / ideal runtime, transfer = ideal / real
         # runtime; their product is the communication efficiency.
         replayed = np.where(some, np.where(ran, ideal, -np.inf).max(axis=1, initial=-np.inf), np.nan)
-        columns["ideal_runtime"] = replayed
-        columns["serialization_efficiency"] = _ratio(top, replayed)
-        columns["transfer_efficiency"] = _ratio(replayed, runtime)
-    return pd.DataFrame(columns)
+        out["ideal_runtime"] = replayed
+        out["serialization_efficiency"] = _ratio(top, replayed)
+        out["transfer_efficiency"] = _ratio(replayed, runtime)
+    return out
 
 
 def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -131,15 +132,15 @@ def below(callpaths: Sequence[Callpath], callpath: Optional[Sequence[str]]) -> n
 
 
 def pop(profile: Any, callpath: Optional[Sequence[str]] = None,
-        hosts: Optional[Hosts] = None, trace: bool = False) -> Any:
-    """``Profile.pop``: one row per callpath (``callpath`` and those below it;
-    None: all), in ``profile.callpaths`` order; ``trace``: with the split of
-    communication efficiency from the replay of the trace on an ideal network
-    (ValueError without a trace)."""
+        hosts: Optional[Hosts] = None, trace: bool = False) -> Columns:
+    """The columns of ``Profile.pop``: one row per callpath (``callpath`` and
+    those below it; None: all), in ``profile.callpaths`` order; ``trace``:
+    with the split of communication efficiency from the replay of the trace
+    on an ideal network (ValueError without a trace)."""
     if callpath is not None and tuple(callpath) not in profile.callpaths:
         raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in profile {excerpt(profile.name)}")
     count, inc, mpi = per_rank(profile)
     keep = below(profile.callpaths, callpath)
     paths = [p for p, k in zip(profile.callpaths, keep) if k]
     ideal = _trace.ideal_inclusive(profile.trace)[keep] if trace else None
-    return table(paths, count[keep], inc[keep], mpi[keep], host_ids(hosts, profile.nranks), ideal)
+    return columns(paths, count[keep], inc[keep], mpi[keep], host_ids(hosts, profile.nranks), ideal)

@@ -224,8 +224,10 @@ class Profile:
         ideal network), ``serialization_efficiency`` (max useful time over it)
         and ``transfer_efficiency`` (it over the runtime). Needs MPI capture:
         ``PopError`` (a ValueError) otherwise."""
+        import pandas as pd
+
         from . import pop as _pop
-        return _pop.pop(self, callpath, hosts, trace)
+        return pd.DataFrame(_pop.pop(self, callpath, hosts, trace))
 
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any, List, Optional, Sequence, Tuple
 
+import numpy as np
+
+from ..analysis.pop import Columns
 from ..format.encoding import excerpt
 from .text import UNITS, align, shown, tree_label, tree_order
 
@@ -20,7 +23,7 @@ def efficiency(value: float) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
-def worst_first(frame: Any) -> List[Tuple[str, ...]]:
+def worst_first(frame: Columns) -> List[Tuple[str, ...]]:
     """The callpaths of ``frame`` in tree order, siblings by parallel
     efficiency, lowest first (those without one last)."""
     pe = dict(zip(frame["callpath"], frame["parallel_efficiency"]))
@@ -28,12 +31,12 @@ def worst_first(frame: Any) -> List[Tuple[str, ...]]:
                       key=lambda p: (math.isnan(pe[p]), pe[p] if not math.isnan(pe[p]) else 0.0))
 
 
-def _unit(frame: Any) -> Tuple[str, float]:
+def _unit(frame: Columns) -> Tuple[str, float]:
     biggest = max([v for v in frame["runtime"] if not math.isnan(v)], default=0.0)
     return next(((u, s) for u, s in UNITS if biggest >= s), UNITS[-1])
 
 
-def _ratios(frame: Any) -> Tuple[Tuple[str, str], ...]:
+def _ratios(frame: Columns) -> Tuple[Tuple[str, str], ...]:
     """The efficiency columns of ``frame`` to print: the split of
     communication efficiency when traced, the nodes' when on several."""
     hosts = "hosts" in frame and bool((frame["hosts"] > 1).any())
@@ -41,13 +44,13 @@ def _ratios(frame: Any) -> Tuple[Tuple[str, str], ...]:
         EFFICIENCIES[2:] + (HOSTS if hosts else ())
 
 
-def _rows(frame: Any, order: Sequence[Tuple[str, ...]], nranks: int, scale: float,
+def _rows(frame: Columns, order: Sequence[Tuple[str, ...]], nranks: int, scale: float,
           lead: Sequence[str] = ()) -> List[Tuple[str, ...]]:
     at = {path: i for i, path in enumerate(frame["callpath"])}
     ratios = _ratios(frame)
     out = []
     for path in order:
-        r = frame.iloc[at[path]]
+        r = {name: value[at[path]] for name, value in frame.items()}
         if not r["ranks"]:
             out.append((*lead, tree_label(path), f"0/{nranks}", *["-"] * (3 + len(ratios))))
             continue
@@ -57,13 +60,13 @@ def _rows(frame: Any, order: Sequence[Tuple[str, ...]], nranks: int, scale: floa
     return out
 
 
-def _head(frame: Any, unit: str, lead: Sequence[str] = ()) -> Tuple[str, ...]:
+def _head(frame: Columns, unit: str, lead: Sequence[str] = ()) -> Tuple[str, ...]:
     return (*lead, "callpath", "ranks", f"runtime ({unit})", "useful mean", "useful max",
             *(h for _, h in _ratios(frame)))
 
 
-def table(profile: Any, frame: Any) -> str:
-    """The metrics of ``frame`` (``Profile.pop``) as a tree."""
+def table(profile: Any, frame: Columns) -> str:
+    """The metrics of ``frame`` (the columns of ``Profile.pop``) as a tree."""
     unit, scale = _unit(frame)
     lines = align([_head(frame, unit), *_rows(frame, worst_first(frame), profile.nranks, scale)])
     head = (f"{shown(profile.name)}: {profile.nranks} ranks; POP efficiencies per callpath, "
@@ -72,11 +75,15 @@ def table(profile: Any, frame: Any) -> str:
     return "\n".join([head, *lines, "", LEGEND])
 
 
-def history(name: str, nranks: int, frame: Any, limit: Optional[int] = None) -> str:
-    """The metrics of ``frame`` (``pop_history``) per snapshot interval, each as a tree."""
+def history(name: str, nranks: int, frame: Columns, limit: Optional[int] = None) -> str:
+    """The metrics of ``frame`` (the columns of ``pop_history``) per snapshot
+    interval, each as a tree."""
     unit, scale = _unit(frame)
     body: List[Tuple[str, ...]] = [_head(frame, unit, ("snapshot",))]
-    for k, part in frame.groupby("snapshot", sort=True):
+    for k in sorted(set(frame["snapshot"].tolist())):
+        mine = frame["snapshot"] == k
+        part = {name: value[mine] if isinstance(value, np.ndarray) else
+                [v for v, m in zip(value, mine) if m] for name, value in frame.items()}
         body += _rows(part, worst_first(part), nranks, scale, (str(k),))
     head = (f"{shown(name)}: {nranks} ranks; POP efficiencies per interval between kept "
             f"snapshots (a row: what ran between the previous snapshot and this one); "

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..analysis import over_time
+from ..analysis import pop as pop_analysis
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
 from ..analysis.values import aggregate, mpi_per_node
 from ..format import layout
@@ -247,30 +248,35 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
         return None
     values: Tuple[str, ...]
     try:
-        frame = profile.pop(trace=True)
+        frame = pop_analysis.pop(profile, trace=True)
         values = POP_VALUES + SPLIT_VALUES
     except ValueError:          # no trace (or one that cannot be replayed): no split
-        frame, values = profile.pop(), POP_VALUES
+        frame, values = pop_analysis.pop(profile), POP_VALUES
     at = {path: i for i, path in enumerate(frame["callpath"])}
-    rows = [[position[path], *(_numbers(frame.iloc[at[path]][list(values)].to_numpy(np.float64)))]
-            for path in pop_view.worst_first(frame)]
+    table = np.array([frame[v] for v in values], np.float64).T
+    rows = [[position[path], *_numbers(table[at[path]])] for path in pop_view.worst_first(frame)]
     numbers = _kept(source)
     history: Optional[Dict[str, Any]] = None
     if len(numbers) >= 2:
         assert source is not None
-        steps = over_time.pop_history(source, numbers=numbers)
+        steps = over_time.history(source, numbers=numbers)
         total: Dict[tuple, float] = {}
         for path, runtime in zip(steps["callpath"], steps["runtime"]):
             if path in position:
                 total[path] = total.get(path, 0.0) + runtime
         top = sorted(total, key=lambda p: -total[p])[:TOP_SNAPSHOT_PATHS]
-        created = dict(zip(steps["snapshot"], steps["created"]))
+        created = dict(zip(steps["snapshot"].tolist(), steps["created"]))
+        slot = {k: j for j, k in enumerate(numbers)}
         series = []
         for path in top:
-            mine = steps[[p == path for p in steps["callpath"]]].set_index("snapshot")
-            series.append({"callpath": position[path], **{
-                key: _numbers(mine[key].reindex(numbers).to_numpy(np.float64))
-                for key in POP_VALUES[4:]}})
+            mine = np.array([p == path for p in steps["callpath"]], bool)
+            where = [slot[k] for k in steps["snapshot"][mine].tolist()]
+            line = {}
+            for key in POP_VALUES[4:]:
+                values_k = np.full(len(numbers), np.nan)
+                values_k[where] = steps[key][mine]
+                line[key] = _numbers(values_k)
+            series.append({"callpath": position[path], **line})
         history = {"numbers": numbers, "created": [created.get(k, "") for k in numbers],
                    "series": series}
     return {"columns": list(values), "rows": rows, "history": history}

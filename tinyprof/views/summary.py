@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import numpy as np
 
+from ..analysis.pop import pop
 from ..analysis.profile import Profile
 from .pop import efficiency
 from .text import UNITS, align, printable, shown, tree_label, tree_order
@@ -52,7 +53,7 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     agg = aggregate(profile, "sum")
     balance = None
     if profile.mpi_recorded:
-        frame = profile.pop()
+        frame = pop(profile)
         balance = dict(zip(frame["callpath"], frame["load_balance"]))
     ran = agg.count > 0
     first = outermost(profile, agg)
