@@ -76,16 +76,15 @@ def _pop(args: argparse.Namespace) -> int:
     from .views import pop
 
     callpath = tuple(args.callpath.replace("/", "<").split("<")) if args.callpath else None
+    profile = read(args.profile)
     try:
-        hosts = pop.parse_hosts(args.hosts) if args.hosts else None
+        hosts = pop.parse_hosts(args.hosts, profile.nranks) if args.hosts else None
         if args.over_time:
             frame = _history.history(args.profile, callpath, hosts)
             if not len(frame["callpath"]):
                 raise _analysis.PopError(f"{args.profile}: no callpath closed between snapshots")
-            profile = read(args.profile)
             _echo(pop.history(profile.name, profile.nranks, frame, args.limit or None))
         else:
-            profile = read(args.profile)
             _echo(pop.table(profile, _analysis.pop(profile, callpath, hosts, args.trace)))
     except FormatError:                   # a bad file: status 2, as in every command
         raise

@@ -419,7 +419,8 @@ def test_the_traced_demo_splits_its_communication_efficiency(traced_demo, tmp_pa
 def test_bad_input_to_tinyprof_pop_is_one_line(balance, tmp_path, capsys):
     for argv, status, says in (
             (["--trace"], 1, "no trace: record with Profiler(trace=True)"),
-            (["--hosts", "a*3"], 1, "hosts: 3 given for the profile's 4 ranks"),
+            (["--hosts", "a*3"], 1, "--hosts: 3 given for the profile's 4 ranks"),
+            (["--hosts", "a*99999999999999"], 1, "--hosts: more than the profile's 4 ranks"),
             (["--hosts", "a*x,b"], 1, "--hosts: 'a*x' is not a host name or NAME*COUNT"),
             (["--callpath", "main/nope"], 1, "no callpath 'main<nope' in profile 'pop'")):
         assert main(["pop", balance, *argv]) == status, argv
