@@ -9,7 +9,8 @@ alike; each figure is the median over the repeats of the time per
 bytes per occurrence are those of the trace section of a one-process flush
 of a two-level loop, divided by its occurrences.
 
-The analysis rate: the critical path and the wait states of a synthetic
+The analysis rate: the critical path, the wait states and the ideal
+network replay (``Profile.pop(trace=True)``) of a synthetic
 trace of a bulk-synchronous run (``--ranks`` 64, ``--records`` 10^6 traced
 occurrences and MPI calls: per step and rank an enclosing event, a compute
 event of random length, a ring Sendrecv and an Allreduce), built in memory,
@@ -108,21 +109,25 @@ def bsp_trace(nranks: int, records: int, seed: int = 1) -> _trace.Trace:
 def analysis_rate(nranks: int, records: int, repeats: int) -> None:
     trace = bsp_trace(nranks, records)
     n = len(trace.ev["rank"]) + len(trace.calls["rank"])
-    cp, ws = [], []
+    cp, ws, ideal = [], [], []
     for _ in range(repeats):
         t0 = perf_counter_ns()
         path = _trace.critical_path(trace)
         t1 = perf_counter_ns()
         _trace.wait_states(trace)
+        t2 = perf_counter_ns()
+        _trace.ideal_inclusive(trace)
         cp.append((t1 - t0) / 1e9)
-        ws.append((perf_counter_ns() - t1) / 1e9)
+        ws.append((t2 - t1) / 1e9)
+        ideal.append((perf_counter_ns() - t2) / 1e9)
     length, wall = path["duration"].sum(), trace.wall_time * 1e-9
-    a, b = statistics.median(cp), statistics.median(ws)
+    a, b, c = statistics.median(cp), statistics.median(ws), statistics.median(ideal)
     print(f"\nanalysis of {nranks} ranks, {n} records ({len(trace.msgs['send'])} messages), "
           f"median of {repeats}:\n")
     print("| analysis | seconds | records per second |\n| --- | ---: | ---: |")
     print(f"| critical path | {a:.2f} | {n / a / 1e6:.2f} M |")
     print(f"| wait states | {b:.2f} | {n / b / 1e6:.2f} M |")
+    print(f"| ideal network replay (POP split) | {c:.2f} | {n / c / 1e6:.2f} M |")
     print(f"\npath length / wall time: {length / wall:.6f} ({len(path)} segments)")
 
 

@@ -42,6 +42,10 @@ def test_the_demo_fills_every_section_of_its_report(tmp_path):
     assert snapshots["series"] and all(len(s["values"]) == 2 for s in snapshots["series"])
     halo = [p["path"] for p in data["callpaths"]].index("main<halo")
     assert [s["values"] for s in snapshots["series"] if s["callpath"] == halo][0][0] > 0
+    # the efficiencies per callpath, and per interval between the two snapshots
+    pop = data["pop"]
+    assert pop is not None and len(pop["rows"]) == len(data["callpaths"])
+    assert pop["history"]["numbers"] == [1, 2] and pop["history"]["series"]
     # in Chromium: a plot in every section, no note saying how to get the data
     pytest.importorskip("plotly")
     page = tmp_path / "demo-report.html"
@@ -55,5 +59,5 @@ def test_the_demo_fills_every_section_of_its_report(tmp_path):
             notes: [...document.querySelectorAll('section .note')].map(n => n.textContent) }))()""")
         assert b.console == []
     assert [name for name, _ in facts["sections"]] == [
-        "tree", "detail", "heatmap", "snapshots", "mpi", "trace"]
+        "tree", "detail", "heatmap", "snapshots", "efficiency", "mpi", "trace"]
     assert all(shown for _, shown in facts["sections"]) and facts["notes"] == [], facts

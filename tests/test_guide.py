@@ -77,7 +77,7 @@ def _run(lang: str, code: str, cwd: str) -> str:
 
 
 def test_guide_has_its_examples():
-    assert [lang for lang, _, _ in blocks()] == ["sh", "sh", "python", "sh", "sh", "python", "python"]
+    assert [lang for lang, _, _ in blocks()] == ["sh", "sh", "sh", "python", "sh", "sh", "python", "python"]
 
 
 @pytest.mark.parametrize("lang,code,shown", blocks(),

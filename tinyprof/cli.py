@@ -3,6 +3,7 @@
 ``tinyprof show PROFILE`` prints a per-callpath summary across ranks;
 ``tinyprof report PROFILE -o report.html`` writes the HTML report;
 ``tinyprof mpi PROFILE`` prints its MPI calls as mpisee-through does;
+``tinyprof pop PROFILE`` its POP efficiencies per callpath (docs/pop.md);
 ``tinyprof critical-path PROFILE`` and ``tinyprof wait-states PROFILE``
 analyse a traced run (docs/trace.md);
 ``tinyprof callflow PROFILE`` opens a profile in CallFlow;
@@ -21,7 +22,7 @@ from . import _command, tune
 from ._version import __version__
 from .analysis.values import STATISTICS
 from .converters import TARGETS, ConvertError
-from .format.encoding import excerpt
+from .format.encoding import FormatError, excerpt
 from .views.mpi import DEFAULT_BY, KEYS, SORTS
 
 
@@ -66,6 +67,31 @@ def _mpi(args: argparse.Namespace) -> int:
     if not rows:
         print("tinyprof: no MPI call matches", file=sys.stderr)
     return 0 if rows else 1
+
+
+def _pop(args: argparse.Namespace) -> int:
+    from .analysis import over_time as _history
+    from .analysis import pop as _analysis
+    from .analysis.profile import read
+    from .views import pop
+
+    callpath = tuple(args.callpath.replace("/", "<").split("<")) if args.callpath else None
+    profile = read(args.profile)
+    try:
+        hosts = pop.parse_hosts(args.hosts, profile.nranks) if args.hosts else None
+        if args.over_time:
+            frame = _history.history(args.profile, callpath, hosts)
+            if not len(frame["callpath"]):
+                raise _analysis.PopError(f"{args.profile}: no callpath closed between snapshots")
+            _echo(pop.history(profile.name, profile.nranks, frame, args.limit or None))
+        else:
+            _echo(pop.table(profile, _analysis.pop(profile, callpath, hosts, args.trace)))
+    except FormatError:                   # a bad file: status 2, as in every command
+        raise
+    except (ValueError, KeyError) as e:   # no MPI data, trace or snapshots; bad --hosts, --callpath
+        print(f"tinyprof: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _trace_command(args: argparse.Namespace) -> int:
@@ -159,8 +185,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Write one HTML file that works offline: the call tree (inclusive, "
                     "exclusive, share of the run, imbalance), each callpath across ranks and "
                     "iterations, a rank x callpath heatmap, the snapshots over time (an output "
-                    "directory with keep='all'), MPI communication and the critical path and "
-                    "wait states when recorded. See docs/guide.md.")
+                    "directory with keep='all'), the POP efficiencies, MPI communication and the "
+                    "critical path and wait states when recorded. See docs/guide.md.")
     _add_profile(report)
     report.add_argument("-o", "--output", metavar="FILE",
                         help="the HTML file to write (default: report.html)")
@@ -189,6 +215,28 @@ def _parser() -> argparse.ArgumentParser:
     mpi.add_argument("--comms", action="store_true",
                      help="also print the communicators: size, world ranks, creating callpath")
     mpi.set_defaults(run=_mpi)
+    pop = commands.add_parser(
+        "pop", help="print the POP efficiencies per callpath (mpi=True)",
+        description="Print, per callpath and inclusive of the regions below it, the POP "
+                    "metrics: load balance, communication efficiency and parallel efficiency, "
+                    "from the time outside MPI calls (useful time). As a tree, worst parallel "
+                    "efficiency first among siblings. Exit status 1 when the profile holds no "
+                    "MPI data. See docs/pop.md.")
+    _add_profile(pop)
+    pop.add_argument("--callpath", metavar="PATH",
+                     help="only this region and those below it, written main<halo or main/halo")
+    pop.add_argument("--hosts", metavar="LIST",
+                     help="the host of each rank, comma-separated (NAME*N: N ranks in a row): "
+                          "adds the load balance within (LB in) and across nodes (LB out)")
+    pop.add_argument("--trace", action="store_true",
+                     help="split communication efficiency into serialization and transfer "
+                          "efficiency, by replaying a traced run (trace=True) on an ideal network")
+    pop.add_argument("--over-time", action="store_true",
+                     help="per interval between the kept snapshots of an output directory "
+                          "(Profiler(keep='all'))")
+    pop.add_argument("--limit", type=_count, default=0, metavar="N",
+                     help="with --over-time, print at most N rows (default 0: all)")
+    pop.set_defaults(run=_pop)
     flow = commands.add_parser(
         "callflow", help="open a profile in CallFlow (in an environment of its own)",
         description="Convert a profile to CallFlow's input, process it with CallFlow "

@@ -23,7 +23,7 @@ PROGRAMS = ["tests/native/scenario.cpp", "tests/native/values.cpp", "tests/nativ
             "tests/native/snapshot.cpp", "tests/native/flush_threads.cpp", "tests/native/names.cpp",
             "tests/native/mpi_encode.cpp", "tests/native/mpi_capture.cpp", "native/examples/heat.cpp",
             "tests/native/trace_encode.cpp", "tests/native/traced.cpp", "tests/native/stuck.cpp",
-            "tests/native/snapshot_threads.cpp"]
+            "tests/native/snapshot_threads.cpp", "tests/native/pop.cpp"]
 
 # The implementation (TINYPROF_IMPLEMENTATION), compiled once with the programs
 # and linked into each as an archive, as the CMake target tinyprof::tinyprof

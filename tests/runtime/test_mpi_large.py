@@ -95,7 +95,8 @@ def test_demo_runs_on_three_ranks_and_summarises(tmp_path):
     assert p.series(("main", "halo"), 1, "bytes")[0][0] == 2 * 2 * 256 * 8
     assert p.value(("main", "halo"), "kind") == 2
     # The summary line of each callpath: ranks, min, mean, max of the totals, mean
-    # exclusive time, % of the run, imbalance (max/mean), slowest rank; one unit.
+    # exclusive time, % of the run, imbalance (max/mean), slowest rank; one unit;
+    # with MPI capture (the demo's default) the POP load balance.
     out = proc.stdout.splitlines()          # the application's line, a title, the header
     assert out[2].split()[:3] == ["callpath", "ranks", "min"]
     unit = out[1].split("times in ")[1].split()[0]
@@ -103,6 +104,7 @@ def test_demo_runs_on_three_ranks_and_summarises(tmp_path):
     lines = {line.split()[0]: line.split() for line in summary}
     scale = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
     run = sum(sum(map(sum, p.series(("main",), r))) for r in range(3))
+    balance = dict(zip(p.pop()["callpath"], p.pop()["load_balance"]))
     for path in p.callpaths:
         totals = {r: sum(map(sum, p.series(path, r))) for r in range(3) if any(p.series(path, r))}
         mean = sum(totals.values()) / len(totals)
@@ -112,7 +114,8 @@ def test_demo_runs_on_three_ranks_and_summarises(tmp_path):
             round(v / scale, 3) for v in (min(totals.values()), mean, max(totals.values()))]
         assert float(cells[6]) == round(100 * sum(totals.values()) / run, 1)
         assert cells[7] == f"{max(totals.values()) / mean:.2f}x"
-        assert cells[8:] == ["rank", str(max(totals, key=totals.get))]
+        assert cells[8:10] == ["rank", str(max(totals, key=totals.get))]
+        assert cells[10:] == [f"{balance[path]:.2f}"]
     # The exclusive time: a leaf's is its inclusive time; main's what its children leave.
     assert lines["halo"][5] == lines["halo"][3]
     kids = [c for c in p.callpaths if len(c) == 2]

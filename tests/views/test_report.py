@@ -130,7 +130,7 @@ def _render(path, checks=()):
     return facts
 
 
-SECTIONS = ["tree", "detail", "heatmap", "snapshots", "mpi", "trace"]
+SECTIONS = ["tree", "detail", "heatmap", "snapshots", "efficiency", "mpi", "trace"]
 CLICK_ROW = """(() => { const row = [...document.querySelectorAll('#tree-table tbody tr')]
     .find(r => r.dataset.callpath === %r); row.click();
     return document.getElementById('detail-title').textContent; })()"""
@@ -163,7 +163,7 @@ def test_a_profile_without_mpi_trace_or_snapshots_says_how_to_get_them(tmp_path,
     _report.write(make_profile(tmp_path / "prof", clock), out)
     facts = _render(out)
     assert facts["console"] == [] and facts["sections"] == SECTIONS
-    assert facts["notes"] == ["snapshots", "mpi", "trace"]
+    assert facts["notes"] == ["snapshots", "efficiency", "mpi", "trace"]
     assert set(facts["plots"]) == {"dist", "iters", "heat"}
 
 

@@ -95,7 +95,7 @@ def test_hostile_names_show_as_text_in_a_browser(hostile, tmp_path):
     _report.write(hostile, out)
     f = _facts(out, HOSTILE_FACTS)
     assert f["console"] == [] and f["blocked"] == [] and not f["pwned"]
-    assert f["sections"] == ["tree", "detail", "heatmap", "snapshots", "mpi", "trace"]
+    assert f["sections"] == ["tree", "detail", "heatmap", "snapshots", "efficiency", "mpi", "trace"]
     assert f["scripts"] == 3 and f["made"] == 0 and f["bold"] == 0 and f["links"] == []
     assert f["h1"] == "tinyprof: <b>run</b><!--" and f["title"] == "tinyprof report: <b>run</b><!--"
     assert sorted(f["rows"]) == sorted(HOSTILE * 2)            # each name, at two depths

@@ -14,6 +14,7 @@ from ..format import chain, layout
 from ..format.encoding import FormatError, Header, excerpt
 from ..format.reader import ParsedFile
 from . import mpi_tables
+from .sums import PER_SECOND
 
 Callpath = Tuple[str, ...]     # a format.reader.Callpath: equal to, and hashed as, the tuple of its names
 
@@ -208,6 +209,28 @@ class Profile:
         from . import trace as _trace
         return _trace.wait_states(self.trace)
 
+    def pop(self, callpath: Optional[Sequence[str]] = None, hosts: Any = None,
+            trace: bool = False) -> Any:
+        """The POP efficiency metrics per callpath (docs/pop.md) as a pandas
+        DataFrame, one row per callpath (``callpath`` and the regions below
+        it; None: all), each inclusive of the regions below it: ``callpath``,
+        ``ranks`` (that recorded it), ``runtime`` (the largest inclusive time
+        over those ranks, seconds), ``useful_mean`` and ``useful_max`` (useful
+        time: inclusive time outside the MPI calls recorded there and below),
+        ``load_balance`` (mean over max useful time), ``communication_efficiency``
+        (max useful time over runtime) and ``parallel_efficiency`` (their
+        product). With ``hosts`` (a host name per rank: a sequence, or a
+        mapping from rank), also ``hosts`` and TALP's ``load_balance_in`` and
+        ``load_balance_out`` (within and across nodes). With ``trace=True``
+        (a traced profile), also ``ideal_runtime`` (the runtime replayed on an
+        ideal network), ``serialization_efficiency`` (max useful time over it)
+        and ``transfer_efficiency`` (it over the runtime). Needs MPI capture:
+        ``PopError`` (a ValueError) otherwise."""
+        import pandas as pd
+
+        from . import pop as _pop
+        return pd.DataFrame(_pop.pop(self, callpath, hosts, trace))
+
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)
         if metric not in kinds:
@@ -217,9 +240,6 @@ class Profile:
             use = "value(callpath, metric)" if kinds[metric] else "series(callpath, rank, metric)"
             raise ValueError(f"metric {excerpt(metric)} is {'' if kinds[metric] else 'in'}consistent: "
                              f"use Profile.{use}")
-
-
-PER_SECOND = {"ns": 1e9}
 
 
 def read(path: Union[str, os.PathLike[str]], snapshot: Optional[int] = None,

@@ -504,3 +504,132 @@ def critical_path_summary(trace: Trace, path: Any = None) -> Any:
     table["share"] = table["time"] / length if length > 0 else 0.0
     return table.sort_values(["time", "rank"], ascending=[False, True],
                              kind="stable").reset_index(drop=True)
+
+
+# -- the ideal network (Dimemas-style replay) ------------------------------------------
+
+def _partners(trace: Trace, on_main: np.ndarray
+              ) -> Tuple[Dict[int, List[int]], np.ndarray, np.ndarray, np.ndarray]:
+    """What each MPI call of a main thread waits for on an ideal network:
+    the calls whose start it needs (the sends of the messages it completes;
+    a broadcast's or scatter's root); the collective instance it takes part
+    in (-1: none) and whether it needs all of its members; each instance's
+    member count."""
+    c, m = trace.calls, trace.msgs
+    need: Dict[int, List[int]] = {}
+    for send, recv in zip(m["send"].tolist(), m["recv"].tolist()):
+        if on_main[send] and on_main[recv] and send != recv:
+            need.setdefault(recv, []).append(send)
+    inst, ninst = collective_instances(trace)
+    inst = np.where(on_main, inst, -1)
+    whole = np.zeros(len(c["op"]), bool)
+    members = np.zeros(ninst, np.int64)
+    if ninst:
+        sel = np.flatnonzero(inst >= 0)
+        members = np.bincount(inst[sel], minlength=ninst)
+        is_root = c["root"][sel] == c["rank"][sel]
+        to_all = _op_mask(trace, ALL_TO_ALL)[sel]
+        gather = _op_mask(trace, ALL_TO_ONE)[sel] & is_root
+        whole[sel[to_all | gather]] = True
+        root_call = np.full(ninst, -1, np.int64)
+        root_call[inst[sel[is_root]]] = sel[is_root]
+        one = _op_mask(trace, ONE_TO_ALL)[sel] & ~is_root & (root_call[inst[sel]] >= 0)
+        for call, root in zip(sel[one].tolist(), root_call[inst[sel[one]]].tolist()):
+            need.setdefault(call, []).append(root)
+    return need, inst, whole, members
+
+
+def ideal_replay(trace: Trace) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The run replayed on an ideal network (zero latency, infinite
+    bandwidth), as Dimemas does for POP: each rank's main thread computes
+    as recorded between its MPI calls, and an MPI call takes no time but
+    waits for what it needs: a receive (or the Wait* completing it) for its
+    message's send to start, a collective for its last member to arrive (a
+    broadcast's non-root for the root, a reduce's root for every member).
+    Sends never wait. Returns per call its ideal start and end (``unit``,
+    NaN for calls of other threads) and per rank the main thread (as
+    ``main_threads``). ValueError when the calls cannot be replayed (a
+    receive whose send never comes: a truncated trace)."""
+    c = trace.calls
+    n = len(c["op"])
+    main = main_threads(trace)
+    on_main = np.zeros(n, bool)
+    if n:
+        on_main = main[c["rank"]] == c["thread"]
+    need, inst, whole, members = _partners(trace, on_main)
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    arrived = np.zeros(len(members), np.int64)
+    last = np.full(len(members), -np.inf)
+    queues = {}
+    clock = {}
+    for r in range(trace.nranks):
+        if main[r] < 0:
+            continue
+        e, k = _rows(trace.ev, r, int(main[r])), _rows(c, r, int(main[r]))
+        lo = int(min(trace.ev["start"][e].min(initial=_MAX), c["start"][k].min(initial=_MAX)))
+        queues[r] = k.tolist()
+        clock[r] = [float(lo), lo]          # ideal time, real time at the last call's end
+    pos = dict.fromkeys(queues, 0)
+    active = list(queues)
+    while active:
+        moved = False
+        for r in active:
+            q, (ideal, real) = queues[r], clock[r]
+            while pos[r] < len(q):
+                k = q[pos[r]]
+                i = inst[k]
+                if np.isnan(start[k]):
+                    start[k] = ideal + (c["start"][k] - real)
+                    if i >= 0:
+                        arrived[i] += 1
+                        last[i] = max(last[i], start[k])
+                waits = need.get(k, ())
+                if any(np.isnan(start[p]) for p in waits) or (whole[k] and arrived[i] < members[i]):
+                    break
+                end[k] = max([start[k], *(start[p] for p in waits), *((last[i],) if whole[k] else ())])
+                ideal, real = end[k], int(c["end"][k])
+                pos[r] += 1
+                moved = True
+            clock[r] = [ideal, real]
+        active = [r for r in active if pos[r] < len(queues[r])]
+        if active and not moved:
+            r = active[0]
+            raise ValueError(f"the trace cannot be replayed: rank {r}'s "
+                             f"{trace.ops[c['op'][queues[r][pos[r]]]]} waits for a call "
+                             "that never comes (a trace cut by trace_limit?)")
+    return start, end, main
+
+
+def ideal_inclusive(trace: Trace) -> np.ndarray:
+    """Per (callpath, rank), in seconds: the inclusive time of the callpath's
+    occurrences on the ideal network (``ideal_replay``); an occurrence of
+    another thread than the rank's main one keeps its recorded time."""
+    start, end, main = ideal_replay(trace)
+    ev, c = trace.ev, trace.calls
+    t0, t1 = ev["start"].astype(np.float64), ev["end"].astype(np.float64)
+    for r in range(trace.nranks):
+        if main[r] < 0:
+            continue
+        e, k = _rows(ev, r, int(main[r])), _rows(c, r, int(main[r]))
+        if not len(e):
+            continue
+        k = k[np.argsort(c["start"][k], kind="stable")]
+        real_start, real_end = c["start"][k], c["end"][k]
+        lo = int(min(ev["start"][e].min(), real_start.min(initial=_MAX)))
+        for times in (t0, t1):
+            t = times[e].astype(np.int64)
+            nxt = np.searchsorted(real_end, t, side="right")        # the first call ending after t
+            inside = (nxt < len(k)) & (real_start[np.minimum(nxt, len(k) - 1)] <= t) if len(k) \
+                else np.zeros(len(t), bool)
+            prev = nxt - 1
+            base = np.where(prev >= 0, end[k[np.maximum(prev, 0)]] if len(k) else 0.0, float(lo))
+            since = t - np.where(prev >= 0, real_end[np.maximum(prev, 0)] if len(k) else 0, lo)
+            mapped = base + since
+            if inside.any():
+                i = k[nxt[inside]]
+                mapped[inside] = start[i] + np.minimum(t[inside] - c["start"][i], end[i] - start[i])
+            times[e] = mapped
+    out = np.zeros((len(trace.callpaths), trace.nranks))
+    np.add.at(out, (ev["path"], ev["rank"]), t1 - t0)
+    return out * SECONDS[trace.unit]

@@ -15,6 +15,8 @@ import numpy as np
 from ..format.encoding import excerpt
 from . import ConvertError
 from .profile import PER_SECOND, Profile, read
+from .sums import MPI_VALUES as MPI_VALUES  # the converters import it from here
+from .sums import inclusive, mpi_exclusive, parent_rows, segments
 
 STATISTICS = ("sum", "mean", "min", "max")
 
@@ -34,8 +36,7 @@ def check_columns(profile: Profile, taken: Sequence[str], target: str) -> None:
 
 def parents(profile: Profile) -> np.ndarray:
     """Index in ``profile.callpaths`` of each callpath's parent, -1 for a root."""
-    index = {path: i for i, path in enumerate(profile.callpaths)}
-    return np.array([index[p[:-1]] if len(p) > 1 else -1 for p in profile.callpaths], dtype=np.int64)
+    return parent_rows(profile.callpaths)
 
 
 def consistent(profile: Profile) -> Dict[str, np.ndarray]:
@@ -117,7 +118,7 @@ def aggregate(profile: Profile, statistic: str = "sum") -> Aggregates:
     scale = PER_SECOND[profile.unit]
     index = {path: i for i, path in enumerate(profile.callpaths)}
     for f in profile.parsed:
-        row, rank, first, n = _segments(f, index)
+        row, rank, first, n = segments(f, index)
         count[row, rank] = n
         time_inc[row, rank] = _reduce(f.values.times, first, n, statistic)
         for k in inconsistent:
@@ -130,22 +131,6 @@ def aggregate(profile: Profile, statistic: str = "sum") -> Aggregates:
     np.add.at(children, parent[child], np.nan_to_num(time_inc[child]))
     # In ns until here: integral sums subtract exactly before the one division.
     return Aggregates(statistic, count, time_inc / scale, (time_inc - children) / scale, metrics)
-
-
-def _segments(f, index: Dict[tuple, int]) -> tuple[np.ndarray, ...]:
-    """The values of one file cut by (callpath, rank), all lines at once: for
-    each (line, rank) with values, its callpath's row (``index``), its global
-    rank, and where its values start in the file's arrays and how many there are.
-    Values run line after line and, within a line, rank after rank."""
-    v = f.values
-    line = np.repeat(np.arange(len(v.loops)), np.diff(v.line_slots))
-    rank = np.searchsorted(f.exec_base, v.slots, side="right") - 1
-    key = line * f.header.rank_count + rank
-    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if len(key) else key
-    first = np.cumsum(v.counts) - v.counts
-    rows = np.array([index[p] for p in f.paths], dtype=np.int64)
-    return (rows[line[starts]], rank[starts] + f.header.first_rank, first[starts],
-            np.add.reduceat(v.counts, starts) if len(starts) else starts)
 
 
 def _reduce(values: np.ndarray, starts: np.ndarray, counts: np.ndarray, statistic: str) -> np.ndarray:
@@ -179,36 +164,18 @@ def _reduce_missing(values: np.ndarray, starts: np.ndarray, statistic: str) -> n
     return np.where(given > 0, out, np.nan)
 
 
-MPI_VALUES = ("time", "bytes", "calls")
-
-
 def mpi_per_node(profile: Profile) -> Dict[str, np.ndarray]:
     """The MPI calls of each (callpath, rank), arrays of shape (len(callpaths), nranks):
     ``time`` (seconds), ``bytes`` and ``calls`` made while the callpath was
     current (exclusive), and ``time (inc)``, ``bytes (inc)``, ``calls (inc)``
     over the callpath and its descendants. Calls outside any event (callpath
     ``()``) belong to no callpath and are left out."""
-    index = {path: i for i, path in enumerate(profile.callpaths)}
-    shape = (len(profile.callpaths), profile.nranks)
-    inside = [r for r in profile.mpi_data.ops if r[0]]
-    node = np.array([index[r[0]] for r in inside], dtype=np.int64)
-    rank = np.array([r[1] for r in inside], dtype=np.int64)
     parent = parents(profile)
     out: Dict[str, np.ndarray] = {}
-    for name, field in zip(MPI_VALUES, (7, 6, 5)):     # time (ns), bytes, calls in an op row
-        exclusive = np.zeros(shape, dtype=np.int64)
-        np.add.at(exclusive, (node, rank), np.array([r[field] for r in inside], dtype=np.int64))
+    for name, exclusive in mpi_exclusive(profile.mpi_data.ops, profile.callpaths,
+                                         profile.nranks).items():
         out[name], out[f"{name} (inc)"] = exclusive, inclusive(exclusive, parent)
     # Summed in ns as integers: one division keeps the times exact.
     for name in ("time", "time (inc)"):
         out[name] = out[name] / PER_SECOND[profile.unit]
-    return out
-
-
-def inclusive(exclusive: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """Per callpath (rows, parents first), its value plus all its descendants'."""
-    out = exclusive.copy()
-    for i in range(len(parent) - 1, -1, -1):            # children before their parents
-        if parent[i] >= 0:
-            out[parent[i]] += out[i]
     return out

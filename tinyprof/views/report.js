@@ -60,7 +60,7 @@
     return [`${head} (${BYTES[i]})`, values.map((v) => (v / 1024 ** i).toFixed(i ? 1 : 0))];
   };
   // A callpath is flagged for imbalance only when it is a share of the run worth a look.
-  const HOT_IMBALANCE = 1.25, HOT_SHARE = 0.01;
+  const HOT_IMBALANCE = 1.25, HOT_SHARE = 0.01, GOOD_EFFICIENCY = 0.8;
   const BELOW = { orientation: "h", y: -0.3 };   // the legend, clear of the x axis title
 
   // -- the page -------------------------------------------------------------------------
@@ -220,6 +220,52 @@
       : "No snapshots in this profile: record with Profiler(frequency=..., keep=\"all\") and " +
         "make the report of the output directory to see the run over time.");
   }
+
+  // -- POP efficiencies ---------------------------------------------------------------------
+  const effSection = section("efficiency", "Efficiency (POP metrics)",
+    "Per callpath, inclusive of the regions below it, over the ranks that ran it. Useful time: time " +
+    "outside MPI calls. Load balance = mean / max useful time; communication efficiency = max useful " +
+    "time / runtime (the longest rank's time), traced: serialization (max useful time / runtime on an " +
+    "ideal network) x transfer (ideal / real runtime); parallel efficiency = load balance x communication " +
+    "efficiency (docs/pop.md). " +
+    "Siblings: the worst parallel efficiency first; in red below 0.8 (POP's rule of thumb for a good efficiency).");
+  if (D.pop) {
+    const E = D.pop, eff = (v) => (v === null ? "-" : v.toFixed(2));
+    const [runHead, runCells] = secondsColumn("runtime", E.rows.map((r) => r[2] || 0));
+    const useful = (k) => E.rows.map((r) => (r[k] === null ? "-" : fmt(r[k])));
+    const means = useful(3), maxes = useful(4);
+    const depth = (i) => { let d = 0; for (let p = D.callpaths[i].parent; p >= 0; p = D.callpaths[p].parent) d++; return d; };
+    const split = E.columns.length > 7;     // traced: serialization and transfer efficiency
+    const t = listTable("pop-table", ["callpath", "ranks", runHead, `useful mean (${unit})`,
+      `useful max (${unit})`, "load balance", "comm. efficiency",
+      ...(split ? ["serialization", "transfer"] : []), "parallel efficiency"],
+    E.rows.map((r, k) => [D.callpaths[r[0]].path, `${r[1]}/${P}`, r[1] ? runCells[k] : "-",
+      means[k], maxes[k], eff(r[5]), eff(r[6]), ...(split ? [eff(r[8]), eff(r[9])] : []), eff(r[7])]));
+    t.querySelectorAll("tbody tr").forEach((tr, k) => {
+      const i = E.rows[k][0], cell = tr.firstChild;
+      cell.textContent = D.callpaths[i].name;
+      cell.title = D.callpaths[i].path;
+      cell.style.paddingLeft = `${8 + 16 * depth(i)}px`;
+      tr.dataset.callpath = D.callpaths[i].path;
+      const pe = E.rows[k][7];
+      if (pe !== null && pe < GOOD_EFFICIENCY) tr.lastChild.classList.add("hot");
+    });
+    effSection.append(t);
+    if (E.history) {
+      const H = E.history, x = H.numbers, g = el("div", { class: "grid" });
+      effSection.append(el("div", { class: "hint" }, `Over time: each point is one interval between ` +
+        `kept snapshots (what ran since the previous one), for the ${H.series.length} callpaths that ran longest.`), g);
+      [["parallel_efficiency", "pop-history-pe", "Parallel efficiency per interval"],
+        ["load_balance", "pop-history-lb", "Load balance per interval"]].forEach(([key, id, title]) =>
+        Plotly.newPlot(plot(g, id, title), H.series.map((s) => ({
+          x, y: s[key], mode: "lines+markers", name: esc(D.callpaths[s.callpath].path),
+          text: H.created.map(esc), hovertemplate: "snapshot %{x} (%{text})<br>%{y:.3f}" })),
+        { margin: { t: 10 }, yaxis: { range: [0, 1.05] }, legend: BELOW,
+          xaxis: { title: { text: "snapshot" }, tickformat: "d", ...(x.length <= 20 ? { tickvals: x } : {}) } },
+        CONFIG));
+    }
+  } else note(effSection, "No MPI data: the efficiencies need the time in MPI calls: record with " +
+    "Profiler(mpi=True) or TINYPROF_MPI=1 (docs/pop.md).");
 
   // -- MPI ----------------------------------------------------------------------------------
   const mpi = section("mpi", "MPI communication");

@@ -21,9 +21,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..analysis import over_time
+from ..analysis import pop as pop_analysis
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
 from ..analysis.values import aggregate, mpi_per_node
 from ..format import layout
+from . import pop as pop_view
 from .summary import run_line, run_times
 from .text import tree_order
 
@@ -111,6 +114,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
         "iterations": _iterations(profile, row, position),
         "snapshots": _snapshots(profile, source, position),
         "mpi": _mpi(profile, index),
+        "pop": _pop(profile, source, position),
         "trace": _trace(profile),
     }
     return data
@@ -201,15 +205,22 @@ def _merge(old: List[np.ndarray], new: List[np.ndarray]) -> List[np.ndarray]:
     return out
 
 
+def _kept(source: Optional[str]) -> List[int]:
+    """The numbers of the kept snapshots of the output directory ``source``
+    (none for a file or a Profile), evenly sampled down to MAX_SNAPSHOTS."""
+    numbers = snapshots(source) if source and os.path.isdir(source) else []
+    if len(numbers) > MAX_SNAPSHOTS:
+        numbers = [numbers[int(i)] for i in np.linspace(0, len(numbers) - 1, MAX_SNAPSHOTS)]
+    return numbers
+
+
 def _snapshots(profile: Profile, source: Optional[str], position: Dict[tuple, int]) -> Dict[str, Any]:
     """The kept snapshots as a time series: per interval between snapshots,
     the exclusive time summed over ranks of the top callpaths and the rest."""
-    numbers = snapshots(source) if source and os.path.isdir(source) else []
+    numbers = _kept(source)
     if len(numbers) < 2:
         return {"numbers": numbers, "series": []}
     assert source is not None       # no snapshot numbers without a source
-    if len(numbers) > MAX_SNAPSHOTS:
-        numbers = [numbers[int(i)] for i in np.linspace(0, len(numbers) - 1, MAX_SNAPSHOTS)]
     totals = np.zeros((len(numbers), len(position)))
     created = []
     for j, k in enumerate(numbers):
@@ -226,6 +237,55 @@ def _snapshots(profile: Profile, source: Optional[str], position: Dict[tuple, in
     if len(rest):
         series.append({"callpath": -1, "values": _numbers(steps[:, rest].sum(axis=1))})
     return {"numbers": numbers, "created": created, "series": series}
+
+
+def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
+         ) -> Optional[Dict[str, Any]]:
+    """The POP efficiencies: per callpath (rows in tree order, worst parallel
+    efficiency first among siblings), with the split of communication
+    efficiency when traced, and, with kept snapshots, those of the callpaths
+    that ran longest per interval. None without MPI capture."""
+    if not profile.mpi_recorded:
+        return None
+    values: Tuple[str, ...]
+    try:
+        frame = pop_analysis.pop(profile, trace=True)
+        values = POP_VALUES + SPLIT_VALUES
+    except ValueError:          # no trace (or one that cannot be replayed): no split
+        frame, values = pop_analysis.pop(profile), POP_VALUES
+    at = {path: i for i, path in enumerate(frame["callpath"])}
+    table = np.array([frame[v] for v in values], np.float64).T
+    rows = [[position[path], *_numbers(table[at[path]])] for path in pop_view.worst_first(frame)]
+    numbers = _kept(source)
+    history: Optional[Dict[str, Any]] = None
+    if len(numbers) >= 2:
+        assert source is not None
+        steps = over_time.history(source, numbers=numbers)
+        total: Dict[tuple, float] = {}
+        for path, runtime in zip(steps["callpath"], steps["runtime"]):
+            if path in position:
+                total[path] = total.get(path, 0.0) + runtime
+        top = sorted(total, key=lambda p: -total[p])[:TOP_SNAPSHOT_PATHS]
+        created = dict(zip(steps["snapshot"].tolist(), steps["created"]))
+        slot = {k: j for j, k in enumerate(numbers)}
+        series = []
+        for path in top:
+            mine = np.array([p == path for p in steps["callpath"]], bool)
+            where = [slot[k] for k in steps["snapshot"][mine].tolist()]
+            line = {}
+            for key in POP_VALUES[4:]:
+                values_k = np.full(len(numbers), np.nan)
+                values_k[where] = steps[key][mine]
+                line[key] = _numbers(values_k)
+            series.append({"callpath": position[path], **line})
+        history = {"numbers": numbers, "created": [created.get(k, "") for k in numbers],
+                   "series": series}
+    return {"columns": list(values), "rows": rows, "history": history}
+
+
+POP_VALUES = ("ranks", "runtime", "useful_mean", "useful_max", "load_balance",
+              "communication_efficiency", "parallel_efficiency")
+SPLIT_VALUES = ("serialization_efficiency", "transfer_efficiency")
 
 
 def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import numpy as np
 
+from ..analysis.pop import pop
 from ..analysis.profile import Profile
+from .pop import efficiency
 from .text import UNITS, align, printable, shown, tree_label, tree_order
 
 if TYPE_CHECKING:
@@ -57,11 +59,17 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     inclusive time in it (all executions and occurrences); the mean exclusive
     time; its share of the run (inclusive time summed over ranks, over the
     run's time summed over ranks); its imbalance (max over mean) and slowest
-    rank. ``source``, the path the profile was read from, goes into the last
-    line, which says where to look next."""
+    rank; with MPI capture, its load balance as POP defines it (mean over
+    max useful time: time outside MPI calls; docs/pop.md). ``source``, the
+    path the profile was read from, goes into the last line, which says
+    where to look next."""
     from ..analysis.values import aggregate
 
     agg = aggregate(profile, "sum")
+    balance = None
+    if profile.mpi_recorded:
+        frame = pop(profile)
+        balance = dict(zip(frame["callpath"], frame["load_balance"]))
     ran = agg.count > 0
     first = outermost(profile, agg)
     run_total = float(np.where(first, agg.time_inc, 0.0).sum())
@@ -70,14 +78,14 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     biggest = float(agg.time_inc.max()) if agg.time_inc.size else 0.0
     unit, scale = next(((u, s) for u, s in UNITS if biggest >= s), UNITS[-1])
     table: List[Tuple[str, ...]] = [("callpath", "ranks", "min", "mean", "max", "excl mean", "% run",
-                                      "imbalance", "slowest")]
+                                      "imbalance", "slowest", *(("LB",) if balance else ()))]
     row_of = {path: i for i, path in enumerate(profile.callpaths)}
     for path in tree_order(profile.callpaths):
         i = row_of[path]
         label = tree_label(path)
         ranks = np.flatnonzero(ran[i])
         if not len(ranks):
-            table.append((label, f"0/{profile.nranks}", *["-"] * 7))
+            table.append((label, f"0/{profile.nranks}", *["-"] * (8 if balance else 7)))
             continue
         inc, exc = agg.time_inc[i, ranks], agg.time_exc[i, ranks]
         mean = inc.mean()
@@ -85,7 +93,8 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
                       *(f"{v / scale:.3f}" for v in (inc.min(), mean, inc.max(), exc.mean())),
                       f"{100 * inc.sum() / run_total:.1f}" if run_total else "-",
                       f"{inc.max() / mean:.2f}x" if mean else "-",
-                      f"rank {ranks[int(inc.argmax())]}"))
+                      f"rank {ranks[int(inc.argmax())]}",
+                      *((efficiency(balance[path]),) if balance else ())))
     head = (f"{shown(profile.name)}: {profile.nranks} ranks, {len(profile.callpaths)} callpaths, "
             f"{len(profile.files)} file(s); times in {unit} per rank, summed over executions")
     if still_open:
@@ -94,5 +103,8 @@ def summary(profile: Profile, source: Optional[str] = None) -> str:
     where = printable(shlex.quote(source)) if source is not None else "PROFILE"
     tail = (f"Next: tinyprof report {where} -o report.html  (call tree, ranks, heatmap, "
             "MPI in a browser; docs/guide.md#analysing-a-profile)")
+    if balance:
+        tail = (f"LB: load balance of the time outside MPI (tinyprof pop {where}: all the POP "
+                f"efficiencies; docs/pop.md)\n{tail}")
     run = run_line(profile)      # after the table: the lines above keep their places
     return "\n".join([head, *align(table), "", *([run] if run else []), tail])

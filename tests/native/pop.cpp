@@ -1,0 +1,66 @@
+// The compute-then-sync program of the POP tests in C++, as tests/_pop_app.py
+// is in Python: `pop OUTDIR MODE UNIT`. Rank r of P computes (1 + r/(P-1))
+// UNIT seconds (a sleep: wall time, as the profile measures it), then meets
+// the others in a barrier. MODE "balance": once, in main<compute then
+// main<sync; "growing": 4 steps main<step, step k computing (1 + k r/(P-1))
+// UNIT, with a snapshot after each (kept: keep "all").
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <tinyprof/tinyprof.hpp>
+
+namespace {
+
+void compute_then_sync(double seconds) {
+    {
+        TINYPROF_REGION("compute");
+        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    }
+    TINYPROF_REGION("sync");
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: pop OUTDIR MODE UNIT\n");
+        return 2;
+    }
+    const std::string mode = argv[2];
+    const double unit = std::atof(argv[3]);
+    int status = 0;
+    {
+        TinyProf::Profiler prof("pop", 3600);
+        prof.set_outdir(argv[1]).set_keep("all");
+        int rank = 0, size = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        const double share = size > 1 ? double(rank) / (size - 1) : 0.0;
+        {
+            TINYPROF_REGION("main");
+            if (mode == "balance") {
+                compute_then_sync(unit * (1 + share));
+            } else {
+                for (int k = 0; k < 4 && status == 0; ++k) {
+                    {
+                        TINYPROF_REGION("step", 1);
+                        compute_then_sync(unit * (1 + k * share));
+                    }
+                    if (!TinyProf::snapshot(120)) {
+                        std::printf("rank %d: snapshot %d did not end\n", rank, k + 1);
+                        status = 3;
+                    }
+                }
+            }
+        }
+        TinyProf::flush();
+    }
+    MPI_Finalize();
+    return status;
+}

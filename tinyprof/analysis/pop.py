@@ -1,0 +1,146 @@
+"""The POP efficiency metrics per callpath (docs/pop.md): ``Profile.pop``
+and, over the snapshots of a run, ``pop_history``.
+
+Everything is computed at read time from what every profile with MPI capture
+holds: each rank's inclusive time per callpath and the MPI time the capture
+library charged to that callpath and the ones below it. Useful time is the
+difference. The metrics are those of the POP Centre of Excellence, and the
+split of load balance across and within nodes is TALP's.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..format.encoding import excerpt
+from . import trace as _trace
+from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments
+
+Callpath = Tuple[str, ...]
+Hosts = Union[Mapping[int, str], Sequence[str]]
+Columns = Dict[str, Any]        # a name -> the list of callpaths, or a numpy array
+
+COLUMNS = ["callpath", "ranks", "runtime", "useful_mean", "useful_max", "load_balance",
+           "communication_efficiency", "parallel_efficiency"]
+HOST_COLUMNS = ["hosts", "load_balance_in", "load_balance_out"]
+TRACE_COLUMNS = ["ideal_runtime", "serialization_efficiency", "transfer_efficiency"]
+
+
+class PopError(ValueError):
+    """The profile cannot give POP metrics: recorded without MPI capture, or
+    no snapshots kept. Its message is one line, fit for a command's output."""
+
+
+def no_mpi_message(profile: Any) -> str:
+    return (f"profile {excerpt(profile.name)} holds no MPI data: the POP metrics need the time "
+            "in MPI calls (record with Profiler(mpi=True) or TINYPROF_MPI=1)")
+
+
+def per_rank(profile: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (callpath, rank) of a ``Profile``, as in its ``callpaths``: the
+    number of values recorded, the inclusive time and the inclusive MPI time
+    (seconds). PopError without MPI capture."""
+    if not profile.mpi_recorded:
+        raise PopError(no_mpi_message(profile))
+    shape = (len(profile.callpaths), profile.nranks)
+    index = {path: i for i, path in enumerate(profile.callpaths)}
+    count = np.zeros(shape, np.int64)
+    inc = np.zeros(shape, np.int64)
+    for f in profile.parsed:
+        row, rank, first, n = segments(f, index)
+        count[row, rank] = n
+        if len(first):
+            inc[row, rank] = np.add.reduceat(f.values.times, first)
+    mpi = inclusive(mpi_exclusive(profile.mpi_data.ops, profile.callpaths, profile.nranks)["time"],
+                    parent_rows(profile.callpaths))
+    # summed in ns as integers, so that useful time subtracts exactly
+    scale = PER_SECOND[profile.unit]
+    return count, inc / scale, mpi / scale
+
+
+def host_ids(hosts: Optional[Hosts], nranks: int) -> Optional[np.ndarray]:
+    """Each rank's host as a small integer (ranks on one host share it), from
+    a mapping rank -> host name or a sequence of one name per rank; None for None."""
+    if hosts is None:
+        return None
+    if isinstance(hosts, Mapping):
+        names = [hosts.get(r) for r in range(nranks)]
+        if None in names:
+            raise PopError(f"hosts: no host for rank {names.index(None)} of the profile's {nranks}")
+    else:
+        names = list(hosts)
+        if len(names) != nranks:
+            raise PopError(f"hosts: {len(names)} given for the profile's {nranks} ranks")
+    index: Dict[str, int] = {}
+    return np.array([index.setdefault(str(n), len(index)) for n in names], np.int64)
+
+
+def columns(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, mpi: np.ndarray,
+            hosts: Optional[np.ndarray] = None, ideal: Optional[np.ndarray] = None) -> Columns:
+    """The metrics of each callpath (a row of the (callpath, rank) arrays
+    ``count``, ``inc`` and ``mpi``) over the ranks that recorded values
+    (``count`` > 0), as columns: the list of callpaths and numpy arrays (no
+    pandas: ``tinyprof show`` and ``tinyprof pop`` need only numpy). NaN
+    where a ratio has a zero denominator. ``ideal``: the inclusive times on
+    an ideal network (``trace.ideal_inclusive``), which split communication
+    efficiency into serialization and transfer."""
+    ran = count > 0
+    useful = np.where(ran, np.clip(inc - mpi, 0.0, None), 0.0)
+    ranks = ran.sum(axis=1)
+    some = ranks > 0
+    runtime = np.where(some, np.where(ran, inc, -np.inf).max(axis=1, initial=-np.inf), np.nan)
+    top = np.where(some, np.where(ran, useful, -np.inf).max(axis=1, initial=-np.inf), np.nan)
+    mean = np.where(some, useful.sum(axis=1) / np.maximum(ranks, 1), np.nan)
+    out: Columns = {
+        "callpath": list(callpaths), "ranks": ranks.astype(np.int64), "runtime": runtime,
+        "useful_mean": mean, "useful_max": top, "load_balance": _ratio(mean, top),
+        "communication_efficiency": _ratio(top, runtime), "parallel_efficiency": _ratio(mean, runtime)}
+    if hosts is not None:
+        # TALP: the node whose ranks have the most useful time on average
+        # against the busiest rank (in), and the mean against that node (out).
+        nodes = int(hosts.max()) + 1 if len(hosts) else 0
+        on = np.zeros((nodes, len(hosts)))
+        on[hosts, np.arange(len(hosts))] = 1.0
+        node_ranks = ran.astype(np.float64) @ on.T
+        node_mean = np.where(node_ranks > 0, (useful @ on.T) / np.maximum(node_ranks, 1), -np.inf)
+        busiest = np.where(some, node_mean.max(axis=1, initial=-np.inf), np.nan)
+        out["hosts"] = (node_ranks > 0).sum(axis=1).astype(np.int64)
+        out["load_balance_in"] = _ratio(busiest, top)
+        out["load_balance_out"] = _ratio(mean, busiest)
+    if ideal is not None:
+        # POP: serialization = max useful / ideal runtime, transfer = ideal / real
+        # runtime; their product is the communication efficiency.
+        replayed = np.where(some, np.where(ran, ideal, -np.inf).max(axis=1, initial=-np.inf), np.nan)
+        out["ideal_runtime"] = replayed
+        out["serialization_efficiency"] = _ratio(top, replayed)
+        out["transfer_efficiency"] = _ratio(replayed, runtime)
+    return out
+
+
+def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b > 0, a / np.where(b > 0, b, 1.0), np.nan)
+
+
+def below(callpaths: Sequence[Callpath], callpath: Optional[Sequence[str]]) -> np.ndarray:
+    """Which of ``callpaths`` are ``callpath`` or below it (all for None)."""
+    if callpath is None:
+        return np.ones(len(callpaths), bool)
+    prefix = tuple(callpath)
+    return np.array([p[:len(prefix)] == prefix for p in callpaths], bool)
+
+
+def pop(profile: Any, callpath: Optional[Sequence[str]] = None,
+        hosts: Optional[Hosts] = None, trace: bool = False) -> Columns:
+    """The columns of ``Profile.pop``: one row per callpath (``callpath`` and
+    those below it; None: all), in ``profile.callpaths`` order; ``trace``:
+    with the split of communication efficiency from the replay of the trace
+    on an ideal network (ValueError without a trace)."""
+    if callpath is not None and tuple(callpath) not in profile.callpaths:
+        raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in profile {excerpt(profile.name)}")
+    count, inc, mpi = per_rank(profile)
+    keep = below(profile.callpaths, callpath)
+    paths = [p for p, k in zip(profile.callpaths, keep) if k]
+    ideal = _trace.ideal_inclusive(profile.trace)[keep] if trace else None
+    return columns(paths, count[keep], inc[keep], mpi[keep], host_ids(hosts, profile.nranks), ideal)
