@@ -53,16 +53,94 @@ def test_an_unannotated_script_under_mpiexec(tmp_path, nranks):
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 3, proc.stdout + proc.stderr      # rank 0's exit status
     prof = tinyprof.read(out)
-    assert prof.name == "app" and prof.callpaths == [("app.py",)]
+    # each MPI call below the line that made it (sites are on by default)
+    split, sendrecv, allreduce, barrier = (("app.py", site) for site in (
+        "<module> (app.py:15)", "exchange (app.py:9)", "<module> (app.py:18)", "<module> (app.py:19)"))
+    assert prof.name == "app" and sorted(prof.callpaths) == sorted(
+        [("app.py",), split, sendrecv, allreduce, barrier])
     rows = {(r.callpath, r.rank, r.comm, r.op): (r.calls, r.bytes) for r in prof.mpi.itertuples()}
     for r in range(nranks):
         part = "COMM_WORLD.split1" + ("@%d" % (r // 2 * 2) if nranks > 2 else "")
-        assert rows[(("app.py",), r, "COMM_WORLD", "Sendrecv")] == (4, 4 * 512)
-        assert rows[(("app.py",), r, part, "Allreduce")] == (4, 4 * 24)
-        assert rows[(("app.py",), r, "COMM_WORLD", "Barrier")] == (1, 0)
+        assert rows[(sendrecv, r, "COMM_WORLD", "Sendrecv")] == (4, 4 * 512)
+        assert rows[(allreduce, r, part, "Allreduce")] == (4, 4 * 24)
+        assert rows[(barrier, r, "COMM_WORLD", "Barrier")] == (1, 0)
+        assert rows[(split, r, "COMM_WORLD", "Comm_split")] == (1, 0)
+    assert set(prof.communicators.created[prof.communicators.comm.str.startswith(
+        "COMM_WORLD.split1")]) == {split}
     expected = [[4 * 512 if j == (i + 1) % nranks else 0 for j in range(nranks)]
                 for i in range(nranks)]
     assert prof.comm_matrix().tolist() == expected
+
+
+# Two functions of an unannotated script call Allreduce 20 and 60 times; the
+# same line of a helper called from both is told apart by --site-depth 2.
+SITES_APP = textwrap.dedent("""
+    import numpy as np
+    from mpi4py import MPI
+
+    def allreduce(comm, x):
+        comm.Allreduce(MPI.IN_PLACE, x)
+
+    def reduce_a(comm):
+        x = np.ones(4)
+        for _ in range(20):
+            comm.Allreduce(MPI.IN_PLACE, x)
+        for _ in range(2):
+            allreduce(comm, x)
+
+    def reduce_b(comm):
+        x = np.ones(4)
+        for _ in range(60):
+            comm.Allreduce(MPI.IN_PLACE, x)
+        allreduce(comm, x)
+
+    if __name__ == "__main__":
+        reduce_a(MPI.COMM_WORLD)
+        reduce_b(MPI.COMM_WORLD)
+        total = MPI.COMM_WORLD.allreduce(MPI.COMM_WORLD.rank)
+        if MPI.COMM_WORLD.rank == 0:
+            print(f"sum {total}")
+""")
+
+
+@needs_mpi
+@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+def test_each_mpi_call_is_charged_to_its_python_line(tmp_path):
+    """On 3 ranks of an unannotated script, each function's line gets exactly
+    its calls on every rank; ``--site-depth 2`` adds the caller's line, and
+    the profile reads as any other (the matrix, the report, Hatchet's frame)."""
+    (tmp_path / "app.py").write_text(SITES_APP)
+
+    def run(*options):
+        out = tmp_path / f"prof{len(options)}"
+        proc = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "tinyprof", "-o", str(out),
+                               *options, "app.py"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0 and proc.stdout == "sum 3\n", proc.stdout + proc.stderr
+        prof = tinyprof.read(out)
+        calls = prof.mpi[prof.mpi.op == "Allreduce"].groupby(["callpath", "rank"]).calls.sum()
+        return prof, {key: int(n) for key, n in calls.items()}
+
+    prof, calls = run()
+    for r in range(3):
+        assert calls[(("app.py", "reduce_a (app.py:11)"), r)] == 20
+        assert calls[(("app.py", "reduce_b (app.py:18)"), r)] == 60
+        assert calls[(("app.py", "allreduce (app.py:6)"), r)] == 3
+    assert sum(calls.values()) == 3 * 83
+    # mpi4py's lowercase allreduce: its hidden communicator's calls are the line's too
+    assert {cp for cp in prof.mpi.callpath if cp[1].startswith("<module>")} == {
+        ("app.py", "<module> (app.py:24)")}
+
+    prof, calls = run("--site-depth", "2")
+    for r in range(3):
+        assert calls[(("app.py", "<module> (app.py:22)", "reduce_a (app.py:11)"), r)] == 20
+        assert calls[(("app.py", "<module> (app.py:23)", "reduce_b (app.py:18)"), r)] == 60
+        assert calls[(("app.py", "reduce_a (app.py:13)", "allreduce (app.py:6)"), r)] == 2
+        assert calls[(("app.py", "reduce_b (app.py:19)", "allreduce (app.py:6)"), r)] == 1
+    assert sum(calls.values()) == 3 * 83
+
+    prof, calls = run("--site-depth", "0")
+    assert prof.callpaths == [("app.py",)] and calls == {(("app.py",), r): 83 for r in range(3)}
 
 
 def test_a_missing_script_is_a_one_line_error(tmp_path):

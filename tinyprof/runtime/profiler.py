@@ -30,7 +30,13 @@ class Profiler:
     2,000,000) caps the occurrences each rank keeps. ``chain`` (default
     ``TINYPROF_CHAIN``, else 32) is the number of delta snapshots after the
     first full one; each later full one is followed by twice as many as the
-    one before (docs/api.md, "Continuous profiling").
+    one before (docs/api.md, "Continuous profiling"). ``sites=True`` (or a
+    frame count K, default 1 for True) attributes each recorded MPI call to
+    the Python line that made it, a callpath element ``function (file:line)``
+    below the current event (K frames: K elements), frames of mpi4py and
+    tinyprof skipped (docs/mpi.md, "Call sites"). ``sample=HZ`` samples every
+    thread's Python stack HZ times a second, as callpaths below each thread's
+    innermost open event, valued samples x interval (docs/unannotated.md).
 
     Creating a Profiler closes the previous one. Under MPI it is collective
     (one ``Dup`` of the communicator and one broadcast of the run id and the
@@ -42,10 +48,11 @@ class Profiler:
                  outdir: Optional[str] = None, aggregators: Optional[int] = None,
                  comm: Any = None, keep: str = "last", mpi: Optional[bool] = None,
                  trace: Optional[bool] = None, trace_limit: Optional[int] = None,
-                 chain: Optional[int] = None, ucx: Optional[bool] = None) -> None:
+                 chain: Optional[int] = None, ucx: Optional[bool] = None,
+                 sites: object = False, sample: Optional[float] = None) -> None:
         from .settings import Settings  # loaded here: a light `import tinyprof`
         settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi,
-                                   trace, trace_limit, chain, ucx)
+                                   trace, trace_limit, chain, ucx, sites, sample)
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
@@ -101,7 +108,7 @@ class Profiler:
         s = self.settings
         return (f"tinyprof.Profiler({s.name!r}, frequency={s.frequency:g}, "
                 f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r}, mpi={s.mpi}, "
-                f"ucx={s.ucx}, trace={s.trace})")
+                f"ucx={s.ucx}, trace={s.trace}, sites={s.sites}, sample={s.sample:g})")
 
 
 def flush() -> Optional[str]:
