@@ -16,8 +16,11 @@ converter shows them; nothing is added to Event enter and exit.
   (execution, the thread's innermost open event, thread, frames): a frame is
   ``function (file:line)`` of the function's definition, a thread other than
   the main one adds ``thread <name>`` above its frames, and a thread inside
-  an mpi4py call ends in ``MPI_<method>``. Each callpath's value per
-  execution is its samples (its own and below it) x the interval.
+  an mpi4py call ends in ``MPI_<method>``. A sample stands for the time
+  since the previous one: the interval when the helper thread keeps up (it
+  needs the GIL, which a busy thread gives up every ``sys.getswitchinterval()``),
+  more when it could not. Each callpath's value per execution is the time of
+  its samples and those below it.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import dis
 import os
 import sys
 import threading
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -143,9 +147,9 @@ class Added:
                     else:
                         leaf.ids.append(site)
         if self.sampler is not None:
-            for (execution, parent, names), count in self.sampler.counts().items():
+            for (execution, parent, names), ns in self.sampler.counts().items():
                 for t in tree(parent, names):
-                    t.values[execution] = t.values.get(execution, 0) + count * self.interval_ns
+                    t.values[execution] = t.values.get(execution, 0) + ns
         if not trees:
             return events
         where = {e.node.id: i for i, e in enumerate(events)}
@@ -188,12 +192,13 @@ def lines(events: Sequence[LocalEvent]) -> Dict[int, int]:
 
 
 class Sampler:
-    """This process's threads' Python stacks, counted every ``interval_ns``
-    by a helper thread that makes no MPI call."""
+    """This process's threads' Python stacks, read every ``interval_ns`` by
+    a helper thread that makes no MPI call; each stack's time in ns."""
 
     def __init__(self, interval_ns: int) -> None:
         self.interval = interval_ns / 1e9
         self.taken = 0
+        self._last = time.perf_counter_ns()
         self._counts: Dict[Tuple[int, int, Tuple[str, ...]], int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -228,6 +233,8 @@ class Sampler:
         threads = {t.ident: t for t in threading.enumerate()}
         main = threading.main_thread().ident
         execution = max(impl.executions() - 1, 0)
+        now = time.perf_counter_ns()
+        weight, self._last = now - self._last, now
         node_type = type(impl.root())
         default = _outermost(_node_in(contexts.get(main), node_type))
         counts = []
@@ -243,7 +250,7 @@ class Sampler:
             counts.append((execution, parent, tuple(names)))
         with self._lock:
             for key in counts:
-                self._counts[key] = self._counts.get(key, 0) + 1
+                self._counts[key] = self._counts.get(key, 0) + weight
             self.taken += 1
 
     def _stack(self, frame: Any) -> List[str]:
