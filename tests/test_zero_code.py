@@ -218,32 +218,56 @@ def test_a_module_runs_as_under_python_m(tmp_path, options):
 @needs_mpi
 @pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
 def test_mpi4py_demos(tmp_path):
-    """mpi4py's own demos, by relative path from their directory: the spawning
-    counter (it spawns ``__file__`` and tells the child by ``sys.argv[0] ==
-    __file__``), hello world (also under ``-m mpi4py``), and the futures pool
-    (``-m mpi4py.futures``)."""
-    def run(nranks, *argv):
+    """mpi4py's own demos, by relative path from their directory, sampled at
+    100 Hz: the spawning counter (it spawns ``__file__`` and tells the child
+    by ``sys.argv[0] == __file__``), hello world (also under ``-m mpi4py``),
+    the futures pool (``-m mpi4py.futures``), the ring and pi by collectives
+    (its interval counts from stdin): the same output and status as plain
+    runs, and each MPI call at its line."""
+    def run(nranks, *argv, stdin=None, plain=False):
         out = tmp_path / f"prof{len(os.listdir(tmp_path))}"
-        proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, "-m", "tinyprof",
-                               "-o", str(out), *argv], cwd=DEMOS, capture_output=True,
-                              text=True, timeout=120)
+        profiling = [] if plain else ["-m", "tinyprof", "--sample", "100", "-o", str(out)]
+        proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, *profiling, *argv],
+                              cwd=DEMOS, capture_output=True, text=True, timeout=120, input=stdin)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc.stdout, tinyprof.read(str(out))
+        return proc.stdout, None if plain else tinyprof.read(str(out))
+
+    def calls(prof, callpath, op):
+        rows = prof.mpi[(prof.mpi.op == op) & (prof.mpi.callpath == callpath)]
+        return rows.groupby("rank").calls.sum().to_dict()
 
     _, prof = run(2, "nxtval-dynproc.py")
-    assert prof.nranks == 2 and prof.callpaths == [("nxtval-dynproc.py",)]
+    assert prof.nranks == 2 and prof.callpaths[0] == ("nxtval-dynproc.py",)
     child = prof.mpi[~prof.mpi.comm.str.startswith("COMM_WORLD")]  # the spawned counter's
     ops = child.groupby("op").calls.sum()
     assert (ops["Send"], ops["Mrecv"]) == (2 * 5 + 1, 2 * 5)     # 5 values a rank, 1 stop
+    assert set(child[child.op == "Mrecv"].callpath) == {("nxtval-dynproc.py", "Counter.next (nxtval-dynproc.py:30)")}
     # mpiexec may run two ranks' output together: their lines are found, not split
     hello = re.compile(r"Hello, World! I am process (\d) of (\d) on " + re.escape(socket.gethostname()))
     out, prof = run(3, "helloworld.py")
     assert sorted(hello.findall(out)) == [(str(r), "3") for r in range(3)], out
-    assert prof.nranks == 3 and prof.callpaths == [("helloworld.py",)]
+    assert prof.nranks == 3 and prof.callpaths[0] == ("helloworld.py",)
     out, prof = run(2, "-m", "mpi4py", "helloworld.py")            # mpi4py's own runner
-    assert sorted(hello.findall(out)) == [("0", "2"), ("1", "2")] and prof.callpaths == [("mpi4py",)]
+    assert sorted(hello.findall(out)) == [("0", "2"), ("1", "2")] and prof.callpaths[0] == ("mpi4py",)
     out, prof = run(3, "-m", "mpi4py.futures", "run_hello.py")
     assert re.findall(r"Hello, World! I am worker (\d) of 2", out) == ["0", "1"], out
-    assert prof.nranks == 3 and prof.callpaths == [("mpi4py.futures",)]
+    assert prof.nranks == 3 and prof.callpaths[0] == ("mpi4py.futures",)
     sendrecv = prof.mpi[prof.mpi.op == "Sendrecv"]
     assert (sendrecv.calls.sum(), sendrecv.bytes.sum()) == (2 * 2, 2 * 2 * 128)
+
+    # three runs of pi: two interval counts, then 0 (stop); rank 0 prints each pi
+    intervals = "1000\n100000\n0\n"
+    out, prof = run(3, "cpi-cco.py", stdin=intervals)
+    assert out == run(3, "cpi-cco.py", stdin=intervals, plain=True)[0] and out.count("pi is") == 2
+    region = ("cpi-cco.py",)
+    assert calls(prof, region + ("<module> (cpi-cco.py:55)",), "Bcast") == {0: 3, 1: 3, 2: 3}
+    assert calls(prof, region + ("<module> (cpi-cco.py:60)",), "Reduce") == {0: 2, 1: 2, 2: 2}
+    assert prof.mpi.calls.sum() == 3 * 5
+
+    # the ring: a Sendrecv to the right, then an Isend/Irecv pair completed by Waitall
+    out, prof = run(3, "ring.py")
+    assert out == ""
+    region, megs = ("ring.py",), 8 * 1_000_000
+    for line, op in ((36, "Sendrecv"), (44, "Isend"), (45, "Irecv"), (43, "Waitall")):
+        assert calls(prof, region + (f"<module> (ring.py:{line})",), op) == {0: 1, 1: 1, 2: 1}
+    assert prof.comm_matrix().tolist() == [[0, 2 * megs, 0], [0, 0, 2 * megs], [2 * megs, 0, 0]]

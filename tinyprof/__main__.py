@@ -24,6 +24,7 @@ import sys
 import types
 from typing import Any, List, NoReturn, Optional, Tuple
 
+from . import annotate
 from .annotate import Event
 from .runtime.profiler import Profiler
 from .runtime.world import launched_rank
@@ -175,10 +176,12 @@ def main(argv: Optional[List[str]] = None) -> None:
         name = os.path.splitext(region)[0]
     # Without a launcher there is no MPI to capture yet (and no warning that
     # there is none): TINYPROF_MPI decides, as for any Profiler.
-    Profiler(opts.name or name, opts.frequency, outdir=opts.outdir, mpi=True if launched else None,
-             sites=opts.site_depth, sample=opts.sample)
+    profiler = Profiler(opts.name or name, opts.frequency, outdir=opts.outdir,
+                        mpi=True if launched else None, sites=opts.site_depth, sample=opts.sample)
     try:
         with Event(region):
+            if profiler.session.added is not None:      # the program's other threads too
+                profiler.session.added.below(annotate.impl.current().id)
             if opts.module is not None:
                 sys.argv = [spec.origin, *rest]
                 _run(code, spec.origin, spec.loader, spec)

@@ -55,6 +55,7 @@ typedef struct {
 } CodeFlag;
 
 static source_fn core_source;
+static _Atomic int32_t default_parent; /* for threads with no open event (python -m tinyprof's region) */
 static int depth = 1;
 static Site *sites;
 static Site **by_id;            /* site id - SITE_BASE -> its slot */
@@ -203,6 +204,8 @@ static int32_t
 site_source(void)
 {
     int32_t parent = core_source ? core_source() : 0;
+    if (parent == 0)
+        parent = atomic_load_explicit(&default_parent, memory_order_relaxed);
     PyThreadState *ts = PyGILState_GetThisThreadState();
     if (ts == NULL || ts->cframe == NULL)
         return parent;
@@ -278,11 +281,23 @@ sites_start(PyObject *m, PyObject *args)
         }
         core_source = (source_fn)(uintptr_t)source;
         depth = k;
+        atomic_store(&default_parent, 0);
     }
     pthread_mutex_unlock(&lock);
     if (!ok || PyErr_Occurred())
         return ok ? NULL : PyErr_NoMemory();
     return PyLong_FromVoidPtr((void *)site_source);
+}
+
+static PyObject *
+sites_below(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long node = PyLong_AsLong(arg);
+    if (node == -1 && PyErr_Occurred())
+        return NULL;
+    atomic_store(&default_parent, (int32_t)node);
+    Py_RETURN_NONE;
 }
 
 /* [(site id, parent node id, (name of each frame, outermost first))], and
@@ -362,6 +377,8 @@ static PyMethodDef methods[] = {
     {"sites_start", sites_start, METH_VARARGS,
      "(core source address, depth, skipped path prefixes): a fresh site table; "
      "the address of the source function that reads sites."},
+    {"sites_below", sites_below, METH_O,
+     "The node id the sites of threads with no open event go below (0: the root)."},
     {"sites_read", sites_read, METH_NOARGS,
      "([(site id, parent node id, frame names outermost first)], table full?)."},
 #endif

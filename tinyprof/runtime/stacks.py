@@ -63,6 +63,12 @@ def sites_unavailable() -> Optional[str]:
     return None
 
 
+def site_source(core_source: int, depth: int) -> int:
+    """A fresh site table for ``depth`` frames above the C core's source
+    function (an address); the address of the source function that reads sites."""
+    return _frames.sites_start(core_source, depth, skipped_prefixes())
+
+
 class AddedNode:
     """The hot-path ``node`` of an added callpath: stable from one copy to
     the next (snapshot bases are keyed by it); ``ids`` are the MPI library's
@@ -98,8 +104,17 @@ class Added:
         """Point libtinyprof_mpi's node source at the site reader; why not, or None."""
         problem = sites_unavailable()
         if problem is None:
-            lib.tinyprof_mpi_set_source(_frames.sites_start(core_source, self.depth, skipped_prefixes()))
+            lib.tinyprof_mpi_set_source(site_source(core_source, self.depth))
         return problem
+
+    def below(self, node: int) -> None:
+        """Sites and samples of threads with no open event go below event
+        node ``node`` (python -m tinyprof's region; else below the main
+        thread's outermost open event, or the root)."""
+        if self.depth:
+            _frames.sites_below(node)
+        if self.sampler is not None:
+            self.sampler.default = node
 
     def start_sampler(self) -> None:
         self.sampler = Sampler(self.interval_ns)
@@ -199,6 +214,7 @@ class Sampler:
         self.interval = interval_ns / 1e9
         self.taken = 0
         self._last = time.perf_counter_ns()
+        self.default = 0                # parent of threads with no open event (0: see take)
         self._counts: Dict[Tuple[int, int, Tuple[str, ...]], int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -236,7 +252,7 @@ class Sampler:
         now = time.perf_counter_ns()
         weight, self._last = now - self._last, now
         node_type = type(impl.root())
-        default = _outermost(_node_in(contexts.get(main), node_type))
+        default = self.default or _outermost(_node_in(contexts.get(main), node_type))
         counts = []
         for ident, frame in frames.items():
             thread = threads.get(ident)
