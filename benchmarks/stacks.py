@@ -16,7 +16,10 @@ processes.
 with the stack) runs for ``--seconds`` twice per repeat, sampled at ``--hz``
 and not, in turns, in one process; printed: the medians over ``--repeats``
 of the wall time ratio (on / off) and of the process CPU time ratio (all
-threads, the sampler's included), and the samples taken per second.
+threads, the sampler's included), the samples taken per second, and the
+sampler thread's own CPU time per sample (``take``): that x HZ is the CPU
+share sampling takes whatever the machine's load, where the ratios carry
+its noise.
 
 Prints Markdown tables (docs/performance.md, "Call sites and samples").
 """
@@ -111,12 +114,20 @@ def sample(args: argparse.Namespace) -> None:
         fixed_work(10)
         loops += 10
     loops = int(loops * args.seconds)       # about --seconds of work
-    walls, cpus, rates = [], [], []
+    walls, cpus, rates, costs = [], [], [], []
     for r in range(args.repeats):
         times = {}
         for on in ((False, True) if r % 2 else (True, False)):
             sampler = stacks.Sampler(round(1e9 / args.hz)) if on else None
+            spent = [0]
             if sampler is not None:
+                take = sampler.take
+
+                def timed(take=take, spent=spent):
+                    t = time.thread_time_ns()
+                    take()
+                    spent[0] += time.thread_time_ns() - t
+                sampler.take = timed        # type: ignore[method-assign]
                 sampler.start()
             w, c = time.perf_counter(), time.process_time()
             deep(10, fixed_work, loops)
@@ -124,14 +135,17 @@ def sample(args: argparse.Namespace) -> None:
             if sampler is not None:
                 sampler.stop()
                 rates.append(sampler.taken / times[on][0])
+                costs.append(spent[0] / max(sampler.taken, 1) / 1e3)
         walls.append(times[True][0] / times[False][0])
         cpus.append(times[True][1] / times[False][1])
     print(f"Sampled stacks at {args.hz:g} Hz: {args.seconds:g} s of pure-Python work 10 frames deep, "
           f"sampled and not, in turns, median of {args.repeats}\n")
-    print("| wall on/off | CPU on/off (all threads) | samples per second |")
-    print("|---|---|---|")
+    print("| wall on/off | CPU on/off (all threads) | samples per second | CPU per sample (us) | "
+          "CPU per sample x HZ |")
+    print("|---|---|---|---|---|")
+    cost = statistics.median(costs)
     print(f"| {statistics.median(walls):.4f} | {statistics.median(cpus):.4f} | "
-          f"{statistics.median(rates):.1f} |")
+          f"{statistics.median(rates):.1f} | {cost:.1f} | {cost * args.hz / 1e4:.3f}% |")
 
 
 def main() -> None:

@@ -118,3 +118,40 @@ def test_the_called_name_of_a_call():
     calls = [ins.offset for ins in dis.get_instructions(f.__code__) if ins.opname == "CALL"]
     assert [stacks.called_name(f.__code__, at) for at in calls] == ["Allreduce", "len", "bcast", "sum"]
     assert stacks.called_name(f.__code__, 0) is None
+
+
+@needs_mpi
+@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+def test_sites_in_annotated_code_hang_below_the_innermost_event(tmp_path):
+    """``Profiler(sites=True)``: each MPI call below the innermost open event,
+    at its line; in the flush and in a snapshot alike."""
+    (tmp_path / "app.py").write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        from mpi4py import MPI
+        import tinyprof
+        from tinyprof import Event
+
+        profiler = tinyprof.Profiler("a", outdir=sys.argv[1], mpi=True, sites=True)
+        comm = MPI.COMM_WORLD
+
+        def step(x):
+            comm.Allreduce(MPI.IN_PLACE, x)
+
+        with Event("main"):
+            for _ in range(5):
+                with Event("solve"):
+                    step(np.ones(2))
+            comm.Barrier()
+            assert profiler.snapshot()
+        tinyprof.flush()
+    """))
+    out = tmp_path / "prof"
+    proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "app.py", str(out)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    snap = tinyprof.read(out, snapshot=tinyprof.snapshots(out)[-1])
+    for prof in (tinyprof.read(out), snap):
+        rows = prof.mpi.groupby(["callpath", "op", "rank"]).calls.sum().to_dict()
+        assert rows == {(("main", "solve", "step (app.py:12)"), "Allreduce", r): 5 for r in (0, 1)} | \
+            {(("main", "<module> (app.py:18)"), "Barrier", r): 1 for r in (0, 1)}, rows
