@@ -67,7 +67,7 @@ def test_a_cpu_heavy_function_holds_its_share(tmp_path):
     # each callpath's value holds its samples and those below it: heavy's own
     # calls of light are heavy's, not the light called from <module>
     assert time[heavy] > time[light] > 0
-    assert time[phase] >= time[heavy] + time[light]
+    assert time[phase] >= time[heavy] + time[light] - 1e-6      # ns in float seconds
     # another thread: its own element, below the main thread's outermost event
     worker = [cp for cp in prof.callpaths if cp[:2] == ("main", "thread worker")]
     assert ("main", "thread worker") in worker and any(cp[-1] == "heavy (app.py:12)" for cp in worker)

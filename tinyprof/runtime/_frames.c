@@ -12,8 +12,10 @@
  * Python object or takes the GIL on that path. Only CPython 3.11's frame
  * layout is known (sites_supported()).
  *
- * The sampler's helper: `contexts()` gives each thread's current context, in
- * which the C core's ContextVar names the thread's innermost open event.
+ * The sampler's helpers: `stacks()` gives each thread's frames (as code
+ * objects) and current context, in which the C core's ContextVar names the
+ * thread's innermost open event; `contexts()` the contexts alone, for the
+ * sampler's slower path on other Pythons.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -334,6 +336,59 @@ sites_read(PyObject *m, PyObject *unused)
         return NULL;
     return Py_BuildValue("(Ni)", out, atomic_load(&full));
 }
+
+/* {thread id: (its context or None, key, codes, lasti)}: each thread's
+ * frames, innermost first, as a tuple of code objects, the byte offset of
+ * the innermost one's instruction, and a bytes key of both (the sampler's
+ * cache key: the codes' addresses and that offset). Holding the GIL, no
+ * frame object is made. */
+static PyObject *
+stacks(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get()); ts != NULL;
+         ts = PyThreadState_Next(ts)) {
+        _PyInterpreterFrame *top = ts->cframe ? ts->cframe->current_frame : NULL;
+        Py_ssize_t n = 0;
+        for (_PyInterpreterFrame *f = top; f != NULL; f = f->previous)
+            n += !_PyFrame_IsIncomplete(f);
+        PyObject *codes = PyTuple_New(n);
+        PyObject *key = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(void *));
+        PyObject *ident = PyLong_FromUnsignedLong(ts->thread_id);
+        PyObject *row = NULL;
+        if (codes != NULL && key != NULL && ident != NULL) {
+            void **at = (void **)PyBytes_AS_STRING(key);
+            Py_ssize_t i = 0;
+            int lasti = -1;
+            for (_PyInterpreterFrame *f = top; f != NULL; f = f->previous) {
+                if (_PyFrame_IsIncomplete(f))
+                    continue;
+                if (i == 0)
+                    lasti = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
+                Py_INCREF(f->f_code);
+                PyTuple_SET_ITEM(codes, i, (PyObject *)f->f_code);
+                at[i++] = f->f_code;
+            }
+            at[n] = (void *)(intptr_t)lasti;
+            row = Py_BuildValue("(OOOi)", ts->context ? ts->context : Py_None, key, codes, lasti);
+        }
+        Py_XDECREF(codes);
+        Py_XDECREF(key);
+        if (row == NULL || PyDict_SetItem(out, ident, row) < 0) {
+            Py_XDECREF(row);
+            Py_XDECREF(ident);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(row);
+        Py_DECREF(ident);
+    }
+    return out;
+}
 #endif  /* SITES */
 
 static PyObject *
@@ -381,6 +436,9 @@ static PyMethodDef methods[] = {
      "The node id the sites of threads with no open event go below (0: the root)."},
     {"sites_read", sites_read, METH_NOARGS,
      "([(site id, parent node id, frame names outermost first)], table full?)."},
+    {"stacks", stacks, METH_NOARGS,
+     "{thread id: (context or None, key bytes, code objects innermost first, byte offset of the "
+     "innermost's instruction)}."},
 #endif
     {"contexts", contexts, METH_NOARGS, "{thread id: the thread's current context, or None}."},
     {NULL, NULL, 0, NULL},

@@ -45,6 +45,7 @@ except ImportError:         # not built: no sites, samples below the root
 _TINYPROF = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _NONE: Dict[str, Any] = {}
 PREFIX = "tinyprof-"        # tinyprof's own threads: never sampled
+_STACKS = 10_000            # distinct stacks named, then named afresh
 
 
 def skipped_prefixes() -> Tuple[str, ...]:
@@ -218,8 +219,8 @@ class Sampler:
         self._counts: Dict[Tuple[int, int, Tuple[str, ...]], int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._codes: Dict[int, Tuple[Any, Optional[str]]] = {}    # id(code) -> (code, name or None)
-        self._calls: Dict[Tuple[int, int], Optional[str]] = {}    # (id(code), lasti) -> MPI leaf
+        self._stacks: Dict[Any, Tuple[Tuple[str, ...], Any]] = {}   # key -> (names, codes)
+        self._calls: Dict[Tuple[Any, int], Optional[str]] = {}    # (code, lasti) -> MPI leaf
         self._skipped = skipped_prefixes()
         self._mpi_names: Optional[frozenset] = None     # known once mpi4py is loaded
         self.thread: Optional[threading.Thread] = None
@@ -244,54 +245,45 @@ class Sampler:
     def take(self) -> None:
         """One sample of every thread but tinyprof's."""
         impl = annotate.impl
-        frames = sys._current_frames()
-        contexts = _frames.contexts() if _frames is not None else {}
+        raw = _frames.stacks() if _frames is not None and _frames.sites_supported() else _stacks()
         threads = {t.ident: t for t in threading.enumerate()}
         main = threading.main_thread().ident
         execution = max(impl.executions() - 1, 0)
         now = time.perf_counter_ns()
         weight, self._last = now - self._last, now
         node_type = type(impl.root())
-        default = self.default or _outermost(_node_in(contexts.get(main), node_type))
+        default = self.default or _outermost(_node_in(raw[main][0] if main is not None and main in raw
+                                                         else None, node_type))
         counts = []
-        for ident, frame in frames.items():
+        for ident, (context, key, codes, lasti) in raw.items():
             thread = threads.get(ident)
             if thread is not None and thread.name.startswith(PREFIX):
                 continue
-            node = _node_in(contexts.get(ident), node_type)
-            names = self._stack(frame)
+            known = self._stacks.get(key)
+            if known is None:
+                if len(self._stacks) >= _STACKS:
+                    self._stacks.clear()
+                known = self._stacks[key] = (self._names(codes, lasti), codes)  # codes: ids stay theirs
+            names = known[0]
             if ident != main:
-                names.insert(0, f"thread {thread.name if thread is not None else ident}")
-            parent = node.id if node is not None else default
-            counts.append((execution, parent, tuple(names)))
+                names = (f"thread {thread.name if thread is not None else ident}", *names)
+            node = _node_in(context, node_type)
+            counts.append((execution, node.id if node is not None else default, names))
         with self._lock:
             for key in counts:
                 self._counts[key] = self._counts.get(key, 0) + weight
             self.taken += 1
 
-    def _stack(self, frame: Any) -> List[str]:
-        """The program's frames, outermost first, and the MPI call the
-        innermost is in (an mpi4py method called from it)."""
-        names: List[str] = []
-        top = True
-        leaf = None
-        while frame is not None:
-            code = frame.f_code
-            known = self._codes.get(id(code))
-            if known is None:
-                known = self._codes[id(code)] = (code, self._name(code))
-            if known[1] is not None:
-                if top:
-                    leaf = self._leaf(code, frame.f_lasti)
-                names.append(known[1])
-            top = False
-            frame = frame.f_back
-        names.reverse()
-        if leaf is not None:
-            names.append(leaf)
-        return names
+    def _names(self, codes: Sequence[Any], lasti: int) -> Tuple[str, ...]:
+        """The program's frames of a stack (code objects, innermost first),
+        outermost first, and the MPI call the innermost is in (an mpi4py
+        method called from it)."""
+        names = [name for name in map(self._name, reversed(codes)) if name is not None]
+        leaf = self._leaf(codes[0], lasti) if codes and self._name(codes[0]) is not None else None
+        return (*names, leaf) if leaf is not None else tuple(names)
 
     def _name(self, code: Any) -> Optional[str]:
+        """``function (file:line)`` of a frame's code; None for tinyprof's, mpi4py's, frozen."""
         path = code.co_filename
         if path.startswith((*self._skipped, "<frozen ")):
             return None
@@ -303,12 +295,27 @@ class Sampler:
             if "mpi4py.MPI" not in sys.modules:
                 return None
             self._mpi_names = _mpi_names()
-        key = (id(code), lasti)
+        key = (code, lasti)
         if key not in self._calls:
             name = called_name(code, lasti)
             self._calls[key] = f"MPI_{name}" if name is not None and name.lower() in self._mpi_names \
                 else None
         return self._calls[key]
+
+
+def _stacks() -> Dict[int, Tuple[Any, Any, Tuple[Any, ...], int]]:
+    """``_frames.stacks()`` from ``sys._current_frames()``, where the frames
+    cannot be read directly (other Pythons than 3.11)."""
+    contexts = _frames.contexts() if _frames is not None else {}
+    out: Dict[int, Tuple[Any, Any, Tuple[Any, ...], int]] = {}
+    for ident, top in sys._current_frames().items():
+        codes, lasti = [], top.f_lasti
+        frame: Any = top
+        while frame is not None:
+            codes.append(frame.f_code)
+            frame = frame.f_back
+        out[ident] = (contexts.get(ident), (*map(id, codes), lasti), tuple(codes), lasti)
+    return out
 
 
 def _node_in(context: Any, node_type: Any) -> Any:
