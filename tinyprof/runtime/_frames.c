@@ -338,10 +338,9 @@ sites_read(PyObject *m, PyObject *unused)
 }
 
 /* {thread id: (its context or None, key, codes, lasti)}: each thread's
- * frames, innermost first, as a tuple of code objects, the byte offset of
- * the innermost one's instruction, and a bytes key of both (the sampler's
- * cache key: the codes' addresses and that offset). Holding the GIL, no
- * frame object is made. */
+ * frames, innermost first, as a tuple of code objects, a bytes key of them
+ * (their addresses: the sampler's cache key), and the byte offset of the
+ * innermost one's instruction. Holding the GIL, no frame object is made. */
 static PyObject *
 stacks(PyObject *m, PyObject *unused)
 {
@@ -357,7 +356,7 @@ stacks(PyObject *m, PyObject *unused)
         for (_PyInterpreterFrame *f = top; f != NULL; f = f->previous)
             n += !_PyFrame_IsIncomplete(f);
         PyObject *codes = PyTuple_New(n);
-        PyObject *key = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(void *));
+        PyObject *key = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(void *));
         PyObject *ident = PyLong_FromUnsignedLong(ts->thread_id);
         PyObject *row = NULL;
         if (codes != NULL && key != NULL && ident != NULL) {
@@ -373,7 +372,6 @@ stacks(PyObject *m, PyObject *unused)
                 PyTuple_SET_ITEM(codes, i, (PyObject *)f->f_code);
                 at[i++] = f->f_code;
             }
-            at[n] = (void *)(intptr_t)lasti;
             row = Py_BuildValue("(OOOi)", ts->context ? ts->context : Py_None, key, codes, lasti);
         }
         Py_XDECREF(codes);

@@ -219,8 +219,9 @@ class Sampler:
         self._counts: Dict[Tuple[int, int, Tuple[str, ...]], int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._stacks: Dict[Any, Tuple[Tuple[str, ...], Any]] = {}   # key -> (names, codes)
-        self._calls: Dict[Tuple[Any, int], Optional[str]] = {}    # (code, lasti) -> MPI leaf
+        self._stacks: Dict[Any, Tuple[Tuple[str, ...], bool, Sequence[Any]]] = {}  # key -> _names
+        # (id(code), lasti) -> (code, leaf)
+        self._calls: Dict[Tuple[int, int], Tuple[Any, Optional[str]]] = {}
         self._skipped = skipped_prefixes()
         self._mpi_names: Optional[frozenset] = None     # known once mpi4py is loaded
         self.thread: Optional[threading.Thread] = None
@@ -263,8 +264,11 @@ class Sampler:
             if known is None:
                 if len(self._stacks) >= _STACKS:
                     self._stacks.clear()
-                known = self._stacks[key] = (self._names(codes, lasti), codes)  # codes: ids stay theirs
-            names = known[0]
+                known = self._stacks[key] = self._names(codes)
+            names, top, _ = known
+            leaf = self._leaf(codes[0], lasti) if top else None
+            if leaf is not None:
+                names = (*names, leaf)
             if ident != main:
                 names = (f"thread {thread.name if thread is not None else ident}", *names)
             node = _node_in(context, node_type)
@@ -274,13 +278,13 @@ class Sampler:
                 self._counts[key] = self._counts.get(key, 0) + weight
             self.taken += 1
 
-    def _names(self, codes: Sequence[Any], lasti: int) -> Tuple[str, ...]:
-        """The program's frames of a stack (code objects, innermost first),
-        outermost first, and the MPI call the innermost is in (an mpi4py
-        method called from it)."""
-        names = [name for name in map(self._name, reversed(codes)) if name is not None]
-        leaf = self._leaf(codes[0], lasti) if codes and self._name(codes[0]) is not None else None
-        return (*names, leaf) if leaf is not None else tuple(names)
+    def _names(self, codes: Sequence[Any]) -> Tuple[Tuple[str, ...], bool, Sequence[Any]]:
+        """The names of the program's frames of a stack (code objects,
+        innermost first), outermost first; whether the innermost is the
+        program's (it may be in an MPI call); the codes (kept: their ids
+        are the cache's key)."""
+        names = tuple(name for name in map(self._name, reversed(codes)) if name is not None)
+        return names, bool(codes) and self._name(codes[0]) is not None, codes
 
     def _name(self, code: Any) -> Optional[str]:
         """``function (file:line)`` of a frame's code; None for tinyprof's, mpi4py's, frozen."""
@@ -291,16 +295,20 @@ class Sampler:
         return f"{name} ({os.path.basename(path)}:{code.co_firstlineno})"
 
     def _leaf(self, code: Any, lasti: int) -> Optional[str]:
+        """``MPI_<method>`` when instruction ``lasti`` of ``code`` calls a
+        method named as an MPI operation (mpi4py's are), else None."""
         if self._mpi_names is None:
             if "mpi4py.MPI" not in sys.modules:
                 return None
             self._mpi_names = _mpi_names()
-        key = (code, lasti)
-        if key not in self._calls:
+        known = self._calls.get((id(code), lasti))
+        if known is None or known[0] is not code:
+            if len(self._calls) >= _STACKS:
+                self._calls.clear()
             name = called_name(code, lasti)
-            self._calls[key] = f"MPI_{name}" if name is not None and name.lower() in self._mpi_names \
-                else None
-        return self._calls[key]
+            leaf = f"MPI_{name}" if name is not None and name.lower() in self._mpi_names else None
+            known = self._calls[(id(code), lasti)] = (code, leaf)
+        return known[1]
 
 
 def _stacks() -> Dict[int, Tuple[Any, Any, Tuple[Any, ...], int]]:
@@ -314,7 +322,7 @@ def _stacks() -> Dict[int, Tuple[Any, Any, Tuple[Any, ...], int]]:
         while frame is not None:
             codes.append(frame.f_code)
             frame = frame.f_back
-        out[ident] = (contexts.get(ident), (*map(id, codes), lasti), tuple(codes), lasti)
+        out[ident] = (contexts.get(ident), tuple(map(id, codes)), tuple(codes), lasti)
     return out
 
 
