@@ -101,7 +101,7 @@ class Session:
             self.added = stacks.Added(settings.sites if self.capture is not None else 0,
                                       settings.sample)
             if settings.sites and self.capture is not None:
-                problem = self.added.start_sites(self.capture.lib, self.capture.source)
+                problem = self.added.start_sites(self.capture.lib, self.capture.source or 0)
                 if problem:
                     self.added.depth = 0
                     self.warn("sites", f"sites: MPI calls are not attributed to Python lines: {problem}")
