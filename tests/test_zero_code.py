@@ -108,7 +108,8 @@ SITES_APP = textwrap.dedent("""
 def test_each_mpi_call_is_charged_to_its_python_line(tmp_path):
     """On 3 ranks of an unannotated script, each function's line gets exactly
     its calls on every rank; ``--site-depth 2`` adds the caller's line, and
-    the profile reads as any other (the matrix, the report, Hatchet's frame)."""
+    the profile reads as any other (``tinyprof mpi --callpath``, the report,
+    the matrix)."""
     (tmp_path / "app.py").write_text(SITES_APP)
 
     def run(*options):
@@ -122,6 +123,14 @@ def test_each_mpi_call_is_charged_to_its_python_line(tmp_path):
         return prof, {key: int(n) for key, n in calls.items()}
 
     prof, calls = run()
+    site = "reduce_b (app.py:18)"
+    table = subprocess.run([sys.executable, "-m", "tinyprof.cli", "mpi", str(tmp_path / "prof0"),
+                            "--callpath", f"app.py/{site}"], capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0 and f"app.py<{site}" in table.stdout and " 180 " in table.stdout, table.stdout
+    report = subprocess.run([sys.executable, "-m", "tinyprof.cli", "report", str(tmp_path / "prof0"),
+                             "-o", str(tmp_path / "r.html")], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0 and site in (tmp_path / "r.html").read_text()
+    assert prof.comm_matrix(callpath=("app.py", site)).sum() == 0      # collectives only
     for r in range(3):
         assert calls[(("app.py", "reduce_a (app.py:11)"), r)] == 20
         assert calls[(("app.py", "reduce_b (app.py:18)"), r)] == 60

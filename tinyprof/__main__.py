@@ -30,7 +30,7 @@ from .runtime.profiler import Profiler
 from .runtime.world import launched_rank
 
 _VALUED = ("-o", "--outdir", "--name", "--frequency", "--site-depth")   # tinyprof's options taking a value
-SAMPLE_HZ = 100.0           # --sample without a rate
+SAMPLE_HZ = 100.0           # --sample without a rate, as sample=True
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -122,9 +122,9 @@ code_skip(PyCodeObject *co)
     char path[NAME_CAP];
     utf8(co->co_filename, path, sizeof path);
     int skip = strncmp(path, "<frozen ", 8) == 0;
+    pthread_mutex_lock(&lock);              /* the prefixes change only under it */
     for (int j = 0; j < nskipped && !skip; j++)
         skip = strncmp(path, skipped[j], strlen(skipped[j])) == 0;
-    pthread_mutex_lock(&lock);
     i = (size_t)(mix(0, key) & (CODE_CAP - 1));
     for (size_t probe = 0; probe < CODE_CAP * 3 / 4; probe++, i = (i + 1) & (CODE_CAP - 1)) {
         uintptr_t c = atomic_load_explicit(&codes[i].code, memory_order_relaxed);

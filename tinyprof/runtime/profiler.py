@@ -34,7 +34,7 @@ class Profiler:
     frame count K, default 1 for True) attributes each recorded MPI call to
     the Python line that made it, a callpath element ``function (file:line)``
     below the current event (K frames: K elements), frames of mpi4py and
-    tinyprof skipped (docs/mpi.md, "Call sites"). ``sample=HZ`` samples every
+    tinyprof skipped (docs/mpi.md, "Call sites"). ``sample=HZ`` (``True``: 100) samples every
     thread's Python stack HZ times a second, as callpaths below each thread's
     innermost open event, valued samples x interval (docs/unannotated.md).
 

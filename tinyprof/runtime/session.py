@@ -273,7 +273,13 @@ class Session:
 
     def _extended(self, events: List[LocalEvent]) -> List[LocalEvent]:
         """The event map's copy with the call sites and samples below it."""
-        return self.added.extend(events) if self.added is not None else events
+        if self.added is None:
+            return events
+        events = self.added.extend(events)
+        if self.added.full:
+            self.warn("sites-full", "sites: too many distinct MPI call sites; the calls of "
+                      "later ones are charged to their event")
+        return events
 
     def _trace_records(self) -> Records:
         """What this rank traced so far (read before the event map is copied)."""

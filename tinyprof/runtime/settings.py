@@ -21,6 +21,7 @@ TRACE_LIMIT = 2_000_000     # occurrences (and MPI calls) kept per rank: 64 MB e
 CHAIN = 32                  # deltas after the first full snapshot (then twice as many each time)
 MAX_SITE_DEPTH = 8          # frames of a call site (_frames.c's MAX_DEPTH)
 MAX_SAMPLE = 10_000         # samples per second
+SAMPLE_HZ = 100.0           # sample=True
 
 
 def env_flag(name: str) -> bool:
@@ -146,7 +147,7 @@ class Settings:
         elif not isinstance(sites, int) or not 0 <= sites <= MAX_SITE_DEPTH:
             raise ValueError(f"tinyprof.Profiler: sites must be True, False or a frame count "
                              f"in [0, {MAX_SITE_DEPTH}], not {sites!r}")
-        hz: object = 0.0 if sample is None else sample
+        hz: object = 0.0 if sample is None or sample is False else SAMPLE_HZ if sample is True else sample
         if isinstance(hz, bool) or not isinstance(hz, numbers.Real) or not math.isfinite(float(hz)) \
                 or not 0 <= float(hz) <= MAX_SAMPLE:
             raise ValueError(f"tinyprof.Profiler: sample must be a number of samples per second "

@@ -12,7 +12,8 @@ converter shows them; nothing is added to Event enter and exit.
   and ``Added`` names the site's callpath ``function (file:line)`` of the
   calling line, below that node.
 - **Samples** (``Profiler(sample=HZ)``): a helper thread reads every
-  thread's stack HZ times a second (``sys._current_frames``) and counts
+  thread's stack HZ times a second (``_frames.stacks``, else
+  ``sys._current_frames``) and counts
   (execution, the thread's innermost open event, thread, frames): a frame is
   ``function (file:line)`` of the function's definition, a thread other than
   the main one adds ``thread <name>`` above its frames, and a thread inside
@@ -25,6 +26,7 @@ converter shows them; nothing is added to Event enter and exit.
 from __future__ import annotations
 
 import dis
+import importlib.util
 import os
 import sys
 import threading
@@ -50,7 +52,7 @@ _STACKS = 10_000            # distinct stacks named, then named afresh
 
 def skipped_prefixes() -> Tuple[str, ...]:
     """Paths whose frames are never a site's nor a sample's: tinyprof's, mpi4py's."""
-    spec = __import__("importlib.util").util.find_spec("mpi4py")
+    spec = importlib.util.find_spec("mpi4py")
     mpi4py = [os.path.dirname(spec.origin) + os.sep] if spec is not None and spec.origin else []
     return (_TINYPROF, *mpi4py)
 
@@ -100,6 +102,8 @@ class Added:
         self.sampler: Optional[Sampler] = None
         self._nodes: Dict[Tuple[int, Tuple[str, ...]], AddedNode] = {}
         self._next = -2
+        self.full = False       # the site table was full: later sites charged to their event
+        self._lock = threading.Lock()   # a flush and a snapshot thread may extend at once
 
     def start_sites(self, lib: Any, core_source: int) -> Optional[str]:
         """Point libtinyprof_mpi's node source at the site reader; why not, or None."""
@@ -142,6 +146,10 @@ class Added:
         """``events`` (``collect``'s pre-order copy of the event map) with the
         callpaths of the sites and samples so far below their nodes, still
         in pre-order. Read after the copy: every node they name is in it."""
+        with self._lock:
+            return self._extend(events)
+
+    def _extend(self, events: List[LocalEvent]) -> List[LocalEvent]:
         trees: Dict[int, Dict[str, _Tree]] = {}     # parent node id -> its added children
 
         def tree(parent: int, names: Sequence[str]) -> List[_Tree]:
@@ -155,7 +163,9 @@ class Added:
             return out
 
         if self.depth and _frames is not None and _frames.sites_supported():
-            for site, parent, names in _frames.sites_read()[0]:
+            sites, full = _frames.sites_read()
+            self.full = self.full or bool(full)
+            for site, parent, names in sites:
                 leaf = tree(parent, names)[-1].node
                 if leaf.id != site and site not in leaf.ids:    # one line, several sites
                     if leaf.id < 0:
