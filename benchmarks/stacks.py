@@ -17,9 +17,9 @@ with the stack) runs for ``--seconds`` twice per repeat, sampled at ``--hz``
 and not, in turns, in one process; printed: the medians over ``--repeats``
 of the wall time ratio (on / off) and of the process CPU time ratio (all
 threads, the sampler's included), the samples taken per second, and the
-sampler thread's own CPU time per sample (``take``): that x HZ is the CPU
-share sampling takes whatever the machine's load, where the ratios carry
-its noise.
+sampler thread's own CPU time per sample (``take``; that x HZ) and in
+all (its wake-ups too) over the run's wall time: the CPU share sampling
+takes whatever the machine's load, where the ratios carry its noise.
 
 Prints Markdown tables (docs/performance.md, "Call sites and samples").
 """
@@ -114,7 +114,7 @@ def sample(args: argparse.Namespace) -> None:
         fixed_work(10)
         loops += 10
     loops = int(loops * args.seconds)       # about --seconds of work
-    walls, cpus, rates, costs = [], [], [], []
+    walls, cpus, rates, costs, shares = [], [], [], [], []
     for r in range(args.repeats):
         times = {}
         for on in ((False, True) if r % 2 else (True, False)):
@@ -133,19 +133,23 @@ def sample(args: argparse.Namespace) -> None:
             deep(10, fixed_work, loops)
             times[on] = (time.perf_counter() - w, time.process_time() - c)
             if sampler is not None:
+                clock = time.pthread_getcpuclockid(sampler.thread.ident)
+                thread_cpu = time.clock_gettime(clock)
                 sampler.stop()
                 rates.append(sampler.taken / times[on][0])
                 costs.append(spent[0] / max(sampler.taken, 1) / 1e3)
+                shares.append(thread_cpu / times[on][0])
         walls.append(times[True][0] / times[False][0])
         cpus.append(times[True][1] / times[False][1])
     print(f"Sampled stacks at {args.hz:g} Hz: {args.seconds:g} s of pure-Python work 10 frames deep, "
           f"sampled and not, in turns, median of {args.repeats}\n")
     print("| wall on/off | CPU on/off (all threads) | samples per second | CPU per sample (us) | "
-          "CPU per sample x HZ |")
-    print("|---|---|---|---|---|")
+          "CPU per sample x HZ | sampler thread's CPU / wall |")
+    print("|---|---|---|---|---|---|")
     cost = statistics.median(costs)
     print(f"| {statistics.median(walls):.4f} | {statistics.median(cpus):.4f} | "
-          f"{statistics.median(rates):.1f} | {cost:.1f} | {cost * args.hz / 1e4:.3f}% |")
+          f"{statistics.median(rates):.1f} | {cost:.1f} | {cost * args.hz / 1e4:.3f}% | "
+          f"{100 * statistics.median(shares):.3f}% |")
 
 
 def main() -> None:

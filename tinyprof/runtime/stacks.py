@@ -228,7 +228,9 @@ class Sampler:
         self.default = 0                # parent of threads with no open event (0: see take)
         self._counts: Dict[Tuple[int, int, Tuple[str, ...]], int] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self.stopped = False
+        self._threads: Dict[int, str] = {}         # ident -> name, of the threads seen
+        self._main = threading.main_thread().ident
         self._stacks: Dict[Any, Tuple[Tuple[str, ...], bool, Sequence[Any]]] = {}  # key -> _names
         # (id(code), lasti) -> (code, leaf)
         self._calls: Dict[Tuple[int, int], Tuple[Any, Optional[str]]] = {}
@@ -240,14 +242,17 @@ class Sampler:
         self.thread = lifecycle.start_thread(self._loop, (), PREFIX + "sampler")
 
     def stop(self) -> None:
-        self._stop.set()
+        """The thread ends within one interval."""
+        self.stopped = True
 
     def counts(self) -> Dict[Tuple[int, int, Tuple[str, ...]], int]:
         with self._lock:
             return dict(self._counts)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        # time.sleep, not Event.wait: a wake-up runs no Python code of threading's
+        while not self.stopped:
+            time.sleep(self.interval)
             try:
                 self.take()
             except Exception:       # never into the application: stop sampling
@@ -257,8 +262,10 @@ class Sampler:
         """One sample of every thread but tinyprof's."""
         impl = annotate.impl
         raw = _frames.stacks() if _frames is not None and _frames.sites_supported() else _stacks()
-        threads = {t.ident: t for t in threading.enumerate()}
-        main = threading.main_thread().ident
+        # names anew for a thread not seen yet, and every 100 samples (renamed, reused idents)
+        if self.taken % 100 == 0 or not self._threads.keys() >= raw.keys():
+            self._threads = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
+        main = self._main
         execution = max(impl.executions() - 1, 0)
         now = time.perf_counter_ns()
         weight, self._last = now - self._last, now
@@ -267,8 +274,8 @@ class Sampler:
                                                          else None, node_type))
         counts = []
         for ident, (context, key, codes, lasti) in raw.items():
-            thread = threads.get(ident)
-            if thread is not None and thread.name.startswith(PREFIX):
+            thread = self._threads.get(ident, str(ident))
+            if thread.startswith(PREFIX):
                 continue
             known = self._stacks.get(key)
             if known is None:
@@ -280,7 +287,7 @@ class Sampler:
             if leaf is not None:
                 names = (*names, leaf)
             if ident != main:
-                names = (f"thread {thread.name if thread is not None else ident}", *names)
+                names = (f"thread {thread}", *names)
             node = _node_in(context, node_type)
             counts.append((execution, node.id if node is not None else default, names))
         with self._lock:
