@@ -1,7 +1,7 @@
 """The cost of MPI call sites (``sites=K``) and of sampled stacks (``sample=HZ``).
 
     .venv/bin/python benchmarks/stacks.py sites [--repeats 5] [--blocks 100] [--calls 2000]
-    .venv/bin/python benchmarks/stacks.py sample [--repeats 3] [--seconds 20] [--hz 100]
+    .venv/bin/python benchmarks/stacks.py sample [--seconds 20] [--block 1] [--hz 100]
 
 ``sites``: one rank (mpiexec -n 1) with ``Profiler(mpi=True, sites=K)``
 times blocks of ``--calls`` ``Allreduce`` of one double on ``COMM_SELF``,
@@ -13,13 +13,14 @@ the median added ns per call, per K in (1, 3), median over ``--repeats``
 processes.
 
 ``sample``: a pure-Python workload 10 frames deep (the sampler's cost grows
-with the stack) runs for ``--seconds`` twice per repeat, sampled at ``--hz``
-and not, in turns, in one process; printed: the medians over ``--repeats``
-of the wall time ratio (on / off) and of the process CPU time ratio (all
-threads, the sampler's included), the samples taken per second, and the
-sampler thread's own CPU time per sample (``take``; that x HZ) and in
-all (its wake-ups too) over the run's wall time: the CPU share sampling
-takes whatever the machine's load, where the ratios carry its noise.
+with the stack) runs ``--seconds`` sampled at ``--hz`` and as long not, in
+blocks of ``--block`` seconds taken in turns (on, off; then off, on...) in
+one process, so that the machine's load drifts over both alike. Printed:
+wall and process CPU time (all threads, the sampler's included) on / off,
+over the whole run and the median of the pairs; the samples taken per
+second; the sampler thread's CPU per sample (``take``) and in all (its
+wake-ups too) over the sampled wall time: the CPU share sampling takes,
+whatever the load, where the ratios carry the load's noise.
 
 Prints Markdown tables (docs/performance.md, "Call sites and samples").
 """
@@ -113,43 +114,43 @@ def sample(args: argparse.Namespace) -> None:
     while time.perf_counter() - t0 < 1.0:
         fixed_work(10)
         loops += 10
-    loops = int(loops * args.seconds)       # about --seconds of work
-    walls, cpus, rates, costs, shares = [], [], [], [], []
-    for r in range(args.repeats):
-        times = {}
-        for on in ((False, True) if r % 2 else (True, False)):
+    loops = max(1, int(loops * args.block))     # about --block seconds of work
+    pairs = max(1, round(args.seconds / args.block))
+    times: dict = {True: [], False: []}         # (wall, process CPU) per block
+    taken, spent, thread_cpu = 0, 0, 0.0
+    for i in range(pairs):
+        for on in ((False, True) if i % 2 else (True, False)):
             sampler = stacks.Sampler(round(1e9 / args.hz)) if on else None
-            spent = [0]
             if sampler is not None:
-                take = sampler.take
+                take, box = sampler.take, [0]
 
-                def timed(take=take, spent=spent):
+                def timed(take=take, box=box):
                     t = time.thread_time_ns()
                     take()
-                    spent[0] += time.thread_time_ns() - t
+                    box[0] += time.thread_time_ns() - t
                 sampler.take = timed        # type: ignore[method-assign]
                 sampler.start()
             w, c = time.perf_counter(), time.process_time()
             deep(10, fixed_work, loops)
-            times[on] = (time.perf_counter() - w, time.process_time() - c)
+            times[on].append((time.perf_counter() - w, time.process_time() - c))
             if sampler is not None:
-                clock = time.pthread_getcpuclockid(sampler.thread.ident)
-                thread_cpu = time.clock_gettime(clock)
+                thread_cpu += time.clock_gettime(time.pthread_getcpuclockid(sampler.thread.ident))
                 sampler.stop()
-                rates.append(sampler.taken / times[on][0])
-                costs.append(spent[0] / max(sampler.taken, 1) / 1e3)
-                shares.append(thread_cpu / times[on][0])
-        walls.append(times[True][0] / times[False][0])
-        cpus.append(times[True][1] / times[False][1])
-    print(f"Sampled stacks at {args.hz:g} Hz: {args.seconds:g} s of pure-Python work 10 frames deep, "
-          f"sampled and not, in turns, median of {args.repeats}\n")
-    print("| wall on/off | CPU on/off (all threads) | samples per second | CPU per sample (us) | "
-          "CPU per sample x HZ | sampler thread's CPU / wall |")
-    print("|---|---|---|---|---|---|")
-    cost = statistics.median(costs)
-    print(f"| {statistics.median(walls):.4f} | {statistics.median(cpus):.4f} | "
-          f"{statistics.median(rates):.1f} | {cost:.1f} | {cost * args.hz / 1e4:.3f}% | "
-          f"{100 * statistics.median(shares):.3f}% |")
+                taken += sampler.taken
+                spent += box[0]
+    wall_on, wall_off = (sum(t[0] for t in times[k]) for k in (True, False))
+    cpu_on, cpu_off = (sum(t[1] for t in times[k]) for k in (True, False))
+    pair_wall = statistics.median(a[0] / b[0] for a, b in zip(times[True], times[False]))
+    pair_cpu = statistics.median(a[1] / b[1] for a, b in zip(times[True], times[False]))
+    print(f"Sampled stacks at {args.hz:g} Hz: {wall_on:.1f} s of pure-Python work 10 frames deep sampled "
+          f"and {wall_off:.1f} s not, in {pairs} pairs of {args.block:g} s blocks taken in turns\n")
+    print("| | wall on/off | CPU on/off (all threads) |")
+    print("|---|---|---|")
+    print(f"| whole run | {wall_on / wall_off:.4f} | {cpu_on / cpu_off:.4f} |")
+    print(f"| median pair | {pair_wall:.4f} | {pair_cpu:.4f} |\n")
+    print("| samples per second | CPU per sample (us) | sampler thread's CPU / wall |")
+    print("|---|---|---|")
+    print(f"| {taken / wall_on:.1f} | {spent / max(taken, 1) / 1e3:.1f} | {100 * thread_cpu / wall_on:.3f}% |")
 
 
 def main() -> None:
@@ -164,8 +165,8 @@ def main() -> None:
     s.add_argument("--calls", type=int, default=2000)
     s.set_defaults(run=sites)
     s = sub.add_parser("sample")
-    s.add_argument("--repeats", type=int, default=3)
     s.add_argument("--seconds", type=float, default=20)
+    s.add_argument("--block", type=float, default=1)
     s.add_argument("--hz", type=float, default=100)
     s.set_defaults(run=sample)
     args = p.parse_args()

@@ -77,7 +77,7 @@ def _split(argv: List[str]) -> Tuple[List[str], List[str]]:
 def _number(args: List[str]) -> bool:
     """Whether ``args`` is one number (``--sample``'s optional rate)."""
     try:
-        return len(args) == 1 and float(args[0]) == float(args[0])
+        return len(args) == 1 and float(args[0]) is not None
     except ValueError:
         return False
 

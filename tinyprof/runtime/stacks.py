@@ -31,6 +31,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -255,7 +256,9 @@ class Sampler:
             time.sleep(self.interval)
             try:
                 self.take()
-            except Exception:       # never into the application: stop sampling
+            except Exception as e:  # never into the application: say so, stop sampling
+                warnings.warn(f"tinyprof: sampling stopped: {type(e).__name__}: {e}", RuntimeWarning,
+                              stacklevel=1)
                 return
 
     def take(self) -> None:
