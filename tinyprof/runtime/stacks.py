@@ -32,13 +32,13 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import annotate
 from . import lifecycle
-from .collect import LocalEvent
+
+if TYPE_CHECKING:       # numpy with it: loaded at the first flush, not at start (docs/performance.md)
+    from .collect import LocalEvent
 
 try:
     from . import _frames  # type: ignore[attr-defined]
@@ -151,6 +151,9 @@ class Added:
             return self._extend(events)
 
     def _extend(self, events: List[LocalEvent]) -> List[LocalEvent]:
+        import numpy as np
+
+        from .collect import LocalEvent
         trees: Dict[int, Dict[str, _Tree]] = {}     # parent node id -> its added children
 
         def tree(parent: int, names: Sequence[str]) -> List[_Tree]:
