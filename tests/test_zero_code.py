@@ -263,6 +263,9 @@ def test_mpi4py_demos(tmp_path):
     assert prof.nranks == 3 and prof.callpaths[0] == ("mpi4py.futures",)
     sendrecv = prof.mpi[prof.mpi.op == "Sendrecv"]
     assert (sendrecv.calls.sum(), sendrecv.bytes.sum()) == (2 * 2, 2 * 2 * 128)
+    # the task's calls at its lines; the pool's own, from mpi4py's and threading's frames, the region's
+    assert set(prof.mpi.callpath) == {("mpi4py.futures",), ("mpi4py.futures", "helloworld (run_hello.py:7)"),
+                                      ("mpi4py.futures", "helloworld (run_hello.py:22)")}
 
     # three runs of pi: two interval counts, then 0 (stop); rank 0 prints each pi
     intervals = "1000\n100000\n0\n"

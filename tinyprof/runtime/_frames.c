@@ -64,8 +64,10 @@ static Site **by_id;            /* site id - SITE_BASE -> its slot */
 static int nsites;
 static atomic_int full;         /* a site found no room: charged to its region */
 static CodeFlag *codes;
-static char *skipped[4];        /* path prefixes of skipped code, UTF-8 */
-static int nskipped;
+#define MAX_RULES 8
+static char *prefix[MAX_RULES]; /* path prefixes, UTF-8: the first that a code's file starts with */
+static int skips[MAX_RULES];    /* tells whether its frames are skipped (1) or the program's (0) */
+static int nrules;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static inline uint64_t
@@ -122,9 +124,12 @@ code_skip(PyCodeObject *co)
     char path[NAME_CAP];
     utf8(co->co_filename, path, sizeof path);
     int skip = strncmp(path, "<frozen ", 8) == 0;
-    pthread_mutex_lock(&lock);              /* the prefixes change only under it */
-    for (int j = 0; j < nskipped && !skip; j++)
-        skip = strncmp(path, skipped[j], strlen(skipped[j])) == 0;
+    pthread_mutex_lock(&lock);              /* the rules change only under it */
+    for (int j = 0; j < nrules && !skip; j++)
+        if (strncmp(path, prefix[j], strlen(prefix[j])) == 0) {
+            skip = skips[j];
+            break;
+        }
     i = (size_t)(mix(0, key) & (CODE_CAP - 1));
     for (size_t probe = 0; probe < CODE_CAP * 3 / 4; probe++, i = (i + 1) & (CODE_CAP - 1)) {
         uintptr_t c = atomic_load_explicit(&codes[i].code, memory_order_relaxed);
@@ -252,18 +257,20 @@ clear(void)
     atomic_store(&full, 0);
 }
 
-/* sites_start(core source address, depth, skipped path prefixes) -> address of site_source */
+/* sites_start(core source address, depth, ((path prefix, skipped?), ...)) -> address of site_source */
 static PyObject *
 sites_start(PyObject *m, PyObject *args)
 {
     (void)m;
     unsigned long long source;
     int k;
-    PyObject *prefixes;
-    if (!PyArg_ParseTuple(args, "KiO!", &source, &k, &PyTuple_Type, &prefixes))
+    PyObject *rules;
+    if (!PyArg_ParseTuple(args, "KiO!", &source, &k, &PyTuple_Type, &rules))
         return NULL;
-    if (k < 1 || k > MAX_DEPTH || PyTuple_GET_SIZE(prefixes) > 4)
+    if (k < 1 || k > MAX_DEPTH)
         return PyErr_Format(PyExc_ValueError, "site depth must be in [1, %d]", MAX_DEPTH);
+    if (PyTuple_GET_SIZE(rules) > MAX_RULES)
+        return PyErr_Format(PyExc_ValueError, "at most %d path rules", MAX_RULES);
     pthread_mutex_lock(&lock);
     if (sites == NULL) {
         sites = calloc(SITE_CAP, sizeof(Site));
@@ -273,13 +280,16 @@ sites_start(PyObject *m, PyObject *args)
     int ok = sites && by_id && codes;
     if (ok) {
         clear();
-        for (int j = 0; j < nskipped; j++)
-            free(skipped[j]);
-        nskipped = 0;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(prefixes); j++) {
-            const char *p = PyUnicode_AsUTF8(PyTuple_GET_ITEM(prefixes, j));
-            if (p != NULL)
-                skipped[nskipped++] = strdup(p);
+        for (int j = 0; j < nrules; j++)
+            free(prefix[j]);
+        nrules = 0;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(rules); j++) {
+            const char *p = NULL;
+            int skip = 0;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(rules, j), "sp", &p, &skip))
+                break;
+            skips[nrules] = skip;
+            prefix[nrules++] = strdup(p);
         }
         core_source = (source_fn)(uintptr_t)source;
         depth = k;
@@ -428,7 +438,7 @@ static PyMethodDef methods[] = {
     {"sites_supported", sites_supported, METH_NOARGS, "Whether this Python's frames can be read for sites."},
 #ifdef SITES
     {"sites_start", sites_start, METH_VARARGS,
-     "(core source address, depth, skipped path prefixes): a fresh site table; "
+     "(core source address, depth, ((path prefix, skipped?), ...)): a fresh site table; "
      "the address of the source function that reads sites."},
     {"sites_below", sites_below, METH_O,
      "The node id the sites of threads with no open event go below (0: the root)."},

@@ -31,12 +31,14 @@ class Profiler:
     ``TINYPROF_CHAIN``, else 32) is the number of delta snapshots after the
     first full one; each later full one is followed by twice as many as the
     one before (docs/api.md, "Continuous profiling"). ``sites=True`` (or a
-    frame count K, default 1 for True) attributes each recorded MPI call to
-    the Python line that made it, a callpath element ``function (file:line)``
-    below the current event (K frames: K elements), frames of mpi4py and
-    tinyprof skipped (docs/mpi.md, "Call sites"). ``sample=HZ`` (``True``: 100) samples every
-    thread's Python stack HZ times a second, as callpaths below each thread's
-    innermost open event, valued samples x interval (docs/unannotated.md).
+    frame count K, default 1 for True), with ``mpi``, attributes each
+    recorded MPI call to the Python line that made it, a callpath element
+    ``function (file:line)`` below the current event (K frames: K
+    elements), frames of mpi4py, tinyprof and the standard library skipped
+    (docs/mpi.md, "Call sites"). ``sample=HZ`` (``True``: 100) samples
+    every thread's Python stack HZ times a second, as callpaths below each
+    thread's innermost open event, valued by the time the samples stand for
+    (docs/unannotated.md).
 
     Creating a Profiler closes the previous one. Under MPI it is collective
     (one ``Dup`` of the communicator and one broadcast of the run id and the

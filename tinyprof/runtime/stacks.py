@@ -29,6 +29,7 @@ import dis
 import importlib.util
 import os
 import sys
+import sysconfig
 import threading
 import time
 import warnings
@@ -67,10 +68,21 @@ def sites_unavailable() -> Optional[str]:
     return None
 
 
+def site_rules() -> Tuple[Tuple[str, bool], ...]:
+    """(path prefix, skipped?) in order, the first that a file starts with
+    deciding: a site is the program's line, not tinyprof's, mpi4py's nor
+    the standard library's (threading's, when a pool's thread calls MPI),
+    but may be an installed package's."""
+    packages = [p + os.sep for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}]
+    stdlib = [p + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}]
+    return (*((p, True) for p in skipped_prefixes()), *((p, False) for p in packages),
+            *((p, True) for p in stdlib))
+
+
 def site_source(core_source: int, depth: int) -> int:
     """A fresh site table for ``depth`` frames above the C core's source
     function (an address); the address of the source function that reads sites."""
-    return _frames.sites_start(core_source, depth, skipped_prefixes())
+    return _frames.sites_start(core_source, depth, site_rules())
 
 
 class AddedNode:
