@@ -159,6 +159,15 @@ def test_a_missing_script_is_a_one_line_error(tmp_path):
     assert proc.stderr.strip().splitlines() == [f"python -m tinyprof: no such script: {tmp_path / 'nope.py'}"]
 
 
+@pytest.mark.parametrize("option, value", [("--site-depth", "9"), ("--sample", "-5"), ("--frequency", "-1")])
+def test_a_bad_option_is_a_one_line_error(tmp_path, option, value):
+    (tmp_path / "app.py").write_text("print('ran')\n")
+    proc = subprocess.run([sys.executable, "-m", "tinyprof", option, value, "app.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("python -m tinyprof: error: ")
+
+
 # What a script or module sees of how it was started, and how it ends.
 INTROSPECT = textwrap.dedent("""
     import sys, __main__

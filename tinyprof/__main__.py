@@ -176,8 +176,11 @@ def main(argv: Optional[List[str]] = None) -> None:
         name = os.path.splitext(region)[0]
     # Without a launcher there is no MPI to capture yet (and no warning that
     # there is none): TINYPROF_MPI decides, as for any Profiler.
-    profiler = Profiler(opts.name or name, opts.frequency, outdir=opts.outdir,
-                        mpi=True if launched else None, sites=opts.site_depth, sample=opts.sample)
+    try:
+        profiler = Profiler(opts.name or name, opts.frequency, outdir=opts.outdir,
+                            mpi=True if launched else None, sites=opts.site_depth, sample=opts.sample)
+    except (ValueError, TypeError) as e:        # a bad option: one line, as argparse says it
+        _parser().error(str(e).replace("tinyprof.Profiler: ", ""))
     try:
         with Event(region):
             if profiler.session.added is not None:      # the program's other threads too
