@@ -4,6 +4,9 @@
   compiled, tinyprof runs on its pure-Python fallback (tinyprof/annotate/__init__.py).
 - ``tinyprof.format._parse``: the C parser of a profile's event lines. Without it,
   the reader's pure-Python reference parser reads the files (tinyprof/format/reader.py).
+- ``tinyprof.runtime._frames``: reads Python's frames without the GIL, for the MPI
+  call sites, and other threads' contexts, for the sampler. Without it, neither
+  sites nor the sampler's event parents are available (they warn).
 - ``tinyprof/libtinyprof_mpi.so``: the PMPI library of MPI capture, built
   with the environment's MPI C compiler (``$MPICC``, else ``mpicc`` beside
   this Python, else on PATH). Without one, or if it fails to compile, the
@@ -73,6 +76,12 @@ setup(
         Extension(
             "tinyprof.format._parse",
             sources=["tinyprof/format/_parse.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "tinyprof.runtime._frames",
+            sources=["tinyprof/runtime/_frames.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

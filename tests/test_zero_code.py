@@ -53,16 +53,103 @@ def test_an_unannotated_script_under_mpiexec(tmp_path, nranks):
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 3, proc.stdout + proc.stderr      # rank 0's exit status
     prof = tinyprof.read(out)
-    assert prof.name == "app" and prof.callpaths == [("app.py",)]
+    # each MPI call below the line that made it (sites are on by default)
+    split, sendrecv, allreduce, barrier = (("app.py", site) for site in (
+        "<module> (app.py:15)", "exchange (app.py:9)", "<module> (app.py:18)", "<module> (app.py:19)"))
+    assert prof.name == "app" and sorted(prof.callpaths) == sorted(
+        [("app.py",), split, sendrecv, allreduce, barrier])
     rows = {(r.callpath, r.rank, r.comm, r.op): (r.calls, r.bytes) for r in prof.mpi.itertuples()}
     for r in range(nranks):
         part = "COMM_WORLD.split1" + ("@%d" % (r // 2 * 2) if nranks > 2 else "")
-        assert rows[(("app.py",), r, "COMM_WORLD", "Sendrecv")] == (4, 4 * 512)
-        assert rows[(("app.py",), r, part, "Allreduce")] == (4, 4 * 24)
-        assert rows[(("app.py",), r, "COMM_WORLD", "Barrier")] == (1, 0)
+        assert rows[(sendrecv, r, "COMM_WORLD", "Sendrecv")] == (4, 4 * 512)
+        assert rows[(allreduce, r, part, "Allreduce")] == (4, 4 * 24)
+        assert rows[(barrier, r, "COMM_WORLD", "Barrier")] == (1, 0)
+        assert rows[(split, r, "COMM_WORLD", "Comm_split")] == (1, 0)
+    assert set(prof.communicators.created[prof.communicators.comm.str.startswith(
+        "COMM_WORLD.split1")]) == {split}
     expected = [[4 * 512 if j == (i + 1) % nranks else 0 for j in range(nranks)]
                 for i in range(nranks)]
     assert prof.comm_matrix().tolist() == expected
+
+
+# Two functions of an unannotated script call Allreduce 20 and 60 times; the
+# same line of a helper called from both is told apart by --site-depth 2.
+SITES_APP = textwrap.dedent("""
+    import numpy as np
+    from mpi4py import MPI
+
+    def allreduce(comm, x):
+        comm.Allreduce(MPI.IN_PLACE, x)
+
+    def reduce_a(comm):
+        x = np.ones(4)
+        for _ in range(20):
+            comm.Allreduce(MPI.IN_PLACE, x)
+        for _ in range(2):
+            allreduce(comm, x)
+
+    def reduce_b(comm):
+        x = np.ones(4)
+        for _ in range(60):
+            comm.Allreduce(MPI.IN_PLACE, x)
+        allreduce(comm, x)
+
+    if __name__ == "__main__":
+        reduce_a(MPI.COMM_WORLD)
+        reduce_b(MPI.COMM_WORLD)
+        total = MPI.COMM_WORLD.allreduce(MPI.COMM_WORLD.rank)
+        if MPI.COMM_WORLD.rank == 0:
+            print(f"sum {total}")
+""")
+
+
+@needs_mpi
+@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+def test_each_mpi_call_is_charged_to_its_python_line(tmp_path):
+    """On 3 ranks of an unannotated script, each function's line gets exactly
+    its calls on every rank; ``--site-depth 2`` adds the caller's line, and
+    the profile reads as any other (``tinyprof mpi --callpath``, the report,
+    the matrix)."""
+    (tmp_path / "app.py").write_text(SITES_APP)
+
+    def run(*options):
+        out = tmp_path / f"prof{len(options)}"
+        proc = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "tinyprof", "-o", str(out),
+                               *options, "app.py"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0 and proc.stdout == "sum 3\n", proc.stdout + proc.stderr
+        prof = tinyprof.read(out)
+        calls = prof.mpi[prof.mpi.op == "Allreduce"].groupby(["callpath", "rank"]).calls.sum()
+        return prof, {key: int(n) for key, n in calls.items()}
+
+    prof, calls = run()
+    site = "reduce_b (app.py:18)"
+    table = subprocess.run([sys.executable, "-m", "tinyprof.cli", "mpi", str(tmp_path / "prof0"),
+                            "--callpath", f"app.py/{site}"], capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0 and f"app.py<{site}" in table.stdout and " 180 " in table.stdout, table.stdout
+    report = subprocess.run([sys.executable, "-m", "tinyprof.cli", "report", str(tmp_path / "prof0"),
+                             "-o", str(tmp_path / "r.html")], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0 and site in (tmp_path / "r.html").read_text()
+    assert prof.comm_matrix(callpath=("app.py", site)).sum() == 0      # collectives only
+    for r in range(3):
+        assert calls[(("app.py", "reduce_a (app.py:11)"), r)] == 20
+        assert calls[(("app.py", "reduce_b (app.py:18)"), r)] == 60
+        assert calls[(("app.py", "allreduce (app.py:6)"), r)] == 3
+    assert sum(calls.values()) == 3 * 83
+    # mpi4py's lowercase allreduce: its hidden communicator's calls are the line's too
+    assert {cp for cp in prof.mpi.callpath if cp[1].startswith("<module>")} == {
+        ("app.py", "<module> (app.py:24)")}
+
+    prof, calls = run("--site-depth", "2")
+    for r in range(3):
+        assert calls[(("app.py", "<module> (app.py:22)", "reduce_a (app.py:11)"), r)] == 20
+        assert calls[(("app.py", "<module> (app.py:23)", "reduce_b (app.py:18)"), r)] == 60
+        assert calls[(("app.py", "reduce_a (app.py:13)", "allreduce (app.py:6)"), r)] == 2
+        assert calls[(("app.py", "reduce_b (app.py:19)", "allreduce (app.py:6)"), r)] == 1
+    assert sum(calls.values()) == 3 * 83
+
+    prof, calls = run("--site-depth", "0")
+    assert prof.callpaths == [("app.py",)] and calls == {(("app.py",), r): 83 for r in range(3)}
 
 
 def test_a_missing_script_is_a_one_line_error(tmp_path):
@@ -70,6 +157,15 @@ def test_a_missing_script_is_a_one_line_error(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [f"python -m tinyprof: no such script: {tmp_path / 'nope.py'}"]
+
+
+@pytest.mark.parametrize("option, value", [("--site-depth", "9"), ("--sample", "-5"), ("--frequency", "-1")])
+def test_a_bad_option_is_a_one_line_error(tmp_path, option, value):
+    (tmp_path / "app.py").write_text("print('ran')\n")
+    proc = subprocess.run([sys.executable, "-m", "tinyprof", option, value, "app.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("python -m tinyprof: error: ")
 
 
 # What a script or module sees of how it was started, and how it ends.
@@ -88,15 +184,20 @@ INTROSPECT = textwrap.dedent("""
 DEMOS = os.path.join(os.path.dirname(__file__), "mpi4py_demo")
 
 
-def _both(argv, cwd, out):
-    """``python ARGV`` and ``python -m tinyprof -o OUT ARGV``, run from cwd."""
+def _both(argv, cwd, out, options=()):
+    """``python ARGV`` and ``python -m tinyprof -o OUT [OPTIONS] ARGV``, run from cwd."""
     runs = [subprocess.run([sys.executable, *prefix, *argv], cwd=cwd,
                            capture_output=True, text=True, timeout=60)
-            for prefix in ([], ["-m", "tinyprof", "-o", str(out)])]
+            for prefix in ([], ["-m", "tinyprof", "-o", str(out), *options])]
     return runs[0], runs[1], tinyprof.read(str(out))
 
 
-def test_a_script_sees_and_ends_as_under_python(tmp_path):
+# sampled (a bare --sample: its default rate, the script still the script), sites deeper
+OPTIONS = [(), ("--sample",), ("--sample", "1000", "--site-depth", "3")]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_a_script_sees_and_ends_as_under_python(tmp_path, options):
     """Through a relative path and a symbolic link: the same absolute
     ``__file__``, ``sys.argv``, ``sys.path[0]`` (the link's target's
     directory), ``__main__`` module, traceback and exit status."""
@@ -104,60 +205,90 @@ def test_a_script_sees_and_ends_as_under_python(tmp_path):
     (tmp_path / "src" / "app.py").write_text(INTROSPECT)
     (tmp_path / "link.py").symlink_to(tmp_path / "src" / "app.py")
     for script in ("src/app.py", "link.py"):
-        plain, profiled, prof = _both([script, "-o", "x"], tmp_path, tmp_path / script[:3])
+        plain, profiled, prof = _both([script, "-o", "x"], tmp_path, tmp_path / script[:3], options)
         assert plain.returncode == 1 and "ValueError" in plain.stderr, plain.stderr
         assert (profiled.returncode, profiled.stdout, profiled.stderr) == \
             (plain.returncode, plain.stdout, plain.stderr)
         assert f"file {tmp_path / script}\n" in plain.stdout
-        assert prof.callpaths == [(os.path.basename(script),)]
+        assert prof.callpaths[0] == (os.path.basename(script),)
+        if not options:
+            assert prof.callpaths == [(os.path.basename(script),)]
 
 
-def test_a_module_runs_as_under_python_m(tmp_path):
+@pytest.mark.parametrize("options", OPTIONS)
+def test_a_module_runs_as_under_python_m(tmp_path, options):
     """``python -m tinyprof -m pkg.mod args`` is ``python -m pkg.mod args``:
     everything after the module is its own, options included."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "mod.py").write_text(INTROSPECT)
     plain, profiled, prof = _both(["-m", "pkg.mod", "-o", "x", "--name", "y"], tmp_path,
-                                  tmp_path / "prof")
+                                  tmp_path / "prof", options)
     assert plain.returncode == 1 and f"file {tmp_path / 'pkg' / 'mod.py'}\n" in plain.stdout
     assert "argv ['" + str(tmp_path / "pkg" / "mod.py") + "', '-o', 'x', '--name', 'y']" \
         in plain.stdout
     assert (profiled.returncode, profiled.stdout) == (plain.returncode, plain.stdout)
     # runpy's frames differ (run_module against python's own start): the script's are the same
     assert profiled.stderr.splitlines()[-5:] == plain.stderr.splitlines()[-5:]
-    assert prof.name == "pkg.mod" and prof.callpaths == [("pkg.mod",)]
+    assert prof.name == "pkg.mod" and prof.callpaths[0] == ("pkg.mod",)
 
 
 @needs_mpi
 @pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
 def test_mpi4py_demos(tmp_path):
-    """mpi4py's own demos, by relative path from their directory: the spawning
-    counter (it spawns ``__file__`` and tells the child by ``sys.argv[0] ==
-    __file__``), hello world (also under ``-m mpi4py``), and the futures pool
-    (``-m mpi4py.futures``)."""
-    def run(nranks, *argv):
+    """mpi4py's own demos, by relative path from their directory, sampled at
+    100 Hz: the spawning counter (it spawns ``__file__`` and tells the child
+    by ``sys.argv[0] == __file__``), hello world (also under ``-m mpi4py``),
+    the futures pool (``-m mpi4py.futures``), the ring and pi by collectives
+    (its interval counts from stdin): the same output and status as plain
+    runs, and each MPI call at its line."""
+    def run(nranks, *argv, stdin=None, plain=False):
         out = tmp_path / f"prof{len(os.listdir(tmp_path))}"
-        proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, "-m", "tinyprof",
-                               "-o", str(out), *argv], cwd=DEMOS, capture_output=True,
-                              text=True, timeout=120)
+        profiling = [] if plain else ["-m", "tinyprof", "--sample", "100", "-o", str(out)]
+        proc = subprocess.run([MPIEXEC, "-n", str(nranks), sys.executable, *profiling, *argv],
+                              cwd=DEMOS, capture_output=True, text=True, timeout=120, input=stdin)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc.stdout, tinyprof.read(str(out))
+        return proc.stdout, None if plain else tinyprof.read(str(out))
+
+    def calls(prof, callpath, op):
+        rows = prof.mpi[(prof.mpi.op == op) & (prof.mpi.callpath == callpath)]
+        return rows.groupby("rank").calls.sum().to_dict()
 
     _, prof = run(2, "nxtval-dynproc.py")
-    assert prof.nranks == 2 and prof.callpaths == [("nxtval-dynproc.py",)]
+    assert prof.nranks == 2 and prof.callpaths[0] == ("nxtval-dynproc.py",)
     child = prof.mpi[~prof.mpi.comm.str.startswith("COMM_WORLD")]  # the spawned counter's
     ops = child.groupby("op").calls.sum()
     assert (ops["Send"], ops["Mrecv"]) == (2 * 5 + 1, 2 * 5)     # 5 values a rank, 1 stop
+    assert set(child[child.op == "Mrecv"].callpath) == {("nxtval-dynproc.py", "Counter.next (nxtval-dynproc.py:30)")}
     # mpiexec may run two ranks' output together: their lines are found, not split
     hello = re.compile(r"Hello, World! I am process (\d) of (\d) on " + re.escape(socket.gethostname()))
     out, prof = run(3, "helloworld.py")
     assert sorted(hello.findall(out)) == [(str(r), "3") for r in range(3)], out
-    assert prof.nranks == 3 and prof.callpaths == [("helloworld.py",)]
+    assert prof.nranks == 3 and prof.callpaths[0] == ("helloworld.py",)
     out, prof = run(2, "-m", "mpi4py", "helloworld.py")            # mpi4py's own runner
-    assert sorted(hello.findall(out)) == [("0", "2"), ("1", "2")] and prof.callpaths == [("mpi4py",)]
+    assert sorted(hello.findall(out)) == [("0", "2"), ("1", "2")] and prof.callpaths[0] == ("mpi4py",)
     out, prof = run(3, "-m", "mpi4py.futures", "run_hello.py")
     assert re.findall(r"Hello, World! I am worker (\d) of 2", out) == ["0", "1"], out
-    assert prof.nranks == 3 and prof.callpaths == [("mpi4py.futures",)]
+    assert prof.nranks == 3 and prof.callpaths[0] == ("mpi4py.futures",)
     sendrecv = prof.mpi[prof.mpi.op == "Sendrecv"]
     assert (sendrecv.calls.sum(), sendrecv.bytes.sum()) == (2 * 2, 2 * 2 * 128)
+    # the task's calls at its lines; the pool's own, from mpi4py's and threading's frames, the region's
+    assert set(prof.mpi.callpath) == {("mpi4py.futures",), ("mpi4py.futures", "helloworld (run_hello.py:7)"),
+                                      ("mpi4py.futures", "helloworld (run_hello.py:22)")}
+
+    # three runs of pi: two interval counts, then 0 (stop); rank 0 prints each pi
+    intervals = "1000\n100000\n0\n"
+    out, prof = run(3, "cpi-cco.py", stdin=intervals)
+    assert out == run(3, "cpi-cco.py", stdin=intervals, plain=True)[0] and out.count("pi is") == 2
+    region = ("cpi-cco.py",)
+    assert calls(prof, region + ("<module> (cpi-cco.py:55)",), "Bcast") == {0: 3, 1: 3, 2: 3}
+    assert calls(prof, region + ("<module> (cpi-cco.py:60)",), "Reduce") == {0: 2, 1: 2, 2: 2}
+    assert prof.mpi.calls.sum() == 3 * 5
+
+    # the ring: a Sendrecv to the right, then an Isend/Irecv pair completed by Waitall
+    out, prof = run(3, "ring.py")
+    assert out == ""
+    region, megs = ("ring.py",), 8 * 1_000_000
+    for line, op in ((36, "Sendrecv"), (44, "Isend"), (45, "Irecv"), (43, "Waitall")):
+        assert calls(prof, region + (f"<module> (ring.py:{line})",), op) == {0: 1, 1: 1, 2: 1}
+    assert prof.comm_matrix().tolist() == [[0, 2 * megs, 0], [0, 0, 2 * megs], [2 * megs, 0, 0]]

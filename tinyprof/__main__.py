@@ -1,5 +1,5 @@
-"""Zero-code runs: ``python -m tinyprof [-o DIR] [--frequency N] app.py [args]``
-or ``python -m tinyprof [options] -m module [args]``.
+"""Zero-code runs: ``python -m tinyprof [-o DIR] [--frequency N] [--sample [HZ]]
+[--site-depth K] app.py [args]`` or ``python -m tinyprof [options] -m module [args]``.
 
 Runs ``app.py`` as ``python app.py [args]`` would, and a module as
 ``python -m module [args]`` would: the same ``sys.argv``, ``sys.path[0]``,
@@ -7,7 +7,9 @@ Runs ``app.py`` as ``python app.py [args]`` would, and a module as
 runs under one region named after the script or module, and the profile is
 flushed at exit. Under an MPI launcher it initialises MPI (mpi4py) before
 the script runs, so that the communicators the script makes get their stable
-names, and records its MPI communication (``mpi=True``).
+names, and records its MPI communication (``mpi=True``), each call below the
+line of the program that made it (``sites``, ``--site-depth``). ``--sample``
+adds the program's sampled Python stacks below the region.
 """
 from __future__ import annotations
 
@@ -22,25 +24,32 @@ import sys
 import types
 from typing import Any, List, NoReturn, Optional, Tuple
 
+from . import annotate
 from .annotate import Event
 from .runtime.profiler import Profiler
 from .runtime.world import launched_rank
 
-_VALUED = ("-o", "--outdir", "--name", "--frequency")      # tinyprof's options taking a value
+_VALUED = ("-o", "--outdir", "--name", "--frequency", "--site-depth")   # tinyprof's options taking a value
+SAMPLE_HZ = 100.0           # --sample without a rate, as sample=True
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tinyprof",
         usage="python -m tinyprof [-h] [-o OUTDIR] [--name NAME] [--frequency FREQUENCY] "
-              "(script | -m module) [args ...]",
+              "[--sample [HZ]] [--site-depth K] (script | -m module) [args ...]",
         description="Profile an unannotated Python script or module: one region named after it, "
-                    "plus its MPI communication per communicator, operation, size and peer.")
+                    "plus its MPI communication per communicator, operation, size and peer, "
+                    "below the lines that made each call, and its sampled Python stacks.")
     p.add_argument("-o", "--outdir", help="output directory (default: <name>.tinyprof)")
     p.add_argument("--name", help="profile name (default: the script's file name without .py, "
                                   "or the module's name)")
     p.add_argument("--frequency", type=float, default=0,
                    help="snapshot interval in seconds (default: 0, none)")
+    p.add_argument("--sample", type=float, nargs="?", const=SAMPLE_HZ, default=0, metavar="HZ",
+                   help=f"sample the Python stacks HZ times a second (default without HZ: {SAMPLE_HZ:g})")
+    p.add_argument("--site-depth", type=int, default=1, metavar="K",
+                   help="frames of the program named per MPI call site (default: 1; 0: no sites)")
     p.add_argument("-m", dest="module", help="run a library module as a script, as python -m does")
     p.add_argument("script", nargs="?", help="the Python script to run")
     return p
@@ -56,13 +65,21 @@ def _split(argv: List[str]) -> Tuple[List[str], List[str]]:
             return argv[:i + 2], argv[i + 2:]
         if arg.startswith("-m") and not arg.startswith("--"):     # -mmodule
             return argv[:i + 1], argv[i + 1:]
-        if arg in _VALUED:
+        if arg in _VALUED or (arg == "--sample" and _number(argv[i + 1:i + 2])):
             i += 2
         elif arg.startswith("-") and arg != "-":
             i += 1
         else:
             return argv[:i + 1], argv[i + 1:]
     return argv, []
+
+
+def _number(args: List[str]) -> bool:
+    """Whether ``args`` is one number (``--sample``'s optional rate)."""
+    try:
+        return len(args) == 1 and float(args[0]) is not None
+    except ValueError:
+        return False
 
 
 def _run(code: types.CodeType, path: str, loader: Any, spec: Any = None) -> None:
@@ -132,6 +149,10 @@ def _hide_own_frames(e: BaseException) -> None:
 def main(argv: Optional[List[str]] = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     mine, rest = _split(argv)
+    for i, arg in enumerate(mine):      # a bare --sample before the script: the default rate
+        if arg == "--sample" and not _number(mine[i + 1:i + 2]):
+            mine.insert(i + 1, str(SAMPLE_HZ))
+            break
     opts = _parser().parse_args(mine)
     if opts.module is None and opts.script is None:
         _parser().error("a script or -m module is required")
@@ -155,9 +176,15 @@ def main(argv: Optional[List[str]] = None) -> None:
         name = os.path.splitext(region)[0]
     # Without a launcher there is no MPI to capture yet (and no warning that
     # there is none): TINYPROF_MPI decides, as for any Profiler.
-    Profiler(opts.name or name, opts.frequency, outdir=opts.outdir, mpi=True if launched else None)
+    try:
+        profiler = Profiler(opts.name or name, opts.frequency, outdir=opts.outdir,
+                            mpi=True if launched else None, sites=opts.site_depth, sample=opts.sample)
+    except (ValueError, TypeError) as e:        # a bad option: one line, as argparse says it
+        _parser().error(str(e).replace("tinyprof.Profiler: ", ""))
     try:
         with Event(region):
+            if profiler.session.added is not None:      # the program's other threads too
+                profiler.session.added.below(annotate.impl.current().id)
             if opts.module is not None:
                 sys.argv = [spec.origin, *rest]
                 _run(code, spec.origin, spec.loader, spec)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import sys
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -97,6 +98,23 @@ def _check(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
+def op_names() -> List[str]:
+    """The operations the library counts ("Allreduce", "Isend", ...); none
+    before mpi4py is loaded (loading the library loads MPI) or if it cannot be."""
+    if not _hooked and "mpi4py.MPI" not in sys.modules:
+        return []
+    try:
+        lib = _hooked[0] if _hooked else _bind(ctypes.CDLL(LIBRARY))
+    except (OSError, AttributeError):
+        return []
+    names: List[str] = []
+    while True:
+        raw = lib.tinyprof_mpi_op_name(len(names))
+        if not raw:
+            return names
+        names.append(raw.decode())
+
+
 @dataclass
 class CallTrace:
     """The MPI calls traced so far (``tinyprof_mpi_trace_calls``), with names."""
@@ -111,9 +129,10 @@ class CallTrace:
 class Capture:
     """The loaded library, recording for this process."""
 
-    def __init__(self, lib: ctypes.CDLL, attributes: bool) -> None:
+    def __init__(self, lib: ctypes.CDLL, source: Optional[int]) -> None:
         self.lib = lib
-        self.attributes = attributes    # calls charged to callpaths (the C core), not all to none
+        self.source = source            # address of the C core's source function
+        self.attributes = source is not None    # calls charged to callpaths, not all to none
         self._ops: Dict[int, str] = {}
         self.ucx: Optional[str] = None  # the transport view: "unused" (hooked) or "unavailable"
 
@@ -123,9 +142,10 @@ class Capture:
         lib = _hook()
         from .. import annotate
         address = getattr(annotate.impl, "_source_address", None)
-        lib.tinyprof_mpi_set_source(address() if address is not None else None)
+        source = address() if address is not None else None
+        lib.tinyprof_mpi_set_source(source)
         lib.tinyprof_mpi_enable(1)
-        return cls(lib, address is not None)
+        return cls(lib, source)
 
     def start_ucx(self) -> Optional[str]:
         """Count UCP operations too; the reason they cannot be, or None."""

@@ -87,7 +87,8 @@ def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[Loc
     mine = [lines[path] for path, _, _ in meta] if lines else []
     del meta
     sections = (pickle.dumps(assemble.moved(mpi, mine), pickle.HIGHEST_PROTOCOL) if mpi else b"",
-                trace_block.block(trace, dict(zip(nodes, mine))) if trace else b"")
+                trace_block.block(trace, {n: line for ids, line in zip(nodes, mine) for n in ids})
+                if trace else b"")
     box = [_encode_row(order, fields, consistent if with_consistent else None, executions,
                        sections)]
     del sections
@@ -125,21 +126,21 @@ def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[Loc
 
 
 def _encode_local(events: List[LocalEvent], metrics: Sequence[Tuple[str, bool]]
-                  ) -> Tuple[List[Meta], List[int], Dict[Callpath, bytes], Dict[Callpath, bytes]]:
+                  ) -> Tuple[List[Meta], List[List[int]], Dict[Callpath, bytes], Dict[Callpath, bytes]]:
     """This rank's callpaths ``(path, loop, common)`` in pre-order, their node
     ids, and its rank field and consistent field of each. Consumes
     ``events``: each copy of the event map is freed as soon as it is encoded."""
     consistent_keys = [k for k, c in metrics if c]
     inconsistent = [k for k, c in metrics if not c]
     meta: List[Meta] = []
-    nodes: List[int] = []
+    nodes: List[List[int]] = []     # the node ids each line stands for (sites: several)
     fields: Dict[Callpath, bytes] = {}
     consistent: Dict[Callpath, bytes] = {}
     events.reverse()
     while events:
         e = events.pop()
         meta.append((e.path, e.loop, e.common))
-        nodes.append(e.node.id if e.node is not None else -1)
+        nodes.append(getattr(e.node, "ids", [e.node.id]) if e.node is not None else [])
         fields[e.path] = encode_rank_field(e.times, e.execs, e.metric_columns(inconsistent))
         if consistent_keys:
             consistent[e.path] = encode_consistent(e.consistent, consistent_keys)

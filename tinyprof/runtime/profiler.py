@@ -35,7 +35,14 @@ class Profiler:
     written with the profile, besides ``TINYPROF_METADATA`` (``key=value,...``,
     string values; this dict wins on a key both give) and the keys recorded
     automatically (docs/api.md, "Run metadata"); ``read(...).metadata`` gives
-    them back.
+    them back. ``sites=True`` (or a frame count K, default 1 for True), with
+    ``mpi``, attributes each recorded MPI call to the Python line that made
+    it, a callpath element ``function (file:line)`` below the current event
+    (K frames: K elements), frames of mpi4py, tinyprof and the standard
+    library skipped (docs/mpi.md, "Call sites"). ``sample=HZ`` (``True``: 100) samples
+    every thread's Python stack HZ times a second, as callpaths below each
+    thread's innermost open event, valued by the time the samples stand for
+    (docs/unannotated.md).
 
     Creating a Profiler closes the previous one. Under MPI it is collective
     (one ``Dup`` of the communicator, one broadcast of the run id and the
@@ -49,10 +56,11 @@ class Profiler:
                  comm: Any = None, keep: str = "last", mpi: Optional[bool] = None,
                  trace: Optional[bool] = None, trace_limit: Optional[int] = None,
                  chain: Optional[int] = None, ucx: Optional[bool] = None,
-                 metadata: Optional[dict] = None) -> None:
+                 metadata: Optional[dict] = None, sites: object = False,
+                 sample: Optional[float] = None) -> None:
         from .settings import Settings  # loaded here: a light `import tinyprof`
         settings = Settings.create(name, frequency, selfkeys, outdir, aggregators, keep, mpi,
-                                   trace, trace_limit, chain, ucx, metadata)
+                                   trace, trace_limit, chain, ucx, metadata, sites, sample)
         if comm is not None and not hasattr(comm, "Allgather"):
             raise TypeError(f"tinyprof.Profiler: comm must be an mpi4py communicator, "
                             f"not {type(comm).__name__}")
@@ -114,7 +122,7 @@ class Profiler:
         s = self.settings
         return (f"tinyprof.Profiler({s.name!r}, frequency={s.frequency:g}, "
                 f"selfkeys={s.selfkeys!r}, outdir={s.outdir!r}, keep={s.keep!r}, mpi={s.mpi}, "
-                f"ucx={s.ucx}, trace={s.trace})")
+                f"ucx={s.ucx}, trace={s.trace}, sites={s.sites}, sample={s.sample:g})")
 
 
 def flush() -> Optional[str]:

@@ -23,7 +23,7 @@ from ..annotate import metrics
 from ..format import layout, meta_section
 from ..format.encoding import NO_RUN, env_run_id
 from ..format.mpi_section import Section
-from . import assemble, lifecycle
+from . import assemble, lifecycle, stacks
 from .collect import LocalEvent, collect
 from .settings import Settings
 from .snapshots import SnapshotStats, Snapshotter
@@ -76,6 +76,7 @@ class Session:
         self.last_flush: Optional[FlushStats] = None     # of the last MPI flush
         self.snapshotter: Optional[Snapshotter] = None
         self.capture: Any = None        # _capture.Capture when MPI is recorded
+        self.added: Optional[stacks.Added] = None   # call sites and samples, when asked
         self.syncs: List[Tuple[int, int, int]] = []    # trace clock: first and latest sync
         self.live = False
         self.start_time = 0.0           # rank 0's clock at start, as broadcast
@@ -101,6 +102,14 @@ class Session:
         comm = world_comm(self.user_comm)
         if settings.mpi:
             self._start_capture(comm)
+        if settings.sites or settings.sample:
+            self.added = stacks.Added(settings.sites if self.capture is not None else 0,
+                                      settings.sample)
+            if settings.sites and self.capture is not None:
+                problem = self.added.start_sites(self.capture.lib, self.capture.source or 0)
+                if problem:
+                    self.added.depth = 0
+                    self.warn("sites", f"sites: MPI calls are not attributed to Python lines: {problem}")
         if settings.trace:
             annotate.impl.trace(settings.trace_limit)
             if self.capture is not None:
@@ -127,11 +136,13 @@ class Session:
             layout.mark_run(settings.outdir, self.stem, run)
         snap = self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
                                               run, self.clock, self._snapshot_extras, self.paused,
-                                              self.metadata)
+                                              self.metadata, self._extended)
         self.live = True
         lifecycle.attach(self)
         if settings.frequency:
             self._start_snapshots(snap)
+        if self.added is not None and settings.sample:
+            self.added.start_sampler()
         return self
 
     def _start_snapshots(self, snap: Snapshotter) -> None:
@@ -192,6 +203,8 @@ class Session:
         snap = self.snapshotter
         if snap is not None:
             snap.close()
+        if self.added is not None:
+            self.added.stop()
         if self.private is not None and live_mpi() is not None:
             with self.paused():
                 for group in self.groups.values():
@@ -260,8 +273,8 @@ class Session:
         # and whatever another thread records meanwhile changes the
         # fingerprint, so the exit flush writes it.
         trace = self._trace_records() if self.settings.trace else None
-        state = fingerprint(impl.root(), impl.executions())
-        events = collect(impl.root())
+        state = self._state()
+        events = self._extended(collect(impl.root()))
         executions = impl.executions()      # after collect: never fewer than the fields hold
         label = self.label("flush", self.flushes)
         self.flushes += 1                   # every attempt takes a number, on all ranks alike
@@ -279,6 +292,22 @@ class Session:
             self.flushed = state
         return self.settings.outdir
 
+    def _state(self) -> tuple:
+        """What a flush would write, in brief: unchanged, the exit flush is not needed."""
+        impl = annotate.impl
+        return (fingerprint(impl.root(), impl.executions()),
+                self.added.state() if self.added is not None else 0)
+
+    def _extended(self, events: List[LocalEvent]) -> List[LocalEvent]:
+        """The event map's copy with the call sites and samples below it."""
+        if self.added is None:
+            return events
+        events = self.added.extend(events)
+        if self.added.full:
+            self.warn("sites-full", "sites: too many distinct MPI call sites; the calls of "
+                      "later ones are charged to their event")
+        return events
+
     def _trace_records(self) -> Records:
         """What this rank traced so far (read before the event map is copied)."""
         from . import trace_block
@@ -291,7 +320,7 @@ class Session:
         when MPI is not recorded."""
         if self.capture is None:
             return None
-        return self.capture.section(self.rank, {e.node.id: i for i, e in enumerate(events)})
+        return self.capture.section(self.rank, stacks.lines(events))
 
     def _snapshot_extras(self, events: Sequence[LocalEvent]
                          ) -> Tuple[Optional[Section], List[Tuple[str, bytes]]]:
@@ -340,8 +369,7 @@ class Session:
         if not self.live or snap is None:
             return
         impl = annotate.impl
-        need = bool(impl.root().children) and \
-            fingerprint(impl.root(), impl.executions()) != self.flushed
+        need = bool(impl.root().children) and self._state() != self.flushed
         try:
             with self.paused():
                 normal, needed = self._agree_at_exit(need, aborting)
@@ -415,7 +443,7 @@ class Session:
 def _trace_block(records: Records, events: Sequence[LocalEvent]) -> bytes:
     """The trace block of a one-rank file, whose lines are the positions in ``events``."""
     from . import trace_block
-    return trace_block.block(records, {e.node.id: i for i, e in enumerate(events)})
+    return trace_block.block(records, stacks.lines(events))
 
 
 _active: Optional[Session] = None

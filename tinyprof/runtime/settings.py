@@ -22,6 +22,9 @@ Metrics = Tuple[Tuple[str, bool], ...]      # (key, consistent?) in declaration 
 KEEP_POLICIES = ("last", "all")
 TRACE_LIMIT = 2_000_000     # occurrences (and MPI calls) kept per rank: 64 MB each
 CHAIN = 32                  # deltas after the first full snapshot (then twice as many each time)
+MAX_SITE_DEPTH = 8          # frames of a call site (_frames.c's MAX_DEPTH)
+MAX_SAMPLE = 10_000         # samples per second
+SAMPLE_HZ = 100.0           # sample=True
 
 
 def env_flag(name: str) -> bool:
@@ -142,13 +145,16 @@ class Settings:
     chain: int = CHAIN
     metadata: Tuple[Tuple[str, meta_section.Value], ...] = ()    # user keys, sorted
     auto_metadata: bool = True
+    sites: int = 0              # frames of an MPI call's site (0: no sites)
+    sample: float = 0.0         # stack samples per second (0: none)
 
     @classmethod
     def create(cls, name: str = "profile", frequency: float = 0, selfkeys: str = "",
                outdir: Optional[str] = None, aggregators: Optional[int] = None,
                keep: str = "last", mpi: Optional[bool] = None, trace: Optional[bool] = None,
                trace_limit: Optional[int] = None, chain: Optional[int] = None,
-               ucx: Optional[bool] = None, metadata: Optional[dict] = None) -> Settings:
+               ucx: Optional[bool] = None, metadata: Optional[dict] = None,
+               sites: object = False, sample: Optional[float] = None) -> Settings:
         if not isinstance(name, str):
             raise TypeError(f"tinyprof.Profiler: name must be a str, not {type(name).__name__}")
         # Checked as any object: callers may pass what the annotation rules out
@@ -197,12 +203,25 @@ class Settings:
                           + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
                           + "; those items are left out", RuntimeWarning, stacklevel=3)
         entries = {**from_env, **given_meta}    # the program's own word wins
+        if sites is True:
+            sites = 1
+        elif sites is False or sites is None:
+            sites = 0
+        elif not isinstance(sites, int) or not 0 <= sites <= MAX_SITE_DEPTH:
+            raise ValueError(f"tinyprof.Profiler: sites must be True, False or a frame count "
+                             f"in [0, {MAX_SITE_DEPTH}], not {sites!r}")
+        hz: object = 0.0 if sample is None or sample is False else SAMPLE_HZ if sample is True else sample
+        if isinstance(hz, bool) or not isinstance(hz, numbers.Real) or not math.isfinite(float(hz)) \
+                or not 0 <= float(hz) <= MAX_SAMPLE:
+            raise ValueError(f"tinyprof.Profiler: sample must be a number of samples per second "
+                             f"in [0, {MAX_SAMPLE}], not {sample!r}")
         return cls(name=name, frequency=freq, metrics=tuple(parse_selfkeys(selfkeys)),
                    outdir=os.fspath(outdir) if outdir is not None else f"{name}.tinyprof",
                    aggregators=aggregators, keep=keep, mpi=mpi, ucx=ucx, trace=trace,
                    trace_limit=trace_limit, chain=chain,
                    metadata=tuple(sorted(entries.items())[:meta_section.MAX_ENTRIES]),
-                   auto_metadata=os.environ.get("TINYPROF_AUTO_METADATA", "").strip() != "0")
+                   auto_metadata=os.environ.get("TINYPROF_AUTO_METADATA", "").strip() != "0",
+                   sites=sites, sample=float(hz))
 
     def aggregator_count(self, nranks: int) -> int:
         """Number of aggregators (files) of a flush over ``nranks`` ranks."""

@@ -75,9 +75,12 @@ class Snapshotter:
                  run: str, clock: Callable[[], float] = time.time,
                  extras: Extras = lambda events: (None, ()),
                  paused: Callable[[], ContextManager[None]] = contextlib.nullcontext,
-                 meta: Callable[[], bytes] = bytes) -> None:
+                 meta: Callable[[], bytes] = bytes,
+                 extended: Callable[[List[LocalEvent]], List[LocalEvent]] = lambda events: events
+                 ) -> None:
         self.settings, self.stem, self.extras, self.paused = settings, stem, extras, paused
         self.meta = meta                    # the run's meta section (rank 0; b"" elsewhere)
+        self.extended = extended            # the copy with the call sites and samples
         self.rank, self.size, self.start = rank, size, start
         self.run, self.clock = run, clock
         self.last = 0                       # newest snapshot number this rank took part in
@@ -121,7 +124,7 @@ class Snapshotter:
         if impl.root() is not self.root:        # a reset: a new event map, nothing to build on
             self.root, self.base, self.fresh = impl.root(), {}, self.root is not None
         full = self._full(k, kind)
-        events = collect(self.root)
+        events = self.extended(collect(self.root))
         executions = impl.executions()     # after collect: never fewer than the fields hold
         mpi, sections = self.extras(events)
         part, base = rank_part(events, self.rank, executions, self.settings.metrics,
