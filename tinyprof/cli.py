@@ -3,6 +3,7 @@
 ``tinyprof show PROFILE`` prints a per-callpath summary across ranks;
 ``tinyprof report PROFILE -o report.html`` writes the HTML report;
 ``tinyprof mpi PROFILE`` prints its MPI calls as mpisee-through does;
+``tinyprof run -n N ./app [args]`` profiles an unchanged MPI binary (docs/native.md);
 ``tinyprof critical-path PROFILE`` and ``tinyprof wait-states PROFILE``
 analyse a traced run (docs/trace.md);
 ``tinyprof callflow PROFILE`` opens a profile in CallFlow;
@@ -14,6 +15,9 @@ one-line message naming the file and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import subprocess
 import sys
 from typing import List, Optional
 
@@ -66,6 +70,29 @@ def _mpi(args: argparse.Namespace) -> int:
     if not rows:
         print("tinyprof: no MPI call matches", file=sys.stderr)
     return 0 if rows else 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    lib = os.path.join(here, "libtinyprof_mpi.so")
+    missing = [n for n in ("libtinyprof_mpi.so", "libtinyprof_whole.so")
+               if not os.path.exists(os.path.join(here, n))]
+    if missing:
+        print(f"tinyprof run: {', '.join(missing)} not built (pip install needs an MPI C and C++ compiler, "
+              "docs/mpi.md): nothing would be profiled", file=sys.stderr)
+        return 1
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    mpiexec = args.mpiexec or (beside if os.access(beside, os.X_OK) else shutil.which("mpiexec") or "mpiexec")
+    preload = ":".join(p for p in (lib, os.environ.get("LD_PRELOAD")) if p)
+    settings = [f"LD_PRELOAD={preload}", f"TINYPROF_NAME={args.name or os.path.basename(args.program)}"]
+    if args.outdir:
+        settings.append(f"TINYPROF_OUTDIR={os.path.abspath(args.outdir)}")
+    cmd = [mpiexec, "-n", str(args.nranks), "env", *settings, args.program, *args.args]
+    try:
+        return subprocess.call(cmd)
+    except OSError as e:
+        print(f"tinyprof run: {mpiexec}: {e.strerror or e}", file=sys.stderr)
+        return 127
 
 
 def _trace_command(args: argparse.Namespace) -> int:
@@ -214,6 +241,20 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--segments", action="store_true",
                              help="print the path's segments in time order instead")
         sub.set_defaults(run=_trace_command)
+    run = commands.add_parser(
+        "run", help="profile an unchanged MPI program (C, C++, Fortran) under mpiexec",
+        description="Run PROGRAM on N ranks with tinyprof's MPI library preloaded: the whole "
+                    "program is profiled under one region named after it, from MPI_Init to "
+                    "MPI_Finalize, with its MPI calls. Runs `mpiexec -n N env LD_PRELOAD=... "
+                    "PROGRAM ARGS` and exits with its status. See docs/native.md.")
+    run.add_argument("-n", dest="nranks", type=_count, required=True, metavar="N", help="number of ranks")
+    run.add_argument("-o", "--outdir", metavar="DIR", help="output directory (default: NAME.tinyprof)")
+    run.add_argument("--name", help="profile name (default: the program's file name)")
+    run.add_argument("--mpiexec", metavar="PATH",
+                     help="the MPI launcher (default: mpiexec beside this Python, else on PATH)")
+    run.add_argument("program", metavar="PROGRAM", help="the program to run")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments")
+    run.set_defaults(run=_run)
     tuner = commands.add_parser(
         "tune", help="recommend an aggregator count for this machine (run under mpiexec)",
         description="Run the aggregator sweep (paper Fig. 6) on the ranks this is launched "

@@ -1,0 +1,163 @@
+"""Unchanged MPI binaries (issue 35): libtinyprof_mpi preloaded into a C
+program that knows nothing of tinyprof profiles the whole program under one
+region named after it, with its MPI calls counted exactly, through the
+documented ``mpiexec ... env LD_PRELOAD=...`` line and ``tinyprof run``; an
+annotated C++ program keeps its own profile only; the program's output and
+exit status stay its own, also when the profile cannot be written."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BIN, MPIEXEC, run
+from test_mpi_capture import check_run
+
+import tinyprof
+
+HERE = Path(tinyprof.__file__).parent
+LIB, WHOLE = HERE / "libtinyprof_mpi.so", HERE / "libtinyprof_whole.so"
+MPICC = BIN / "mpicc"
+pytestmark = pytest.mark.skipif(not (LIB.exists() and WHOLE.exists() and MPICC.exists()),
+                                reason="libtinyprof_mpi.so, libtinyprof_whole.so or mpicc missing")
+
+APP = r"""
+#include <mpi.h>
+#include <stdio.h>
+
+void reduce_a(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
+void reduce_b(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
+
+int main(int argc, char **argv) {
+    int provided, rank, size, token;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm pairs;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pairs);
+    double x[4] = {1, 2, 3, 4};
+    for (int i = 0; i < 20; i++) reduce_a(x);
+    for (int i = 0; i < 60; i++) reduce_b(x);
+    token = rank;
+    MPI_Sendrecv_replace(&token, 1, MPI_INT, (rank + 1) % size, 0, (rank + size - 1) % size, 0,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Bcast(&token, 1, MPI_INT, 0, pairs);
+    MPI_Comm_free(&pairs);
+    printf("rank %d of %d: %s %g\n", rank, size, argc > 1 ? argv[1] : "-", x[0]);
+    MPI_Finalize();
+    return rank == 0 ? 3 : 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory) -> Path:
+    """The C program, built with the wheel's mpicc: -g and -rdynamic as for mpiP."""
+    where = tmp_path_factory.mktemp("preload")
+    (where / "app.c").write_text(APP)
+    subprocess.run([str(MPICC), "-O2", "-g", "-rdynamic", str(where / "app.c"), "-o", str(where / "app")],
+                   check=True, capture_output=True, text=True)
+    return where / "app"
+
+
+def check_profile(outdir: Path, nranks: int) -> None:
+    prof = tinyprof.read(outdir)
+    assert prof.name == "app" and prof.callpaths == [("app",)] and prof.nranks == nranks
+    rows = {(r.callpath, r.rank, r.comm, r.op): (r.calls, r.bytes) for r in prof.mpi.itertuples()}
+    for r in range(nranks):
+        pair = "COMM_WORLD.split1" + (f"@{r // 2 * 2}" if nranks > 2 else "")
+        assert rows[(("app",), r, "COMM_WORLD", "Allreduce")] == (80, 80 * 32)
+        assert rows[(("app",), r, "COMM_WORLD", "Sendrecv_replace")] == (1, 4)
+        assert rows[(("app",), r, "COMM_WORLD", "Comm_split")] == (1, 0)
+        assert rows[(("app",), r, pair, "Bcast")] == (1, 4)
+        assert rows[(("app",), r, pair, "Comm_free")] == (1, 0)
+    assert len(rows) == 5 * nranks, sorted(rows)         # none of tinyprof's own traffic
+    assert prof.comm_matrix().sum() == 4 * nranks
+    assert list(prof.communicators.created[prof.communicators.comm.str.startswith(pair[:17])]) == \
+        [("app",)] * len(prof.communicators[prof.communicators.comm.str.startswith(pair[:17])])
+    for r in range(nranks):            # one occurrence: from MPI_Init to MPI_Finalize
+        (region,), = prof.series(("app",), r)
+        assert region > 0
+
+
+def lines(out: str):
+    return sorted(out.splitlines())
+
+
+@pytest.mark.parametrize("nranks", [1, 3])
+def test_a_preloaded_unchanged_binary_is_profiled_whole(app, tmp_path, nranks):
+    plain = subprocess.run([str(MPIEXEC), "-n", str(nranks), str(app), "hi"], capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path)
+    assert plain.returncode == 3 and not list(tmp_path.iterdir())
+    proc = subprocess.run([str(MPIEXEC), "-n", str(nranks), "env", f"LD_PRELOAD={LIB}", str(app), "hi"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert (proc.returncode, lines(proc.stdout), proc.stderr) == (3, lines(plain.stdout), "")
+    check_profile(tmp_path / "app.tinyprof", nranks)
+
+
+def test_tinyprof_run(app, tmp_path):
+    proc = subprocess.run([str(BIN / "tinyprof"), "run", "-n", "3", "-o", "prof", str(app), "hi"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    assert proc.returncode == 3, proc.stderr
+    assert [line.rsplit(" ", 1)[0] for line in lines(proc.stdout)] == [f"rank {r} of 3: hi" for r in range(3)]
+    check_profile(tmp_path / "prof", 3)
+
+
+@pytest.mark.parametrize("outdir", ["file", "file/prof"])
+def test_a_profile_that_cannot_be_written_never_fails_the_program(app, tmp_path, outdir):
+    (tmp_path / "file").write_text("not a directory")
+    proc = run(["env", f"LD_PRELOAD={LIB}", f"TINYPROF_OUTDIR={tmp_path / outdir}", app, "hi"], nranks=3,
+               check=False)
+    assert proc.returncode == 3 and len(proc.stdout.splitlines()) == 3, proc.stdout + proc.stderr
+    warnings = proc.stderr.splitlines()
+    assert len(warnings) == 1 and warnings[0].startswith(f"tinyprof: cannot write profile file {tmp_path / outdir}/"), \
+        proc.stderr
+    assert (tmp_path / "file").read_text() == "not a directory"
+
+
+def test_tinyprof_0_turns_it_off(app, tmp_path):
+    proc = subprocess.run([str(MPIEXEC), "-n", "2", "env", f"LD_PRELOAD={LIB}", "TINYPROF=0", str(app)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 3 and not list(tmp_path.iterdir()), proc.stderr
+
+
+def test_an_annotated_program_is_not_profiled_twice(build, tmp_path):
+    """mpi_capture.cpp has a Profiler of its own: its profile holds exactly its
+    calls (check_run), and the whole-program one writes nothing, not even the
+    run marker it would leave in an existing directory of its name."""
+    exe = build("tests/native/mpi_capture.cpp")
+    (tmp_path / "mpi_capture.tinyprof").mkdir()
+    proc = subprocess.run([str(MPIEXEC), "-n", "3", "env", f"LD_PRELOAD={LIB}", str(exe), str(tmp_path / "prof")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    check_run(tmp_path / "prof", 3, 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mpi_capture.tinyprof", "prof"]
+    assert not list((tmp_path / "mpi_capture.tinyprof").iterdir())
+
+
+@pytest.mark.skipif(shutil.which("gfortran") is None or not (BIN / "mpifort").exists(),
+                    reason="no gfortran with MPI Fortran bindings (mpifort) for this MPI")
+def test_a_fortran_binary(tmp_path):
+    (tmp_path / "app.f90").write_text("""
+program app
+  use mpi
+  integer :: ierr, rank, i
+  double precision :: x(4)
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  x = 1
+  do i = 1, 80
+    call MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
+  end do
+  call MPI_Finalize(ierr)
+end program app
+""")
+    subprocess.run([str(BIN / "mpifort"), str(tmp_path / "app.f90"), "-o", str(tmp_path / "app")], check=True)
+    run(["env", f"LD_PRELOAD={LIB}", f"TINYPROF_OUTDIR={tmp_path / 'prof'}", tmp_path / "app"], nranks=2)
+    prof = tinyprof.read(tmp_path / "prof")
+    rows = {(r.callpath, r.rank, r.op): r.calls for r in prof.mpi.itertuples()}
+    assert rows == {(("app",), r, "Allreduce"): 80 for r in range(2)}
+
