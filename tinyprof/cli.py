@@ -87,6 +87,8 @@ def _run(args: argparse.Namespace) -> int:
     settings = [f"LD_PRELOAD={preload}", f"TINYPROF_NAME={args.name or os.path.basename(args.program)}"]
     if args.outdir:
         settings.append(f"TINYPROF_OUTDIR={os.path.abspath(args.outdir)}")
+    if args.site_depth:
+        settings.append(f"TINYPROF_SITES={args.site_depth}")
     cmd = [mpiexec, "-n", str(args.nranks), "env", *settings, args.program, *args.args]
     try:
         return subprocess.call(cmd)
@@ -250,6 +252,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-n", dest="nranks", type=_count, required=True, metavar="N", help="number of ranks")
     run.add_argument("-o", "--outdir", metavar="DIR", help="output directory (default: NAME.tinyprof)")
     run.add_argument("--name", help="profile name (default: the program's file name)")
+    run.add_argument("--site-depth", type=_count, default=0, metavar="K",
+                     help="charge each MPI call to the K innermost frames of the program that "
+                          "made it (call sites, at most 16; default 0: to the program's region)")
     run.add_argument("--mpiexec", metavar="PATH",
                      help="the MPI launcher (default: mpiexec beside this Python, else on PATH)")
     run.add_argument("program", metavar="PROGRAM", help="the program to run")

@@ -7,6 +7,7 @@ exit status stay its own, also when the profile cannot be written."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,6 +28,7 @@ APP = r"""
 #include <mpi.h>
 #include <stdio.h>
 
+/* exported (-rdynamic), and -O0: not inlined, and no tail call that would hide their frames */
 void reduce_a(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
 void reduce_b(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
 
@@ -57,7 +59,7 @@ def app(tmp_path_factory) -> Path:
     """The C program, built with the wheel's mpicc: -g and -rdynamic as for mpiP."""
     where = tmp_path_factory.mktemp("preload")
     (where / "app.c").write_text(APP)
-    subprocess.run([str(MPICC), "-O2", "-g", "-rdynamic", str(where / "app.c"), "-o", str(where / "app")],
+    subprocess.run([str(MPICC), "-O0", "-g", "-rdynamic", str(where / "app.c"), "-o", str(where / "app")],
                    check=True, capture_output=True, text=True)
     return where / "app"
 
@@ -104,6 +106,33 @@ def test_tinyprof_run(app, tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert [line.rsplit(" ", 1)[0] for line in lines(proc.stdout)] == [f"rank {r} of 3: hi" for r in range(3)]
     check_profile(tmp_path / "prof", 3)
+
+
+def test_call_sites(app, tmp_path):
+    """--site-depth 2: each Allreduce is charged to main's line that called
+    reduce_a (20 per rank) or reduce_b (60), then to the line in it; names
+    are `function (object+0xoffset)`, offsets that addr2line turns into the
+    source lines."""
+    proc = subprocess.run([str(BIN / "tinyprof"), "run", "-n", "3", "--site-depth", "2", "-o", "prof", str(app)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    assert proc.returncode == 3, proc.stderr
+    prof = tinyprof.read(tmp_path / "prof")
+    calls = {}
+    for r in prof.mpi.itertuples():
+        if r.op == "Allreduce":
+            calls.setdefault((r.callpath, r.rank), r.calls)
+    sites = sorted({path for path, _ in calls})
+    assert [[name.split(" ")[0] for name in path] for path in sites] == \
+        [["app", "main", "reduce_a"], ["app", "main", "reduce_b"]], sites
+    assert all(re.fullmatch(r"\w+ \(app\+0x[0-9a-f]+\)", name) for path in sites for name in path[1:]), sites
+    assert calls == {(path, r): 20 if path[2].startswith("reduce_a") else 60 for path in sites for r in range(3)}
+    addr2line = shutil.which("addr2line")
+    if addr2line:
+        source = [subprocess.run([addr2line, "-e", str(app), path[2].split("+")[1][:-1]], capture_output=True,
+                                 text=True).stdout for path in sites]
+        assert [line.split(":")[0] for line in source] == [str(app) + ".c"] * 2, source
+        assert [int(line.split(":")[1].split()[0]) for line in source] == [6, 7], source
 
 
 @pytest.mark.parametrize("outdir", ["file", "file/prof"])
