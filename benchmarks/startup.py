@@ -8,10 +8,13 @@ Four ways, interleaved run by run, each a fresh process:
 - ``serial``: ``python app.py`` against ``python -m tinyprof app.py`` with no
   launcher (no MPI capture), ``app.py`` doing nothing;
 - ``mpi``: the same under ``mpiexec -n 1`` (tinyprof initialises MPI and
-  captures it), ``app.py`` importing ``mpi4py.MPI`` as any MPI script does.
+  captures it), ``app.py`` importing ``mpi4py.MPI`` as any MPI script does;
+- ``binary``: an unchanged C program (``MPI_Init``, ``MPI_Finalize``) under
+  ``mpiexec -n 1``, plain and with libtinyprof_mpi preloaded (the whole-program
+  profile, docs/native.md), when the wheel's ``mpicc`` is there.
 
 A line gives the median over the runs of: the time from spawning the process
-to the script's line after its imports (the start-up; under tinyprof MPI is
+to the script's line after its imports (the C program's after MPI_Init) (the start-up; under tinyprof MPI is
 up by then, in a plain run the script's import starts it), and of the whole run (start to
 exit: tinyprof's flush at exit included). ``--base`` also runs another tree's
 tinyprof (its own package, this tree's interpreter) for a before/after.
@@ -32,6 +35,19 @@ BIN = os.path.join(TREE, ".venv", "bin")
 APP = """import time
 {imports}
 print(time.time_ns())
+"""
+C_APP = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <time.h>
+int main(int argc, char **argv) {
+    struct timespec ts;
+    MPI_Init(&argc, &argv);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    printf("%lld\n", (long long)ts.tv_sec * 1000000000 + ts.tv_nsec);
+    MPI_Finalize();
+    return 0;
+}
 """
 
 
@@ -65,6 +81,17 @@ def main() -> None:
                 out = os.path.join(tmp, f"out-{mode}-{len(ways)}")
                 ways[(mode, f"-m tinyprof ({label})")] = (
                     launch + [python, "-m", "tinyprof", "-o", out, app], tree)
+        mpicc = os.path.join(BIN, "mpicc")
+        if os.path.exists(mpicc):
+            with open(os.path.join(tmp, "app.c"), "w") as f:
+                f.write(C_APP)
+            exe = os.path.join(tmp, "app")
+            subprocess.run([mpicc, "-O2", os.path.join(tmp, "app.c"), "-o", exe], check=True)
+            lib = os.path.join(TREE, "tinyprof", "libtinyprof_mpi.so")
+            launch = [os.path.join(BIN, "mpiexec"), "-n", "1"]
+            ways[("binary", "python")] = (launch + [exe], TREE)      # the plain run of its mode
+            ways[("binary", "LD_PRELOAD")] = (launch + ["env", f"LD_PRELOAD={lib}",
+                                                        f"TINYPROF_OUTDIR={os.path.join(tmp, 'c')}", exe], TREE)
         times: dict = {k: [] for k in ways}
         for run in range(args.runs + 1):
             for key, (cmd, tree) in ways.items():
@@ -74,9 +101,11 @@ def main() -> None:
                 took = once(cmd, env)
                 if run:                                     # the first run writes the .pyc files
                     times[key].append(took)
-    print(f"median of {args.runs} runs, seconds; +: over plain python of the same mode")
+    print(f"median of {args.runs} runs, seconds; +: over the plain run of the same mode "
+          "(python, or the binary without preload)")
     print(f"{'mode':7} {'command':28} {'start-up':>9} {'+':>7} {'whole run':>10} {'+':>7}")
     for (mode, label), runs in times.items():
+        label = "./app" if (mode, label) == ("binary", "python") else label
         start = statistics.median(r[0] for r in runs)
         whole = statistics.median(r[1] for r in runs)
         plain = times[(mode, "python")]
