@@ -14,15 +14,19 @@ Four ways, interleaved run by run, each a fresh process:
   profile, docs/native.md), when the wheel's ``mpicc`` is there.
 
 A line gives the median over the runs of: the time from spawning the process
-to the script's line after its imports (the C program's after MPI_Init) (the start-up; under tinyprof MPI is
-up by then, in a plain run the script's import starts it), and of the whole run (start to
-exit: tinyprof's flush at exit included). ``--base`` also runs another tree's
-tinyprof (its own package, this tree's interpreter) for a before/after.
+to the script's line after its imports (the C program's after MPI_Init) (the
+start-up; under tinyprof MPI is up by then, in a plain run the script's import
+starts it), and of the whole run (start to exit: tinyprof's flush at exit
+included); in wall time, and in CPU time (the rank's own to that line, the
+process tree's for the whole run), which a busy machine inflates less.
+``--base`` also runs another tree's tinyprof (its own package, this tree's
+interpreter) for a before/after.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,7 +38,7 @@ TREE = os.path.dirname(HERE)
 BIN = os.path.join(TREE, ".venv", "bin")
 APP = """import time
 {imports}
-print(time.time_ns())
+print(time.time_ns(), time.process_time())
 """
 C_APP = r"""
 #include <mpi.h>
@@ -44,20 +48,27 @@ int main(int argc, char **argv) {
     struct timespec ts;
     MPI_Init(&argc, &argv);
     clock_gettime(CLOCK_REALTIME, &ts);
-    printf("%lld\n", (long long)ts.tv_sec * 1000000000 + ts.tv_nsec);
+    printf("%lld %f\n", (long long)ts.tv_sec * 1000000000 + ts.tv_nsec, (double)clock() / CLOCKS_PER_SEC);
     MPI_Finalize();
     return 0;
 }
 """
 
 
-def once(cmd, env) -> tuple:
-    """(seconds to the script's line after its imports, seconds of the whole run)."""
-    t0 = time.time_ns()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    t1 = time.time_ns()
-    first = int(out.split()[0])
-    return (first - t0) / 1e9, (t1 - t0) / 1e9
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def once(cmd, env, cwd) -> tuple:
+    """Seconds to the script's line after its imports, of the whole run, and
+    the CPU seconds of both: the rank's own to that line, the whole process
+    tree's (launcher included), which a loaded machine does not inflate."""
+    t0, c0 = time.time_ns(), cpu()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=cwd).stdout
+    t1, c1 = time.time_ns(), cpu()
+    first, first_cpu = out.split()[:2]
+    return (int(first) - t0) / 1e9, (t1 - t0) / 1e9, float(first_cpu), c1 - c0
 
 
 def main() -> None:
@@ -98,20 +109,22 @@ def main() -> None:
                 env = dict(os.environ, PYTHONPATH=tree)
                 env.pop("TINYPROF_MPI", None)
                 env.pop("PYTHONDONTWRITEBYTECODE", None)    # as installed: compiled once, then cached
-                took = once(cmd, env)
+                took = once(cmd, env, tmp)      # not in a tree: python -m finds the cwd's package first
                 if run:                                     # the first run writes the .pyc files
                     times[key].append(took)
     print(f"median of {args.runs} runs, seconds; +: over the plain run of the same mode "
           "(python, or the binary without preload)")
-    print(f"{'mode':7} {'command':28} {'start-up':>9} {'+':>7} {'whole run':>10} {'+':>7}")
+    print(f"{'':36} {'wall':^34} {'CPU':^34}")
+    print(f"{'mode':7} {'command':28}" + f" {'start-up':>9} {'+':>7} {'whole run':>10} {'+':>6}" * 2)
     for (mode, label), runs in times.items():
-        label = "./app" if (mode, label) == ("binary", "python") else label
-        start = statistics.median(r[0] for r in runs)
-        whole = statistics.median(r[1] for r in runs)
         plain = times[(mode, "python")]
-        p0 = statistics.median(r[0] for r in plain)
-        p1 = statistics.median(r[1] for r in plain)
-        print(f"{mode:7} {label:28} {start:9.3f} {start - p0:+7.3f} {whole:10.3f} {whole - p1:+7.3f}")
+        label = "./app" if (mode, label) == ("binary", "python") else label
+        cells = ""
+        for i in range(4):
+            value = statistics.median(r[i] for r in runs)
+            over = value - statistics.median(r[i] for r in plain)
+            cells += f" {value:{9 + i % 2}.3f} {over:+{7 - i % 2}.3f}"
+        print(f"{mode:7} {label:28}{cells}")
     sys.stdout.flush()
 
 
