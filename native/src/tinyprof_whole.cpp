@@ -31,6 +31,14 @@ using TinyProf::detail::Node;
 
 TinyProf::Profiler* profiler = nullptr;
 TinyProf::Event* region = nullptr;
+Node* region_node = nullptr;        // the program's region, in the tree of the thread that initialised MPI
+
+// The source function: the thread's current node, the program's region for
+// a thread outside any (every thread but the one that opened it).
+std::int32_t whole_node() noexcept {
+    const std::int32_t node = TinyProf::detail::current_node;
+    return node != 0 ? node : region_node->id;
+}
 
 std::string env(const char* name, std::string fallback) {
     const char* value = std::getenv(name);
@@ -71,7 +79,7 @@ std::int32_t site_node() noexcept {
     for (int i = 0; i < n && k < site_depth; ++i)
         if (programs(frames[i])) sites[k++] = frames[i];
     TinyProf::detail::Tree& t = TinyProf::detail::tree();
-    Node* node = t.current;
+    Node* node = t.current != &t.root ? t.current : region_node;
     thread_local std::map<std::pair<Node*, void*>, Node*> made;
     for (int j = k - 1; j >= 0; --j) {
         Node*& child = made[{node, sites[j]}];
@@ -100,14 +108,17 @@ std::string site_name(void* pc) {
     return std::string(di.dli_sname ? di.dli_sname : "?") + " (" + (slash ? slash + 1 : di.dli_fname) + offset + ")";
 }
 
-void start_sites() {
-    site_depth = std::min(std::atoi(env("TINYPROF_SITES", "0").c_str()), 16);
+// The source of the capture the Profiler started: whole_node, or
+// site_node with TINYPROF_SITES=K.
+void set_source() {
     const TinyProf::detail::MpiLib* lib = TinyProf::detail::mpi_lib();
+    site_depth = std::min(std::atoi(env("TINYPROF_SITES", "0").c_str()), 16);
     Dl_info di;
-    if (site_depth <= 0 || lib == nullptr) return;
-    own_bases[0] = dladdr(reinterpret_cast<void*>(lib->enable), &di) ? di.dli_fbase : nullptr;
-    own_bases[1] = dladdr(reinterpret_cast<void*>(&site_node), &di) ? di.dli_fbase : nullptr;
-    lib->set_source(&site_node);
+    if (site_depth > 0) {
+        own_bases[0] = dladdr(reinterpret_cast<void*>(lib->enable), &di) ? di.dli_fbase : nullptr;
+        own_bases[1] = dladdr(reinterpret_cast<void*>(&site_node), &di) ? di.dli_fbase : nullptr;
+    }
+    lib->set_source(site_depth > 0 ? &site_node : &whole_node);
 }
 
 // Names the site nodes, before the flush writes them.
@@ -129,7 +140,8 @@ extern "C" __attribute__((visibility("default"))) int tinyprof_whole_start() noe
         profiler = new TinyProf::Profiler(name);
         profiler->set_outdir(env("TINYPROF_OUTDIR", name + ".tinyprof"));
         region = new TinyProf::Event(program);
-        if (TinyProf::detail::registry().mpi_capture) start_sites();
+        region_node = TinyProf::detail::tree().current;
+        if (TinyProf::detail::registry().mpi_capture) set_source();
         return 0;
     } catch (const std::exception& e) {
         TinyProf::detail::warn(std::string("no whole-program profile: ") + e.what());

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,18 +27,27 @@ pytestmark = pytest.mark.skipif(not (LIB.exists() and WHOLE.exists() and MPICC.e
 
 APP = r"""
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 
 /* exported (-rdynamic), and -O0: not inlined, and no tail call that would hide their frames */
 void reduce_a(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
 void reduce_b(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
 
+static MPI_Comm pairs;
+static int token;
+
+void *broadcast(void *arg) {          /* another thread than the one that initialised MPI */
+    MPI_Bcast(&token, 1, MPI_INT, 0, pairs);
+    return arg;
+}
+
 int main(int argc, char **argv) {
-    int provided, rank, size, token;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    int provided, rank, size;
+    pthread_t thread;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    MPI_Comm pairs;
     MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pairs);
     double x[4] = {1, 2, 3, 4};
     for (int i = 0; i < 20; i++) reduce_a(x);
@@ -45,7 +55,8 @@ int main(int argc, char **argv) {
     token = rank;
     MPI_Sendrecv_replace(&token, 1, MPI_INT, (rank + 1) % size, 0, (rank + size - 1) % size, 0,
                          MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Bcast(&token, 1, MPI_INT, 0, pairs);
+    pthread_create(&thread, NULL, broadcast, NULL);
+    pthread_join(thread, NULL);
     MPI_Comm_free(&pairs);
     printf("rank %d of %d: %s %g\n", rank, size, argc > 1 ? argv[1] : "-", x[0]);
     MPI_Finalize();
@@ -59,7 +70,7 @@ def app(tmp_path_factory) -> Path:
     """The C program, built with the wheel's mpicc: -g and -rdynamic as for mpiP."""
     where = tmp_path_factory.mktemp("preload")
     (where / "app.c").write_text(APP)
-    subprocess.run([str(MPICC), "-O0", "-g", "-rdynamic", str(where / "app.c"), "-o", str(where / "app")],
+    subprocess.run([str(MPICC), "-O0", "-g", "-rdynamic", "-pthread", str(where / "app.c"), "-o", str(where / "app")],
                    check=True, capture_output=True, text=True)
     return where / "app"
 
@@ -132,7 +143,8 @@ def test_call_sites(app, tmp_path):
         source = [subprocess.run([addr2line, "-e", str(app), path[2].split("+")[1][:-1]], capture_output=True,
                                  text=True).stdout for path in sites]
         assert [line.split(":")[0] for line in source] == [str(app) + ".c"] * 2, source
-        assert [int(line.split(":")[1].split()[0]) for line in source] == [6, 7], source
+        defined = [n for n, line in enumerate(APP.split("\n"), 1) if line.startswith("void reduce_")]
+        assert [int(line.split(":")[1].split()[0]) for line in source] == defined, source
 
 
 @pytest.mark.parametrize("outdir", ["file", "file/prof"])
@@ -214,3 +226,21 @@ def test_a_fortran_binary(tmp_path):
     prof = tinyprof.read(tmp_path / "prof")
     rows = {(r.callpath, r.rank, r.op): (r.calls, r.bytes) for r in prof.mpi.itertuples()}
     assert rows == {(("app",), r, "Allreduce"): (80, 80 * 32) for r in range(2)}
+
+
+def test_python_under_the_preload_keeps_its_own_profile(tmp_path):
+    """`python -m tinyprof` with the library preloaded: tinyprof in Python
+    starts capture, so the whole-program profile of the interpreter stands
+    down; the script's profile holds exactly its calls."""
+    pytest.importorskip("mpi4py")
+    (tmp_path / "app.py").write_text(
+        "import numpy as np\nfrom mpi4py import MPI\n"
+        "for _ in range(5):\n    MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, np.ones(4))\n")
+    proc = subprocess.run([str(MPIEXEC), "-n", "2", "env", f"LD_PRELOAD={LIB}", sys.executable, "-m", "tinyprof",
+                           "-o", "prof", "app.py"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    assert proc.returncode == 0, proc.stderr
+    prof = tinyprof.read(tmp_path / "prof")
+    rows = {(r.callpath, r.rank, r.op): r.calls for r in prof.mpi.itertuples()}
+    assert rows == {(("app.py",), r, "Allreduce"): 5 for r in range(2)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.py", "prof"]
