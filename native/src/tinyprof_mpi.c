@@ -1858,12 +1858,20 @@ static int tp_preloaded(const char *self) {
     return 0;
 }
 
+/* TINYPROF=0 (or off, false, no, in any case and spacing): tinyprof off, as in Python. */
+static int tp_off(void) {
+    const char *v = getenv("TINYPROF");
+    char word[8] = "";
+    if (v) sscanf(v, " %7s", word);
+    for (char *c = word; *c; c++) *c = (char)(*c | 0x20);
+    return !strcmp(word, "0") || !strcmp(word, "off") || !strcmp(word, "false") || !strcmp(word, "no");
+}
+
 static void tp_whole_start(void) {
     static atomic_flag warned = ATOMIC_FLAG_INIT;
-    const char *off = getenv("TINYPROF");
     Dl_info me;
-    if ((off && strcmp(off, "0") == 0) || atomic_load(&g_source) || atomic_load(&g_whole) ||
-        !dladdr((void *)tp_whole_start, &me) || !tp_preloaded(me.dli_fname))
+    if (tp_off() || atomic_load(&g_source) || atomic_load(&g_whole) || !dladdr((void *)tp_whole_start, &me) ||
+        !tp_preloaded(me.dli_fname))
         return;
     char path[4096];
     const char *slash = strrchr(me.dli_fname, '/');

@@ -138,7 +138,10 @@ extern "C" __attribute__((visibility("default"))) int tinyprof_whole_start() noe
     try {
         const std::string name = env("TINYPROF_NAME", program);
         profiler = new TinyProf::Profiler(name);
-        profiler->set_outdir(env("TINYPROF_OUTDIR", name + ".tinyprof"));
+        try {
+            profiler->set_outdir(env("TINYPROF_OUTDIR", name + ".tinyprof"));
+        } catch (const std::exception&) {   // its run marker (rank 0 only): the flush reports the directory
+        }
         region = new TinyProf::Event(program);
         region_node = TinyProf::detail::tree().current;
         if (TinyProf::detail::registry().mpi_capture) set_source();

@@ -159,8 +159,8 @@ def test_a_profile_that_cannot_be_written_never_fails_the_program(app, tmp_path,
     assert (tmp_path / "file").read_text() == "not a directory"
 
 
-def test_tinyprof_0_turns_it_off(app, tmp_path):
-    proc = subprocess.run([str(MPIEXEC), "-n", "2", "env", f"LD_PRELOAD={LIB}", "TINYPROF=0", str(app)],
+def test_tinyprof_off_turns_it_off(app, tmp_path):
+    proc = subprocess.run([str(MPIEXEC), "-n", "2", "env", f"LD_PRELOAD={LIB}", "TINYPROF= Off", str(app)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 3 and not list(tmp_path.iterdir()), proc.stderr
 
