@@ -1,23 +1,24 @@
 // libtinyprof_whole: the whole-program profile of an unchanged MPI binary
 // (docs/native.md, "Unchanged binaries"). libtinyprof_mpi, preloaded, loads it
 // at MPI_Init and calls tinyprof_whole_start, then tinyprof_whole_finish at
-// MPI_Finalize. It is the C++ header's implementation with a Profiler and one
-// region named after the program, as `python -m tinyprof` runs a script. Built
-// with hidden symbols (but these two), so that an annotated program's own copy
-// of the implementation and this one never bind to each other.
+// MPI_Finalize (or tinyprof_whole_cancel when the program turns out to have a
+// profiler of its own). It is the C++ header's implementation with a Profiler
+// and one region named after the program, as `python -m tinyprof` runs a
+// script. Built with every symbol hidden but these three, so that an annotated
+// program's own copy of the implementation and this one never bind to each other.
 #define TINYPROF_IMPLEMENTATION
 #include <tinyprof/tinyprof.hpp>
 
 #include <dlfcn.h>
 #include <execinfo.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
