@@ -73,9 +73,11 @@ bool programs(void* pc) {
 // child per site frame. Never resolves a name: a new node is named by its
 // return address until the flush.
 std::int32_t site_node() noexcept {
-    void* frames[64];
+    void* frames[16 + 8];
     void* sites[16];
-    const int n = backtrace(frames, 64);
+    // the unwinding's cost grows with the frames it walks: only as many as the
+    // K sites need, after tinyprof's own three and a Fortran binding's few
+    const int n = backtrace(frames, site_depth + 8);
     int k = 0;
     for (int i = 0; i < n && k < site_depth; ++i)
         if (programs(frames[i])) sites[k++] = frames[i];
