@@ -11,6 +11,10 @@
   with the environment's MPI C compiler (``$MPICC``, else ``mpicc`` beside
   this Python, else on PATH). Without one, or if it fails to compile, the
   package still installs and MPI capture is unavailable (it warns when asked for).
+- ``tinyprof/libtinyprof_whole.so``: the whole-program profile of an unchanged
+  binary that has libtinyprof_mpi preloaded (the C++ header's implementation),
+  built with the MPI C++ compiler (``$MPICXX``, else ``mpicxx`` beside this Python,
+  else on PATH). Without it, preloading captures nothing in such a binary (it warns).
 """
 import os
 import shutil
@@ -21,15 +25,21 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 MPI_LIB = "tinyprof.libtinyprof_mpi"
+WHOLE_LIB = "tinyprof.libtinyprof_whole"
 MPI_SOURCES = [os.path.join("native", "src", f) for f in ("tinyprof_mpi.c", "tinyprof_ucx.c")]
 MPI_FLAGS = ["-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"]
+# Hidden and bound to itself: an annotated program's own copy of the
+# implementation and this one never bind to each other.
+WHOLE_FLAGS = ["-std=c++17", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-Wl,-Bsymbolic",
+               "-pthread"]
+COMPILERS = {MPI_LIB: ("MPICC", "mpicc", "C"), WHOLE_LIB: ("MPICXX", "mpicxx", "C++")}
 
 
-def find_mpicc():
-    """The MPI C compiler to use, or None."""
-    beside = os.path.join(os.path.dirname(sys.executable), "mpicc")
-    for candidate in (os.environ.get("MPICC"), beside if os.access(beside, os.X_OK) else None,
-                      shutil.which("mpicc")):
+def find_mpicc(variable="MPICC", name="mpicc"):
+    """The MPI compiler to use (C by default), or None."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    for candidate in (os.environ.get(variable), beside if os.access(beside, os.X_OK) else None,
+                      shutil.which(name)):
         if candidate:
             return candidate
     return None
@@ -42,25 +52,28 @@ class BuildExt(build_ext):
 
     def get_ext_filename(self, fullname):
         # Called with the full dotted name and with its last part alone.
-        if fullname in (MPI_LIB, MPI_LIB.rpartition(".")[2]):
+        if any(fullname in (lib, lib.rpartition(".")[2]) for lib in COMPILERS):
             return os.path.join(*fullname.split(".")) + ".so"
         return super().get_ext_filename(fullname)
 
     def build_extension(self, ext):
-        if ext.name != MPI_LIB:
+        if ext.name not in COMPILERS:
             return super().build_extension(ext)
         out = self.get_ext_fullpath(ext.name)
-        mpicc = find_mpicc()
+        variable, name, language = COMPILERS[ext.name]
+        lib = os.path.basename(out)
+        mpicc = find_mpicc(variable, name)
         if mpicc is None:
-            print("tinyprof: no MPI C compiler found ($MPICC, mpicc beside Python or on PATH): "
-                  "libtinyprof_mpi.so not built, MPI capture unavailable", file=sys.stderr)
+            print(f"tinyprof: no MPI {language} compiler found (${variable}, {name} beside Python or on "
+                  f"PATH): {lib} not built, MPI capture unavailable", file=sys.stderr)
             return
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        cmd = [mpicc, *MPI_FLAGS, "-I", os.path.join("native", "include"), *ext.sources, "-o", out]
+        flags = MPI_FLAGS + (WHOLE_FLAGS if ext.name == WHOLE_LIB else [])
+        cmd = [mpicc, *flags, "-I", os.path.join("native", "include"), *ext.sources, "-o", out]
         print(" ".join(cmd))
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
-            print(f"tinyprof: building libtinyprof_mpi.so with {mpicc} failed, MPI capture "
+            print(f"tinyprof: building {lib} with {mpicc} failed, MPI capture "
                   f"unavailable:\n{result.stderr}", file=sys.stderr)
 
 
@@ -86,5 +99,6 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(MPI_LIB, sources=MPI_SOURCES, optional=True),
+        Extension(WHOLE_LIB, sources=[os.path.join("native", "src", "tinyprof_whole.cpp")], optional=True),
     ],
 )

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
+import sys
 from typing import Dict, Iterator, List, Set, Tuple
+
+import pytest
 
 import tinyprof
 
 PACKAGE_DIR = os.path.dirname(tinyprof.__file__)
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 
 def _modules() -> Dict[str, str]:
@@ -213,3 +218,23 @@ def test_import_and_annotating_load_no_numpy_or_pandas(run_python, tmp_path):
         print("pandas" in sys.modules)
     """, tmp_path)
     assert out.stdout.split("\n")[:2] == ["[] True False", "False"], out.stdout
+
+
+@pytest.mark.parametrize("launched", [False, True])
+def test_a_zero_code_run_reaches_the_script_without_numpy(tmp_path, launched):
+    """Issue 35: ``python -m tinyprof`` starts the profiler (with MPI capture
+    under a launcher) and runs the script before numpy is loaded; the flush
+    at exit loads it, and writes the same profile."""
+    if launched and not os.path.exists(MPIEXEC):
+        pytest.skip("no mpiexec")
+    app = tmp_path / "app.py"
+    app.write_text("import sys\n"
+                   "print(sorted(m for m in ('numpy', 'pandas', 'tinyprof.runtime.session') if m in sys.modules))\n")
+    cmd = [sys.executable, "-m", "tinyprof", "-o", str(tmp_path / "out"), str(app)]
+    proc = subprocess.run(([MPIEXEC, "-n", "1"] if launched else []) + cmd, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['tinyprof.runtime.session']", proc.stdout
+    prof = tinyprof.read(tmp_path / "out")
+    assert prof.callpaths == [("app.py",)]
+    assert ("COMM_WORLD" in set(prof.communicators.comm)) == launched

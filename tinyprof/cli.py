@@ -4,6 +4,7 @@
 ``tinyprof report PROFILE -o report.html`` writes the HTML report;
 ``tinyprof mpi PROFILE`` prints its MPI calls as mpisee-through does;
 ``tinyprof pop PROFILE`` its POP efficiencies per callpath (docs/pop.md);
+``tinyprof run -n N ./app [args]`` profiles an unchanged MPI binary (docs/native.md);
 ``tinyprof critical-path PROFILE`` and ``tinyprof wait-states PROFILE``
 analyse a traced run (docs/trace.md);
 ``tinyprof callflow PROFILE`` opens a profile in CallFlow;
@@ -15,6 +16,9 @@ one-line message naming the file and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import subprocess
 import sys
 from typing import List, Optional
 
@@ -92,6 +96,31 @@ def _pop(args: argparse.Namespace) -> int:
         print(f"tinyprof: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    lib = os.path.join(here, "libtinyprof_mpi.so")
+    missing = [n for n in ("libtinyprof_mpi.so", "libtinyprof_whole.so")
+               if not os.path.exists(os.path.join(here, n))]
+    if missing:
+        print(f"tinyprof run: {', '.join(missing)} not built (pip install needs an MPI C and C++ compiler, "
+              "docs/mpi.md): nothing would be profiled", file=sys.stderr)
+        return 1
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    mpiexec = args.mpiexec or (beside if os.access(beside, os.X_OK) else shutil.which("mpiexec") or "mpiexec")
+    preload = ":".join(p for p in (lib, os.environ.get("LD_PRELOAD")) if p)
+    settings = [f"LD_PRELOAD={preload}", f"TINYPROF_NAME={args.name or os.path.basename(args.program)}"]
+    if args.outdir:
+        settings.append(f"TINYPROF_OUTDIR={os.path.abspath(args.outdir)}")
+    if args.site_depth:
+        settings.append(f"TINYPROF_SITES={args.site_depth}")
+    cmd = [mpiexec, "-n", str(args.nranks), "env", *settings, args.program, *args.args]
+    try:
+        return subprocess.call(cmd)
+    except OSError as e:
+        print(f"tinyprof run: {mpiexec}: {e.strerror or e}", file=sys.stderr)
+        return 127
 
 
 def _trace_command(args: argparse.Namespace) -> int:
@@ -272,6 +301,23 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--segments", action="store_true",
                              help="print the path's segments in time order instead")
         sub.set_defaults(run=_trace_command)
+    run = commands.add_parser(
+        "run", help="profile an unchanged MPI program (C, C++, Fortran) under mpiexec",
+        description="Run PROGRAM on N ranks with tinyprof's MPI library preloaded: the whole "
+                    "program is profiled under one region named after it, from MPI_Init to "
+                    "MPI_Finalize, with its MPI calls. Runs `mpiexec -n N env LD_PRELOAD=... "
+                    "PROGRAM ARGS` and exits with its status. See docs/native.md.")
+    run.add_argument("-n", dest="nranks", type=_count, required=True, metavar="N", help="number of ranks")
+    run.add_argument("-o", "--outdir", metavar="DIR", help="output directory (default: NAME.tinyprof)")
+    run.add_argument("--name", help="profile name (default: the program's file name)")
+    run.add_argument("--site-depth", type=_count, default=0, metavar="K",
+                     help="charge each MPI call to the K innermost frames of the program that "
+                          "made it (call sites, at most 16; default 0: to the program's region)")
+    run.add_argument("--mpiexec", metavar="PATH",
+                     help="the MPI launcher (default: mpiexec beside this Python, else on PATH)")
+    run.add_argument("program", metavar="PROGRAM", help="the program to run")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments")
+    run.set_defaults(run=_run)
     tuner = commands.add_parser(
         "tune", help="recommend an aggregator count for this machine (run under mpiexec)",
         description="Run the aggregator sweep (paper Fig. 6) on the ranks this is launched "

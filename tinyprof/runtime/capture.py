@@ -17,12 +17,13 @@ import ctypes
 import os
 import sys
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Tuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 from ..format import mpi_section
 from ..format.mpi_section import NONE, Communicator
+
+if TYPE_CHECKING:       # numpy is loaded by a flush, not when capture starts
+    import numpy as np
 
 LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libtinyprof_mpi.so")
 ABI = 3                             # TINYPROF_MPI_ABI of native/include/tinyprof/tinyprof_mpi.h
@@ -193,6 +194,8 @@ class Capture:
     def _transport(self, rank: int, lines: Dict[int, int]) -> List[mpi_section.TransportRow]:
         """The UCP operations counted so far, each with the protocol and
         transport UCX selects for its endpoint, operation and size (the library's)."""
+        import numpy as np
+
         n, size, names = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_void_p()
         records = self.lib.tinyprof_ucx_rows(ctypes.byref(n), ctypes.byref(names), ctypes.byref(size))
         try:
@@ -215,6 +218,8 @@ class Capture:
 
     def trace_calls(self) -> CallTrace:
         """The calls traced so far (not consumed)."""
+        import numpy as np
+
         n, k, dropped = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_int64()
         eps = ctypes.POINTER(ctypes.c_int64)()
         calls = self.lib.tinyprof_mpi_trace_calls(ctypes.byref(n), ctypes.byref(eps),
@@ -233,6 +238,8 @@ class Capture:
                          {i: comms[pos].name for i, pos in index.items()})
 
     def _table(self, which: str, width: int) -> List[List[int]]:
+        import numpy as np
+
         n = ctypes.c_size_t()
         records = getattr(self.lib, which)(ctypes.byref(n))
         if not records:

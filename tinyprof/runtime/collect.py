@@ -1,12 +1,14 @@
 """The event map copied out for a flush or snapshot: one LocalEvent per callpath.
 
-Numpy is loaded here, at the first flush, not while annotating (metrics.py).
+Numpy is loaded at the first flush (collect), not when a session starts
+(python -m tinyprof starts fast) nor while annotating (metrics.py).
 """
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple, Union
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _NAN = float("nan")
 # Shared by the many callpaths without metrics, and never changed (a
@@ -55,6 +57,8 @@ class LocalEvent:
 
 
 def _array(values: Union[np.ndarray, bytes]) -> np.ndarray:
+    import numpy as np
+
     return np.frombuffer(values, np.int64) if isinstance(values, bytes) else values
 
 
@@ -64,6 +68,8 @@ def collect(root) -> List[LocalEvent]:
     Nodes of events still open appear too (with no values), so every prefix of
     a callpath is present.
     """
+    import numpy as np
+
     out: List[LocalEvent] = []
     # (path of the parent, its position in out, node)
     stack: List[Tuple[Tuple[str, ...], int, Any]] = [
@@ -92,6 +98,8 @@ def collect(root) -> List[LocalEvent]:
 
 
 def _clean_execs(raw: bytes, ntimes: int) -> Union[np.ndarray, bytes]:
+    import numpy as np
+
     execs = np.frombuffer(raw, dtype=np.int64)
     if len(execs) == 2 and execs[1] < ntimes:      # one execution: nothing to clean
         return raw

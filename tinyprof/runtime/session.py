@@ -16,8 +16,6 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from .. import annotate
 from ..annotate import metrics
 from ..format import layout, meta_section
@@ -397,6 +395,8 @@ class Session:
         comm = self.private
         if comm is None or live_mpi() is None:
             return comm is None, need
+        import numpy as np  # at exit, never at start: python -m tinyprof starts fast
+
         mine = np.array([0 if aborting else 1, int(need)], np.int64)
         self._pending.append(mine)
         timeout = lifecycle.TERM_TIMEOUT

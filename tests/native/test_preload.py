@@ -1,0 +1,246 @@
+"""Unchanged MPI binaries (issue 35): libtinyprof_mpi preloaded into a C
+program that knows nothing of tinyprof profiles the whole program under one
+region named after it, with its MPI calls counted exactly, through the
+documented ``mpiexec ... env LD_PRELOAD=...`` line and ``tinyprof run``; an
+annotated C++ program keeps its own profile only; the program's output and
+exit status stay its own, also when the profile cannot be written."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BIN, MPIEXEC, run
+from test_mpi_capture import check_run
+
+import tinyprof
+
+HERE = Path(tinyprof.__file__).parent
+LIB, WHOLE = HERE / "libtinyprof_mpi.so", HERE / "libtinyprof_whole.so"
+MPICC = BIN / "mpicc"
+pytestmark = pytest.mark.skipif(not (LIB.exists() and WHOLE.exists() and MPICC.exists()),
+                                reason="libtinyprof_mpi.so, libtinyprof_whole.so or mpicc missing")
+
+APP = r"""
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+
+/* exported (-rdynamic), and -O0: not inlined, and no tail call that would hide their frames */
+void reduce_a(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
+void reduce_b(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
+
+static MPI_Comm pairs;
+static int token;
+
+void *broadcast(void *arg) {          /* another thread than the one that initialised MPI */
+    MPI_Bcast(&token, 1, MPI_INT, 0, pairs);
+    return arg;
+}
+
+int main(int argc, char **argv) {
+    int provided, rank, size;
+    pthread_t thread;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pairs);
+    double x[4] = {1, 2, 3, 4};
+    for (int i = 0; i < 20; i++) reduce_a(x);
+    for (int i = 0; i < 60; i++) reduce_b(x);
+    token = rank;
+    MPI_Sendrecv_replace(&token, 1, MPI_INT, (rank + 1) % size, 0, (rank + size - 1) % size, 0,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    pthread_create(&thread, NULL, broadcast, NULL);
+    pthread_join(thread, NULL);
+    MPI_Comm_free(&pairs);
+    printf("rank %d of %d: %s %g\n", rank, size, argc > 1 ? argv[1] : "-", x[0]);
+    MPI_Finalize();
+    return rank == 0 ? 3 : 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory) -> Path:
+    """The C program, built with the wheel's mpicc: -g and -rdynamic as for mpiP."""
+    where = tmp_path_factory.mktemp("preload")
+    (where / "app.c").write_text(APP)
+    subprocess.run([str(MPICC), "-O0", "-g", "-rdynamic", "-pthread", str(where / "app.c"), "-o", str(where / "app")],
+                   check=True, capture_output=True, text=True)
+    return where / "app"
+
+
+def check_profile(outdir: Path, nranks: int) -> None:
+    prof = tinyprof.read(outdir)
+    assert prof.name == "app" and prof.callpaths == [("app",)] and prof.nranks == nranks
+    rows = {(r.callpath, r.rank, r.comm, r.op): (r.calls, r.bytes) for r in prof.mpi.itertuples()}
+    for r in range(nranks):
+        pair = "COMM_WORLD.split1" + (f"@{r // 2 * 2}" if nranks > 2 else "")
+        assert rows[(("app",), r, "COMM_WORLD", "Allreduce")] == (80, 80 * 32)
+        assert rows[(("app",), r, "COMM_WORLD", "Sendrecv_replace")] == (1, 4)
+        assert rows[(("app",), r, "COMM_WORLD", "Comm_split")] == (1, 0)
+        assert rows[(("app",), r, pair, "Bcast")] == (1, 4)
+        assert rows[(("app",), r, pair, "Comm_free")] == (1, 0)
+    assert len(rows) == 5 * nranks, sorted(rows)         # none of tinyprof's own traffic
+    assert prof.comm_matrix().sum() == 4 * nranks
+    made = prof.communicators[prof.communicators.comm.str.startswith("COMM_WORLD.split1")]
+    assert len(made) == (nranks + 1) // 2 and list(made.created) == [("app",)] * len(made)
+    for r in range(nranks):            # one occurrence: from MPI_Init to MPI_Finalize
+        (region,), = prof.series(("app",), r)
+        assert region > 0
+
+
+def lines(out: str):
+    return sorted(out.splitlines())
+
+
+@pytest.mark.parametrize("nranks", [1, 3])
+def test_a_preloaded_unchanged_binary_is_profiled_whole(app, tmp_path, nranks):
+    plain = subprocess.run([str(MPIEXEC), "-n", str(nranks), str(app), "hi"], capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path)
+    assert plain.returncode == 3 and not list(tmp_path.iterdir())
+    proc = subprocess.run([str(MPIEXEC), "-n", str(nranks), "env", f"LD_PRELOAD={LIB}", str(app), "hi"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert (proc.returncode, lines(proc.stdout), proc.stderr) == (3, lines(plain.stdout), "")
+    check_profile(tmp_path / "app.tinyprof", nranks)
+
+
+def test_tinyprof_run(app, tmp_path):
+    proc = subprocess.run([str(BIN / "tinyprof"), "run", "-n", "3", "-o", "prof", str(app), "hi"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    assert proc.returncode == 3, proc.stderr
+    assert [line.rsplit(" ", 1)[0] for line in lines(proc.stdout)] == [f"rank {r} of 3: hi" for r in range(3)]
+    check_profile(tmp_path / "prof", 3)
+
+
+def test_call_sites(app, tmp_path):
+    """--site-depth 2: each Allreduce is charged to main's line that called
+    reduce_a (20 per rank) or reduce_b (60), then to the line in it; names
+    are `function (object+0xoffset)`, offsets that addr2line turns into the
+    source lines."""
+    proc = subprocess.run([str(BIN / "tinyprof"), "run", "-n", "3", "--site-depth", "2", "-o", "prof", str(app)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    assert proc.returncode == 3, proc.stderr
+    prof = tinyprof.read(tmp_path / "prof")
+    calls = {}
+    for r in prof.mpi.itertuples():
+        if r.op == "Allreduce":
+            calls.setdefault((r.callpath, r.rank), r.calls)
+    sites = sorted({path for path, _ in calls})
+    assert [[name.split(" ")[0] for name in path] for path in sites] == \
+        [["app", "main", "reduce_a"], ["app", "main", "reduce_b"]], sites
+    assert all(re.fullmatch(r"\w+ \(app\+0x[0-9a-f]+\)", name) for path in sites for name in path[1:]), sites
+    assert calls == {(path, r): 20 if path[2].startswith("reduce_a") else 60 for path in sites for r in range(3)}
+    addr2line = shutil.which("addr2line")
+    if addr2line:
+        source = [subprocess.run([addr2line, "-e", str(app), path[2].split("+")[1][:-1]], capture_output=True,
+                                 text=True).stdout for path in sites]
+        assert [line.split(":")[0] for line in source] == [str(app) + ".c"] * 2, source
+        defined = [n for n, line in enumerate(APP.split("\n"), 1) if line.startswith("void reduce_")]
+        assert [int(line.split(":")[1].split()[0]) for line in source] == defined, source
+
+
+@pytest.mark.parametrize("outdir", ["file", "file/prof"])
+def test_a_profile_that_cannot_be_written_never_fails_the_program(app, tmp_path, outdir):
+    (tmp_path / "file").write_text("not a directory")
+    proc = run(["env", f"LD_PRELOAD={LIB}", f"TINYPROF_OUTDIR={tmp_path / outdir}", app, "hi"], nranks=3,
+               check=False)
+    assert proc.returncode == 3 and len(proc.stdout.splitlines()) == 3, proc.stdout + proc.stderr
+    warnings = proc.stderr.splitlines()
+    assert len(warnings) == 1 and warnings[0].startswith(f"tinyprof: cannot write profile file {tmp_path / outdir}/"), \
+        proc.stderr
+    assert (tmp_path / "file").read_text() == "not a directory"
+
+
+def test_tinyprof_off_turns_it_off(app, tmp_path):
+    proc = subprocess.run([str(MPIEXEC), "-n", "2", "env", f"LD_PRELOAD={LIB}", "TINYPROF= Off", str(app)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 3 and not list(tmp_path.iterdir()), proc.stderr
+
+
+def test_an_annotated_program_is_not_profiled_twice(build, tmp_path):
+    """mpi_capture.cpp has a Profiler of its own: its profile holds exactly its
+    calls (check_run), and the whole-program one writes nothing, not even the
+    run marker it would leave in an existing directory of its name."""
+    exe = build("tests/native/mpi_capture.cpp")
+    (tmp_path / "mpi_capture.tinyprof").mkdir()
+    proc = subprocess.run([str(MPIEXEC), "-n", "3", "env", f"LD_PRELOAD={LIB}", str(exe), str(tmp_path / "prof")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    check_run(tmp_path / "prof", 3, 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mpi_capture.tinyprof", "prof"]
+    assert not list((tmp_path / "mpi_capture.tinyprof").iterdir())
+
+
+FORTRAN = """
+program app
+  use iso_c_binding
+  implicit none
+  interface       ! MPI's C entry points: the mpich wheel has no Fortran bindings
+    integer(c_int) function mpi_init(argc, argv) bind(C, name="MPI_Init")
+      import
+      type(c_ptr), value :: argc, argv
+    end function
+    integer(c_int) function mpi_allreduce(s, r, n, t, op, comm) bind(C, name="MPI_Allreduce")
+      import
+      integer(c_intptr_t), value :: s
+      real(c_double) :: r(*)
+      integer(c_int), value :: n, t, op, comm
+    end function
+    integer(c_int) function mpi_finalize() bind(C, name="MPI_Finalize")
+      import
+    end function
+  end interface
+  integer(c_int) :: ierr
+  integer :: i
+  real(c_double) :: x(4) = 1
+  ierr = mpi_init(c_null_ptr, c_null_ptr)
+  do i = 1, 80       ! MPI_IN_PLACE, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD as MPICH's mpi.h defines them
+    ierr = mpi_allreduce(-1_c_intptr_t, x, 4, int(z'4c00080b', c_int), int(z'58000003', c_int), &
+                         int(z'44000000', c_int))
+  end do
+  print '(es10.3)', x(1)
+  ierr = mpi_finalize()
+end program app
+"""
+
+
+@pytest.mark.skipif(shutil.which("gfortran") is None, reason="no gfortran (apt-get install gfortran)")
+def test_a_fortran_binary(tmp_path):
+    """A Fortran program built by gfortran, its MPI calls counted exactly.
+    Through ISO_C_BINDING: the mpich wheel ships no Fortran bindings (mpif.h,
+    `use mpi`, libmpifort), so those are not tested here."""
+    (tmp_path / "app.f90").write_text(FORTRAN)
+    libs = [a for a in subprocess.run([str(MPICC), "-show"], capture_output=True, text=True).stdout.split()
+            if a.startswith(("-L", "-l", "-Wl,"))]
+    subprocess.run(["gfortran", str(tmp_path / "app.f90"), "-o", str(tmp_path / "app"), *libs], check=True)
+    proc = run(["env", f"LD_PRELOAD={LIB}", f"TINYPROF_OUTDIR={tmp_path / 'prof'}", tmp_path / "app"], nranks=2)
+    assert proc.stdout.split() == ["1.209E+24"] * 2       # 2 ** 80
+    prof = tinyprof.read(tmp_path / "prof")
+    rows = {(r.callpath, r.rank, r.op): (r.calls, r.bytes) for r in prof.mpi.itertuples()}
+    assert rows == {(("app",), r, "Allreduce"): (80, 80 * 32) for r in range(2)}
+
+
+def test_python_under_the_preload_keeps_its_own_profile(tmp_path):
+    """`python -m tinyprof` with the library preloaded: tinyprof in Python
+    starts capture, so the whole-program profile of the interpreter stands
+    down; the script's profile holds exactly its calls."""
+    pytest.importorskip("mpi4py")
+    (tmp_path / "app.py").write_text(
+        "import numpy as np\nfrom mpi4py import MPI\n"
+        "for _ in range(5):\n    MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, np.ones(4))\n")
+    proc = subprocess.run([str(MPIEXEC), "-n", "2", "env", f"LD_PRELOAD={LIB}", sys.executable, "-m", "tinyprof",
+                           "-o", "prof", "app.py"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    assert proc.returncode == 0, proc.stderr
+    prof = tinyprof.read(tmp_path / "prof")
+    rows = {(r.callpath, r.rank, r.op): r.calls for r in prof.mpi.itertuples()}
+    assert rows == {(("app.py",), r, "Allreduce"): 5 for r in range(2)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.py", "prof"]
