@@ -126,7 +126,7 @@ def to_pprof(profile: Profile) -> Any:
         columns += [mpi["calls"], np.rint(mpi["time"] * 1e9).astype(np.int64), mpi["bytes"]]
         types += MPI_SAMPLE_TYPES
     values = np.stack(columns, axis=-1).astype(np.int64)       # (callpath, rank, value)
-    sampled: np.ndarray = values.any(axis=-1)
+    sampled = np.asarray(values.any(axis=-1))
     _check_size(profile, sampled.sum(axis=1))
     out = Message(mapping=[{"id": 1, "filename": string(profile.name), "has_functions": True}],
                   sample_type=[{"type": string(t), "unit": string(u)} for t, u in types],
