@@ -243,7 +243,8 @@ def test_trace_off_writes_no_section(clock, tmp_path):
         clock.tick(5)
     tinyprof.flush()
     (path,) = tmp_path.glob("*.tp")
-    assert b"section" not in path.read_bytes()
+    sections = [line.split()[1] for line in path.read_bytes().splitlines() if line.startswith(b"section ")]
+    assert sections == [b"meta"]            # the run metadata only
 
 
 def test_settings_validate_trace(monkeypatch):
