@@ -77,12 +77,13 @@ def _pop(args: argparse.Namespace) -> int:
     from .analysis import over_time as _history
     from .analysis import pop as _analysis
     from .analysis.profile import read
+    from .format import hostlist
     from .views import pop
 
     callpath = tuple(args.callpath.replace("/", "<").split("<")) if args.callpath else None
     profile = read(args.profile)
     try:
-        hosts = pop.parse_hosts(args.hosts, profile.nranks) if args.hosts else None
+        hosts = hostlist.decode(args.hosts, profile.nranks, "--hosts") if args.hosts else None
         if args.over_time:
             frame = _history.history(args.profile, callpath, hosts)
             if not len(frame["callpath"]):

@@ -25,7 +25,7 @@ from tinyprof.analysis import trace as _trace
 from tinyprof.analysis.pop import PopError
 from tinyprof.cli import main
 from tinyprof.format import encoding as _format
-from tinyprof.format import layout
+from tinyprof.format import hostlist, layout, meta_section
 from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
 from tinyprof.runtime import assemble
 from tinyprof.runtime import capture as _capture
@@ -60,10 +60,13 @@ def _section(lines: Sequence[Callpath], ranks: range, calls) -> bytes:
     return encode(comms, ops, [])
 
 
-def _write(outdir, ranks, executions, calls, mpi: bool = True, bounds=((0, 2), (2, NRANKS))) -> str:
+def _write(outdir, ranks, executions, calls, mpi: bool = True, bounds=((0, 2), (2, NRANKS)),
+           meta: bytes = b"") -> str:
+    """With ``meta``, file 0 holds that meta section payload, as a run's does."""
     def sections(index: int, lo: int, hi: int):
         lines = [e.path for e in ranks[lo]]
-        return [("mpi", _section(lines, range(lo, hi), calls))] if mpi else []
+        return [("mpi", _section(lines, range(lo, hi), calls))] * mpi + \
+            [("meta", meta)] * bool(index == 0 and meta)
     return write_profile(outdir, "pop", [], ranks, executions, list(bounds), sections)
 
 
@@ -125,6 +128,33 @@ def test_callpath_selects_a_subtree_and_hosts_split_the_balance(balance):
         profile.pop(hosts=["a", "b"])
 
 
+def test_the_hosts_the_run_recorded_are_the_default(tmp_path, clock, capsys):
+    """A profile whose run metadata names each rank's host (``rank_hosts``,
+    ranks 0, 1 on a host whose name holds a comma, 2, 3 on b) gets TALP's
+    split without ``hosts``; given hosts win; one host, or a ``rank_hosts``
+    that does not fit the profile, gives no split."""
+    tinyprof.Profiler("pop", outdir=tmp_path / "p")
+    ranks, executions = record_ranks(NRANKS, _compute_then_sync, clock)
+
+    def recorded(rank_hosts: str) -> tinyprof.Profile:
+        meta = meta_section.encode({"nranks": NRANKS, "rank_hosts": rank_hosts})
+        return tinyprof.read(_write(tmp_path / rank_hosts.replace("*", "x"), ranks, executions,
+                                    BARRIER, meta=meta))
+
+    profile = recorded(hostlist.encode(["a,z", "a,z", "b", "b"]))
+    assert profile.metadata["rank_hosts"] == "a%2Cz*2,b*2"
+    row = profile.pop().set_index("callpath").loc[[MAIN]].iloc[0]
+    assert row["hosts"] == 2
+    assert (row["load_balance_in"], row["load_balance_out"]) == pytest.approx((11 / 12, 9 / 11), abs=1e-12)
+    given = profile.pop(hosts={0: "a", 1: "b", 2: "a", 3: "b"}).set_index("callpath").loc[[MAIN]]
+    assert given.iloc[0]["load_balance_in"] == pytest.approx((2 + 4 / 3) / 2 / 2, abs=1e-12)
+    path = os.path.dirname(profile.files[0])
+    assert main(["pop", path]) == 0 and "LB in" in capsys.readouterr().out
+    assert main(["pop", path, "--hosts", "n*4"]) == 0 and "LB in" not in capsys.readouterr().out
+    for other in ("vm*4", "a*3", "a*2,b*3", "a%2"):    # one host; then not this profile's ranks
+        assert "hosts" not in recorded(other).pop().columns, other
+
+
 def test_mpi_time_of_nested_regions_counts_in_their_parents(tmp_path, clock):
     """Useful time is inclusive: MPI time charged to a child (and to the
     parent itself) comes off the parent's useful time."""
@@ -171,13 +201,13 @@ def _barrier_until(upto: int):
              sum(k * (NRANKS - 1 - r) * UNIT // 3 for k in range(upto))) for r in range(NRANKS)]
 
 
-def _write_snapshot(outdir, k: int, ranks, executions) -> None:
+def _write_snapshot(outdir, k: int, ranks, executions, meta: bytes = b"") -> None:
     lines = [e.path for e in ranks[0]]
     header = _format.Header(name="g", nranks=NRANKS, first_rank=0, rank_count=NRANKS, run=RUN,
                             set_kind="snapshot", set_number=k,
                             created=f"2026-11-26T10:00:0{k}Z")
     data = assemble.build_file(header, ranks, executions, sections=[
-        ("mpi", _section(lines, range(NRANKS), _barrier_until(k)))])
+        ("mpi", _section(lines, range(NRANKS), _barrier_until(k)))] + [("meta", meta)] * bool(meta))
     directory = layout.snapshot_dir(str(outdir), k)
     os.makedirs(directory, exist_ok=True)
     assert layout.write_file(directory, layout.set_file(directory, "g", 0, 1), data) is None
@@ -204,6 +234,25 @@ def test_pop_history_shows_the_balance_degrade_step_by_step(tmp_path, clock):
     sub = tinyprof.pop_history(out, callpath=("main", "step", "sync"), numbers=[2, 4])
     # intervals 0-2 and 2-4: sync holds only barrier time
     assert list(sub["snapshot"]) == [2, 4] and list(sub["useful_max"]) == [0.0, 0.0]
+
+
+def test_pop_history_splits_the_balance_on_the_recorded_hosts(tmp_path, clock):
+    """The snapshots' run metadata puts ranks 0, 1 on host a and 2, 3 on b:
+    pop_history splits the balance of each interval without ``hosts``."""
+    out = tmp_path / "g"
+    tinyprof.Profiler("g", outdir=out)
+    meta = meta_section.encode({"rank_hosts": "a*2,b*2"})
+    for k in range(1, 3):
+        ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, k), clock)
+        _write_snapshot(out, k, ranks, executions, meta)
+    step = tinyprof.pop_history(out, callpath=("main", "step"))
+    step = step[step["callpath"] == ("main", "step")]
+    # the interval ending at snapshot 2 is step 1: useful 1, 4/3, 5/3, 2 units
+    assert list(step["hosts"]) == [2, 2]
+    assert list(step["load_balance_in"]) == pytest.approx([1.0, 11 / 12], abs=1e-12)
+    assert list(step["load_balance_out"]) == pytest.approx([1.0, 9 / 11], abs=1e-12)
+    given = tinyprof.pop_history(out, callpath=("main", "step"), hosts=["n"] * NRANKS)
+    assert list(given[given["callpath"] == ("main", "step")]["hosts"]) == [1, 1]
 
 
 def test_pop_history_without_snapshots_one_clear_line(tmp_path, balance, capsys):

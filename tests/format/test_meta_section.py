@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tinyprof
-from tinyprof.format import encoding, meta_section
+from tinyprof.format import encoding, hostlist, meta_section
 from tinyprof.format.encoding import FormatError, Header
 from tinyprof.format.reader import parse_data
 
@@ -114,3 +114,53 @@ def test_the_writer_leaves_out_what_the_reader_would_refuse():
     many = {f"k{i:04d}": i for i in range(1100)}
     got = parse_data("m.tp", _file(meta_section.encode(many))).metadata
     assert got == {k: v for k, v in many.items() if v < 1024}
+
+
+# -- rank_hosts: the host of each rank, run-length encoded (format/hostlist.py) --
+
+def test_rank_hosts_is_run_length_encoded_in_rank_order():
+    hosts = ["n1"] * 3 + ["n2"] * 2 + ["n1"] + ["n3"]
+    assert hostlist.encode(hosts) == "n1*3,n2*2,n1,n3"
+    assert hostlist.decode("n1*3,n2*2,n1,n3", 7, "rank_hosts") == hosts
+    assert hostlist.decode("n1,n1*2,n2*0,n2*02,n1,n3", 7, "x") == hosts      # not canonical, same ranks
+    assert hostlist.encode([]) == "" and hostlist.encode(["a", ""]) == ""     # nothing to name
+
+
+def test_hostile_host_names_are_escaped_and_read_back_through_the_section():
+    """`,` and `*` would cut a name, and `%` starts an escape: all three are
+    escaped; the meta section then escapes the `%` (and a newline) again."""
+    hosts = ["a,b", "a,b", "a*b", "50%", "%2C", "*", "line\nbreak|x", "café"]
+    text = hostlist.encode(hosts)
+    assert text == "a%2Cb*2,a%2Ab,50%25,%252C,%2A,line\nbreak|x,café"
+    payload = meta_section.encode({"rank_hosts": text})
+    assert payload == "rank_hosts|s|a%252Cb*2,a%252Ab,50%2525,%25252C,%252A,line%0Abreak|x,café\n".encode()
+    got = parse_data("m.tp", _file(payload)).metadata["rank_hosts"]
+    assert hostlist.decode(str(got), len(hosts), "rank_hosts") == hosts
+    assert hostlist.decode("a%2cb*2", 2, "x") == ["a,b"] * 2                   # hex in either case
+
+
+@pytest.mark.parametrize("text, nranks, says", [
+    ("a*3", 4, "--hosts: 3 given for the profile's 4 ranks"),
+    ("a*2,,b*2", 4, "--hosts: '' is not a host name or NAME*COUNT"),
+    ("*4", 4, "--hosts: '*4' is not a host name or NAME*COUNT"),
+    ("a**4", 4, "--hosts: 'a**4' is not a host name or NAME*COUNT"),
+    ("a*", 4, "--hosts: 'a*' is not a host name or NAME*COUNT"),
+    ("a*\u00b2", 4, "--hosts: 'a*\u00b2' is not a host name or NAME*COUNT"),   # a digit, not ASCII
+    ("a*-1,b*5", 4, "--hosts: 'a*-1' is not a host name or NAME*COUNT"),
+    ("50%,b*3", 4, "--hosts: '50%' is not a host name or NAME*COUNT"),
+    ("a%2D*4", 4, "--hosts: 'a%2D*4' is not a host name or NAME*COUNT"),
+    ("a*99999999999999", 4, "--hosts: more than the profile's 4 ranks"),
+    ("a*" + "9" * 5000, 4, "--hosts: more than the profile's 4 ranks"),      # past int()'s digits
+])
+def test_bad_host_lists_are_one_clear_error(text, nranks, says):
+    with pytest.raises(ValueError) as e:
+        hostlist.decode(text, nranks, "--hosts")
+    assert str(e.value) == says
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["n1", "n2", "a,b", "*", "%", "%2A", "é", "x*2"]), min_size=1, max_size=30))
+def test_any_host_list_round_trips(hosts):
+    text = hostlist.encode(hosts)
+    assert hostlist.decode(text, len(hosts), "rank_hosts") == hosts
+    assert text.count(",") + 1 == sum(1 for i, h in enumerate(hosts) if i == 0 or hosts[i - 1] != h)

@@ -16,6 +16,7 @@ from _workload import SELFKEYS, all_errors, record, snapshot, verify
 from mpi4py import MPI
 
 import tinyprof
+from tinyprof.format import hostlist
 from tinyprof.format.layout import file_name
 from tinyprof.runtime import session, settings
 
@@ -50,11 +51,14 @@ def test_the_run_metadata_names_every_rank_and_host(world, mpi_tmp_path, aggrega
     with tinyprof.Event("main"):
         pass
     tinyprof.flush()
-    hosts = sorted(set(world.allgather(MPI.Get_processor_name())))
+    per_rank = world.allgather(MPI.Get_processor_name())
+    hosts = sorted(set(per_rank))
     got = tinyprof.read(mpi_tmp_path).metadata
     want = {"k": 1, "nranks": world.Get_size(), "nodes": len(hosts), "hostnames": ",".join(hosts),
             "mpi_library": MPI.Get_library_version().split("\n")[0].strip()}
     errors = [] if {k: got.get(k) for k in want} == want else [f"metadata {got}"]
+    if got.get("rank_hosts") != hostlist.encode(per_rank):      # each rank's host, in rank order
+        errors.append(f"rank_hosts {got.get('rank_hosts')!r}, not {per_rank}")
     assert not all_errors(world, errors)
 
 

@@ -13,9 +13,12 @@ from typing import Optional
 
 import pytest
 from conftest import run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_vectors import SCENARIO_CPP, common_only, write_scripts
 
 import tinyprof
+from tinyprof.format import hostlist
 
 
 def _scenario(build, tmp_path: Path, nranks: int, exe: Optional[Path] = None, **extra: str):
@@ -35,7 +38,7 @@ def test_cxx_records_ranks_hosts_library_and_command(build, tmp_path):
     p, cmd, result = _scenario(build, tmp_path, 3)
     m = p.metadata
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", m.pop("start"))
-    assert m == {"command": shlex.join(cmd), "hostnames": host, "nranks": 3,
+    assert m == {"command": shlex.join(cmd), "hostnames": host, "rank_hosts": f"{host}*3", "nranks": 3,
                  "nodes": 1, "mpi_library": library,
                  "tinyprof": tinyprof.__version__, "writer": "c++", "queue": "debug"}
     assert result.stderr.count("TINYPROF_METADATA") == 3     # each rank warns once, and goes on
@@ -43,7 +46,8 @@ def test_cxx_records_ranks_hosts_library_and_command(build, tmp_path):
 
 def test_cxx_without_mpi(build, tmp_path):
     m = _scenario(build, tmp_path, 0)[0].metadata
-    assert (m["nranks"], m["nodes"], m["hostnames"]) == (1, 1, socket.gethostname())
+    assert (m["nranks"], m["nodes"], m["hostnames"], m["rank_hosts"]) == (1, 1, socket.gethostname(),
+                                                                           socket.gethostname())
     assert "mpi_library" not in m and "git" not in m
 
 
@@ -94,3 +98,26 @@ def test_cxx_and_python_read_the_same_commit(build, tmp_path):
         (broken / ".git" / "HEAD").write_text(head)
         same(broken)
     assert len(seen - {""}) == 2 and "" in seen       # both commits, and none
+
+
+# Names that the run-length text must escape or refuse (`,`, `*`, `%`, empty),
+# and bytes the meta section escapes after it (newline, non-ASCII).
+_HOSTS = st.lists(st.sampled_from(["n1", "n2", "a,b", "*", "x*2", "%", "%2C", "", "é", "l\nb|"]),
+                  max_size=12)
+
+
+def test_cxx_encodes_rank_hosts_as_python_does(build):
+    exe = build("tests/native/rank_hosts.cpp")
+
+    def cxx(hosts) -> bytes:
+        return subprocess.run([str(exe)], input="".join(h + "\0" for h in hosts).encode(),
+                              capture_output=True, check=True, timeout=30).stdout
+
+    assert cxx(["vm"] * 3 + ["a,b", "a,b", "%", "x*2", "é"]) == b"vm*3,a%2Cb*2,%25,x%2A2,\xc3\xa9"
+    assert cxx([]) == cxx(["n1", ""]) == b""         # nothing to name: the key is left out
+
+    @settings(max_examples=100, deadline=None, database=None)
+    @given(_HOSTS)
+    def same(hosts):
+        assert cxx(hosts) == hostlist.encode(hosts).encode()
+    same()

@@ -59,7 +59,7 @@ def test_a_run_reads_back_its_metadata(tmp_path):
         "size": 64, "eps": 0.25, "case": "line\nbreak | 100%",     # typed, the program's word
         "queue": "debug", "note": "a,b=c",
         "command": shlex.join([sys.executable, str(tmp_path / "app.py"), "an arg", "x'y"]),
-        "hostnames": socket.gethostname(), "nranks": 1, "nodes": 1,
+        "hostnames": socket.gethostname(), "rank_hosts": socket.gethostname(), "nranks": 1, "nodes": 1,
         "python": platform.python_version(), "tinyprof": tinyprof.__version__,
         "writer": "python",
     }                                   # tmp_path is in no git work tree: no "git" key
@@ -83,7 +83,7 @@ def test_an_mpi_run_records_its_ranks_hosts_and_library(tmp_path, aggregators):
     p = tinyprof.read(tmp_path / "out")
     assert len(p.files) == aggregators
     m = p.metadata
-    assert (m["nranks"], m["nodes"], m["hostnames"]) == (3, 1, host)
+    assert (m["nranks"], m["nodes"], m["hostnames"], m["rank_hosts"]) == (3, 1, host, f"{host}*3")
     assert m["mpi_library"] == version and version.startswith(("MPICH", "Open MPI", "Intel"))
     # file 0 alone holds it
     assert [b"\nsection meta " in open(f, "rb").read() for f in p.files] == \

@@ -20,7 +20,8 @@ def pop_history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequenc
     consecutive kept snapshots (the first from the start of the run), from
     the differences of their cumulative values, as a pandas DataFrame. One
     row per (snapshot, callpath) with values recorded in that interval;
-    ``numbers``: the snapshots to use (default: every complete one, oldest first)."""
+    ``numbers``: the snapshots to use (default: every complete one, oldest
+    first); ``hosts`` as for ``Profile.pop`` (None: the recorded ones)."""
     import pandas as pd
 
     return pd.DataFrame(history(outdir, callpath, hosts, numbers))
@@ -34,11 +35,14 @@ def history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequence[st
     if not numbers:
         raise pop.PopError(f"{outdir}: no complete snapshot: the metrics over time need the snapshots "
                            "of a run kept with Profiler(frequency=..., keep='all')")
+    first = read(outdir, snapshot=numbers[0])
+    if hosts is None:       # every snapshot of a run records the same hosts
+        hosts = pop.recorded_hosts(first)
     names = HISTORY_COLUMNS + pop.COLUMNS + (pop.HOST_COLUMNS if hosts is not None else [])
     parts: Dict[str, List[Any]] = {name: [] for name in names}
     before: Dict[pop.Callpath, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for k in numbers:
-        snap = read(outdir, snapshot=k)
+    for i, k in enumerate(numbers):
+        snap = first if i == 0 else read(outdir, snapshot=k)
         if not snap.mpi_recorded:
             raise pop.PopError(f"{outdir}: snapshot {k} holds no MPI data: the metrics over time "
                                "need the MPI time in every snapshot (record with Profiler(mpi=True); "

@@ -9,10 +9,11 @@ split of load balance across and within nodes is TALP's.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..format import hostlist
 from ..format.encoding import excerpt
 from . import trace as _trace
 from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments
@@ -76,6 +77,21 @@ def host_ids(hosts: Optional[Hosts], nranks: int) -> Optional[np.ndarray]:
     return np.array([index.setdefault(str(n), len(index)) for n in names], np.int64)
 
 
+def recorded_hosts(profile: Any) -> Optional[List[str]]:
+    """The host of each rank that the profile's run metadata records
+    (``rank_hosts``), when it names one per rank and more than one host;
+    None otherwise (one host has no split; a user's key of that name that
+    does not fit the profile is not the run's)."""
+    text = profile.metadata.get("rank_hosts")
+    if not isinstance(text, str):
+        return None
+    try:
+        names = hostlist.decode(text, profile.nranks, "rank_hosts")
+    except ValueError:
+        return None
+    return names if len(set(names)) > 1 else None
+
+
 def columns(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, mpi: np.ndarray,
             hosts: Optional[np.ndarray] = None, ideal: Optional[np.ndarray] = None) -> Columns:
     """The metrics of each callpath (a row of the (callpath, rank) arrays
@@ -136,11 +152,14 @@ def pop(profile: Any, callpath: Optional[Sequence[str]] = None,
     """The columns of ``Profile.pop``: one row per callpath (``callpath`` and
     those below it; None: all), in ``profile.callpaths`` order; ``trace``:
     with the split of communication efficiency from the replay of the trace
-    on an ideal network (ValueError without a trace)."""
+    on an ideal network (ValueError without a trace). ``hosts`` None: those
+    the profile records, if it ran on several (:func:`recorded_hosts`)."""
     if callpath is not None and tuple(callpath) not in profile.callpaths:
         raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in profile {excerpt(profile.name)}")
     count, inc, mpi = per_rank(profile)
     keep = below(profile.callpaths, callpath)
     paths = [p for p, k in zip(profile.callpaths, keep) if k]
     ideal = _trace.ideal_inclusive(profile.trace)[keep] if trace else None
+    if hosts is None:
+        hosts = recorded_hosts(profile)
     return columns(paths, count[keep], inc[keep], mpi[keep], host_ids(hosts, profile.nranks), ideal)

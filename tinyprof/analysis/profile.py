@@ -221,7 +221,9 @@ class Profile:
         (max useful time over runtime) and ``parallel_efficiency`` (their
         product). With ``hosts`` (a host name per rank: a sequence, or a
         mapping from rank), also ``hosts`` and TALP's ``load_balance_in`` and
-        ``load_balance_out`` (within and across nodes). With ``trace=True``
+        ``load_balance_out`` (within and across nodes); by default the hosts
+        the run metadata records (``rank_hosts``), when the run spanned
+        several. With ``trace=True``
         (a traced profile), also ``ideal_runtime`` (the runtime replayed on an
         ideal network), ``serialization_efficiency`` (max useful time over it)
         and ``transfer_efficiency`` (it over the runtime). Needs MPI capture:

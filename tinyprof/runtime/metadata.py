@@ -17,6 +17,7 @@ import time
 from typing import Dict, Optional, Sequence
 
 from .._version import __version__
+from ..format import hostlist
 from ..format.meta_section import Value
 
 _COMMIT = re.compile("[0-9a-f]{40}|[0-9a-f]{64}")
@@ -39,6 +40,9 @@ def automatic(start: float, hosts: Sequence[str], mpi_library: Optional[str]) ->
         "tinyprof": __version__,
         "writer": "python",
     }
+    rank_hosts = hostlist.encode(hosts)
+    if rank_hosts:
+        out["rank_hosts"] = rank_hosts
     if mpi_library is not None:
         out["mpi_library"] = mpi_library.split("\n")[0].strip(_WHITESPACE)
     commit = git_commit(app_directory())

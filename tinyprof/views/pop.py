@@ -8,7 +8,6 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..analysis.pop import Columns
-from ..format.encoding import excerpt
 from .text import UNITS, align, shown, tree_label, tree_order
 
 EFFICIENCIES = (("load_balance", "LB"), ("communication_efficiency", "comm eff"),
@@ -94,19 +93,3 @@ def history(name: str, nranks: int, frame: Columns, limit: Optional[int] = None)
     tail = [f"({more} more rows not shown: --limit)"] if more else []
     return "\n".join([head, *shown_lines, *tail, "", LEGEND])
 
-
-def parse_hosts(text: str, nranks: int) -> List[str]:
-    """``--hosts``: one host per rank of ``nranks``, comma-separated;
-    ``name*N`` for N ranks in a row. ValueError unless that names ``nranks``."""
-    out: List[str] = []
-    for item in text.split(","):
-        name, star, times = item.partition("*")
-        if not name or (star and not times.isdigit()):
-            raise ValueError(f"--hosts: {excerpt(item)} is not a host name or NAME*COUNT")
-        count = int(times) if star else 1
-        if len(out) + count > nranks:           # checked before the list grows: bounded memory
-            raise ValueError(f"--hosts: more than the profile's {nranks} ranks")
-        out += [name] * count
-    if len(out) != nranks:
-        raise ValueError(f"--hosts: {len(out)} given for the profile's {nranks} ranks")
-    return out

@@ -1,4 +1,4 @@
-// Python twin: tinyprof/format/meta_section.py, tinyprof/runtime/metadata.py, tinyprof/runtime/settings.py (parse_metadata); identity: tests/native/test_vectors.py
+// Python twin: tinyprof/format/meta_section.py, tinyprof/format/hostlist.py, tinyprof/runtime/metadata.py, tinyprof/runtime/settings.py (parse_metadata); identity: tests/native/test_vectors.py
 //
 // The run metadata (docs/api.md, "Run metadata"): the `meta` section's
 // payload (docs/format.md, "The meta section"), TINYPROF_METADATA, and the
@@ -251,6 +251,24 @@ inline std::string local_hostname() {
     return name;
 }
 
+// The host of each rank as one line (format/hostlist.py's encode): runs of
+// one name as NAME*N (NAME alone for one rank), joined by `,`; `%`, `,` and
+// `*` in a name written %25, %2C, %2A. Empty when there is nothing to name:
+// no rank, or an empty name.
+inline std::string rank_hosts(const std::vector<std::string>& hosts) {
+    std::string out;
+    for (std::size_t i = 0; i < hosts.size();) {
+        if (hosts[i].empty()) return {};
+        std::size_t j = i + 1;
+        while (j < hosts.size() && hosts[j] == hosts[i]) ++j;
+        if (!out.empty()) out += ',';
+        for (char c : hosts[i]) out += c == '%' ? "%25" : c == ',' ? "%2C" : c == '*' ? "%2A" : std::string(1, c);
+        if (j - i > 1) out += '*' + std::to_string(j - i);
+        i = j;
+    }
+    return out;
+}
+
 // The automatic keys (metadata.automatic): rank 0's start, every rank's host
 // (rank order), the MPI library's version text (none without MPI).
 inline Entries automatic(std::time_t start, const std::vector<std::string>& hosts,
@@ -269,6 +287,8 @@ inline Entries automatic(std::time_t start, const std::vector<std::string>& host
                 {"nodes", static_cast<std::int64_t>(nodes.size())},
                 {"tinyprof", std::string(TINYPROF_VERSION)},
                 {"writer", std::string("c++")}};
+    std::string per_rank = rank_hosts(hosts);
+    if (!per_rank.empty()) out["rank_hosts"] = std::move(per_rank);
     if (mpi_library) out["mpi_library"] = std::string(trim_ws(mpi_library->substr(0, mpi_library->find('\n'))));
     std::string commit = git_commit(app_directory());
     if (!commit.empty()) out["git"] = std::move(commit);
