@@ -256,8 +256,9 @@ def _parser() -> argparse.ArgumentParser:
     pop.add_argument("--callpath", metavar="PATH",
                      help="only this region and those below it, written main<halo or main/halo")
     pop.add_argument("--hosts", metavar="LIST",
-                     help="the host of each rank, comma-separated (NAME*N: N ranks in a row): "
-                          "adds the load balance within (LB in) and across nodes (LB out)")
+                     help="the host of each rank, comma-separated (NAME*N: N ranks in a row; "
+                          "%%25, %%2C, %%2A for %%, comma, * in a name), instead of those the run "
+                          "recorded: the load balance within (LB in) and across nodes (LB out)")
     pop.add_argument("--trace", action="store_true",
                      help="split communication efficiency into serialization and transfer "
                           "efficiency, by replaying a traced run (trace=True) on an ideal network")

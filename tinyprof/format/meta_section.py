@@ -49,7 +49,7 @@ def _text(value: str) -> bytes:
 def encode(entries: Mapping[str, Value]) -> bytes:
     """The payload of ``entries`` (keys and types checked by :func:`problem`),
     b"" for none: writers write no section then. A string over the bound (an
-    automatic ``command`` or ``hostnames`` of a huge run) and the keys past
+    automatic ``command``, ``hostnames`` or ``rank_hosts`` of a huge run) and the keys past
     the first ``MAX_ENTRIES`` are left out: the file stays readable."""
     lines: List[bytes] = []
     for key in sorted(entries):
