@@ -18,6 +18,7 @@ import warnings
 import pytest
 
 import tinyprof
+from tinyprof.format import meta_section
 from tinyprof.runtime import metadata as _metadata
 from tinyprof.runtime.settings import Settings, parse_metadata
 
@@ -88,6 +89,19 @@ def test_an_mpi_run_records_its_ranks_hosts_and_library(tmp_path, aggregators):
     # file 0 alone holds it
     assert [b"\nsection meta " in open(f, "rb").read() for f in p.files] == \
         [True] + [False] * (aggregators - 1)
+
+
+def test_rank_hosts_of_a_huge_round_robin_run_is_left_out():
+    """120 000 ranks alternating between two hosts: 1.2 MB of `rank_hosts`,
+    over the 2^20-byte bound, so the writer leaves it out; the rest stays,
+    and a block placement of as many ranks is two items."""
+    round_robin = ["node00000", "node00001"] * 60_000
+    entries = _metadata.automatic(0.0, round_robin, None)
+    assert len(entries["rank_hosts"]) == 1_200_000 - 1
+    got = meta_section.parse(meta_section.encode(entries), "m.tp", 1)
+    assert "rank_hosts" not in got and (got["nranks"], got["nodes"]) == (120_000, 2)
+    blocks = _metadata.automatic(0.0, sorted(round_robin), None)["rank_hosts"]
+    assert blocks == "node00000*60000,node00001*60000"
 
 
 @needs_mpi
