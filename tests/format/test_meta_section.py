@@ -123,6 +123,7 @@ def test_rank_hosts_is_run_length_encoded_in_rank_order():
     assert hostlist.encode(hosts) == "n1*3,n2*2,n1,n3"
     assert hostlist.decode("n1*3,n2*2,n1,n3", 7, "rank_hosts") == hosts
     assert hostlist.decode("n1,n1*2,n2*0,n2*02,n1,n3", 7, "x") == hosts      # not canonical, same ranks
+    assert hostlist.decode("n*" + "0" * 40 + "2", 2, "x") == ["n", "n"]
     assert hostlist.encode([]) == "" and hostlist.encode(["a", ""]) == ""     # nothing to name
 
 

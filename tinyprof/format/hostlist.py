@@ -44,8 +44,9 @@ def decode(text: str, nranks: int, label: str) -> List[str]:
         name, star, times = item.partition("*")
         if not name or (star and not _COUNT.fullmatch(times)) or "%" in _ESCAPED.sub("", name):
             raise ValueError(f"{label}: {excerpt(item)} is not a host name or NAME*COUNT")
+        digits = times.lstrip("0") if star else "1"
         # past 18 digits, more than any run's ranks (and than int() reads)
-        count = (int(times) if len(times) <= 18 else nranks + 1) if star else 1
+        count = int(digits or "0") if len(digits) <= 18 else nranks + 1
         if len(out) + count > nranks:           # checked before the list grows
             raise ValueError(f"{label}: more than the profile's {nranks} ranks")
         out += [_ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), name)] * count
