@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import warnings
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..format.reader import ParsedFile
 
@@ -26,7 +26,7 @@ Site = Tuple[str, int]      # (object, offset)
 
 Found = Tuple[str, str]     # (function, "file:line"); either "" when addr2line does not know
 _cache: Dict[Tuple[str, int, int, int], Found] = {}    # (path, size, mtime, offset) -> what addr2line said
-_said = set()               # warnings given once per process
+_said: Set[str] = set()             # warnings given once per process
 
 
 def _say(what: str) -> None:
@@ -47,7 +47,7 @@ def parse_site(name: str) -> Optional[Tuple[str, Site]]:
     return function, (obj, int(hexa, 16))
 
 
-def objects(metadata: Dict[str, object]) -> Dict[str, Tuple[int, int, str]]:
+def objects(metadata: Mapping[str, object]) -> Dict[str, Tuple[int, int, str]]:
     """The ``site_objects`` metadata: object name -> (size, mtime_ns, path);
     malformed lines are skipped."""
     value = metadata.get("site_objects")
@@ -99,7 +99,7 @@ def _addr2line(tool: str, path: str, offsets: Sequence[int]) -> Dict[int, Found]
     return found
 
 
-def resolve(files: Sequence[ParsedFile], metadata: Dict[str, object]) -> None:
+def resolve(files: Sequence[ParsedFile], metadata: Mapping[str, object]) -> None:
     """Rename the call sites in the files' name tables (before their callpaths
     are built). Two sites of one line keep their offsets, as
     ``function (file.c:line, object+0xoffset)``, to stay two callpaths."""
