@@ -55,6 +55,7 @@ std::string env(const char* name, std::string fallback) {
 // resolved only when the profile is written.
 
 int site_depth = 0;
+void* (*wrapped_caller)() = nullptr;        // libtinyprof_mpi's tinyprof_mpi_caller, for depth 1
 const void* own_bases[2];                   // libtinyprof_mpi's and this library's load addresses
 std::mutex sites_mutex;
 std::vector<std::pair<Node*, void*>> site_nodes;    // every site node, with its return address
@@ -78,12 +79,19 @@ bool programs(void* pc) {
 std::int32_t site_node() noexcept {
     void* frames[16 + 8];
     void* sites[16];
-    // the unwinding's cost grows with the frames it walks: only as many as the
-    // K sites need, after tinyprof's own three and a Fortran binding's few
-    const int n = backtrace(frames, site_depth + 8);
     int k = 0;
-    for (int i = 0; i < n && k < site_depth; ++i)
-        if (programs(frames[i])) sites[k++] = frames[i];
+    // depth 1: the wrapper's own return address when it is the program's (not
+    // a Fortran binding's), without unwinding
+    void* const caller = site_depth == 1 && wrapped_caller ? wrapped_caller() : nullptr;
+    if (caller != nullptr && programs(caller)) {
+        sites[k++] = caller;
+    } else {
+        // the unwinding's cost grows with the frames it walks: only as many as the
+        // K sites need, after tinyprof's own three and a Fortran binding's few
+        const int n = backtrace(frames, site_depth + 8);
+        for (int i = 0; i < n && k < site_depth; ++i)
+            if (programs(frames[i])) sites[k++] = frames[i];
+    }
     TinyProf::detail::Tree& t = TinyProf::detail::tree();
     Node* node = t.current != &t.root ? t.current : region_node;
     thread_local std::map<std::pair<Node*, void*>, Node*> made;
@@ -148,6 +156,7 @@ void set_source() {
     if (site_depth > 0) {
         own_bases[0] = dladdr(reinterpret_cast<void*>(lib->enable), &di) ? di.dli_fbase : nullptr;
         own_bases[1] = dladdr(reinterpret_cast<void*>(&site_node), &di) ? di.dli_fbase : nullptr;
+        wrapped_caller = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "tinyprof_mpi_caller"));
     }
     lib->set_source(site_depth > 0 ? &site_node : &whole_node);
 }

@@ -153,6 +153,20 @@ def test_call_sites(app, tmp_path):
     assert shown.returncode == 0 and sites[1][2] in shown.stdout, shown.stdout + shown.stderr
 
 
+def test_call_sites_at_depth_1(app, tmp_path):
+    """--site-depth 1 (the wrapper's own return address, no unwinding): each
+    Allreduce at its line in reduce_a or reduce_b; the calls from main and
+    from the second thread at theirs."""
+    prof, calls = _sites(app, tmp_path, 1)
+    assert calls == {(("app", f"{f} (app.c:{_line(f'void {f}(')})"), r): n
+                     for f, n in (("reduce_a", 20), ("reduce_b", 60)) for r in range(3)}
+    rows = {(r.callpath, r.op) for r in prof.mpi.itertuples() if r.op != "Allreduce"}
+    assert rows == {(("app", f"main (app.c:{_line(text)})"), op) for text, op in
+                    (("MPI_Comm_split(", "Comm_split"), ("MPI_Sendrecv_replace(", "Sendrecv_replace"),
+                     ("MPI_Comm_free(", "Comm_free"))} | \
+        {(("app", f"broadcast (app.c:{_line('MPI_Bcast(')})"), "Bcast")}, rows
+
+
 def test_call_sites_of_a_changed_or_removed_binary_keep_their_offsets(app, tmp_path):
     """A binary rebuilt (another size or time) or removed since the run: its
     sites read back as written, `function (object+0xoffset)` (`?` for a
