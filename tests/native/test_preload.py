@@ -203,7 +203,8 @@ tinyprof.Profiler("hostile", outdir="out",
                   metadata={"site_objects": f"app\t{same}bad line\nnope\tx\t1\t/nope\nlate\t{same}"})
 names = ["main (app+0xzz)", "x (app+0x)", " (app+0x10)", "(app+0x1)", "f (app+0x" + "f" * 17 + ")",
          "f (nope+0x10)", "a (b (app+0x11)", "f (app+0x10", "f (other+0x10)", "user region",
-         f"one (app+0x{offset:x})", f"two (app+0x{offset:x}0000)", f"one (late+0x{offset:x})"]
+         f"one (app+0x{offset:x})", f"two (app+0x{offset:x}0000)", f"one (late+0x{offset:x})",
+         f"next (app+0x{offset + 1:x})"]
 for name in names:
     with tinyprof.Event(name):
         pass
@@ -218,7 +219,8 @@ tinyprof.flush()
 def test_names_that_are_not_call_sites_are_left_alone(app, tmp_path, monkeypatch):
     """A profile (written here by Python) whose names look almost like sites,
     whose `site_objects` has bad lines, and with more sites than are resolved:
-    it reads, each name as written but the one real site within the bound."""
+    it reads, each name as written but the real sites within the bound, two
+    of one line told apart by their offsets."""
     raw = subprocess.run(["nm", str(app)], capture_output=True, text=True).stdout if shutil.which("nm") else ""
     start = [line.split()[0] for line in raw.splitlines() if line.endswith(" reduce_a")]
     if not (start and shutil.which("addr2line")):
@@ -232,7 +234,8 @@ def test_names_that_are_not_call_sites_are_left_alone(app, tmp_path, monkeypatch
     assert [path[0] for path in prof.callpaths if len(path) == 1] == [
         "main (app+0xzz)", "x (app+0x)", " (app+0x10)", "(app+0x1)", "f (app+0x" + "f" * 17 + ")",
         "f (nope+0x10)", "a (b (app+0x11)", "f (app+0x10", "f (other+0x10)", "user region",
-        f"reduce_a (app.c:{_line('void reduce_a(')})", f"two (app+0x{hex_start}0000)", f"one (late+0x{hex_start})",
+        f"reduce_a (app.c:{_line('void reduce_a(')}, app+0x{hex_start})", f"two (app+0x{hex_start}0000)",
+        f"one (late+0x{hex_start})", f"reduce_a (app.c:{_line('void reduce_a(')}, app+0x{int(start[0], 16) + 1:x})",
         "many"]
     assert [path[1] for path in prof.callpaths if len(path) == 2] == [f"? (app+0x{k + (1 << 40):x})" for k in range(48)]
 

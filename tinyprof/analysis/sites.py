@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
+import time
 import warnings
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -20,7 +22,7 @@ from ..format.reader import ParsedFile
 
 MAX_OBJECTS = 64            # addr2line processes per profile
 MAX_ADDRESSES = 1 << 16     # offsets resolved per profile; the rest keep their names
-TIMEOUT = 30.0              # seconds per addr2line process
+TIMEOUT = 30.0              # seconds for all addr2line processes of a profile
 
 Site = Tuple[str, int]      # (object, offset)
 
@@ -66,18 +68,19 @@ def _same_file(size: int, mtime: int, path: str) -> bool:
         st = os.stat(path)
     except OSError:
         return False
-    return st.st_size == size and st.st_mtime_ns == mtime
+    return stat.S_ISREG(st.st_mode) and st.st_size == size and st.st_mtime_ns == mtime
 
 
-def _addr2line(tool: str, path: str, offsets: Sequence[int]) -> Dict[int, Found]:
-    """offset -> (function, file:line) of the innermost of its inlined frames."""
+def _addr2line(tool: str, path: str, offsets: Sequence[int], timeout: float) -> Optional[Dict[int, Found]]:
+    """offset -> (function, file:line) of the innermost of its inlined frames;
+    None when addr2line failed (nothing to remember)."""
     try:
         out = subprocess.run([tool, "-a", "-f", "-C", "-i", "-e", path], capture_output=True, text=True,
-                             errors="replace", timeout=TIMEOUT,
+                             errors="replace", timeout=timeout,
                              input="".join(f"0x{o:x}\n" for o in offsets)).stdout
     except (OSError, subprocess.SubprocessError) as e:
         _say(f"addr2line failed on {path} ({type(e).__name__}): names left as written")
-        return {}
+        return None
     found: Dict[int, Found] = {}
     lines = out.split("\n")
     i = 0
@@ -117,7 +120,7 @@ def resolve(files: Sequence[ParsedFile], metadata: Mapping[str, object]) -> None
     for _, (obj, offset) in parsed.values():
         wanted.setdefault(obj, []).append(offset)
     lines: Dict[Site, str] = {}
-    budget = MAX_ADDRESSES
+    budget, deadline = MAX_ADDRESSES, time.monotonic() + TIMEOUT
     for obj, offsets in sorted(wanted.items()):
         size, mtime, path = known[obj]
         if budget <= 0 or not _same_file(size, mtime, path):
@@ -129,12 +132,16 @@ def resolve(files: Sequence[ParsedFile], metadata: Mapping[str, object]) -> None
             tool = shutil.which("addr2line")
             if tool is None:
                 _say("no addr2line (binutils) on PATH: names left as object+offset")
-                return
+                break
             if len(_cache) + len(todo) > MAX_ADDRESSES:
                 _cache.clear()
-            got = _addr2line(tool, path, todo)
-            for o in todo:
-                _cache[(path, size, mtime, o)] = got.get(o, ("", ""))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _say("addr2line out of time: names left as written")
+                break
+            got = _addr2line(tool, path, todo, left)
+            if got is not None:
+                _cache.update(((path, size, mtime, o), got.get(o, ("", ""))) for o in todo)
         for o in offsets:
             function, where = _cache.get((path, size, mtime, o), ("", ""))
             if function:    # a static function gets its name, and its line with -g
