@@ -341,7 +341,8 @@ def test_a_fortran_binary(tmp_path):
 def test_python_under_the_preload_keeps_its_own_profile(tmp_path):
     """`python -m tinyprof` with the library preloaded: tinyprof in Python
     starts capture, so the whole-program profile of the interpreter stands
-    down; the script's profile holds exactly its calls."""
+    down; the script's profile holds exactly its calls, at their Python line
+    (`python -m tinyprof` records call sites at depth 1 by default)."""
     pytest.importorskip("mpi4py")
     (tmp_path / "app.py").write_text(
         "import numpy as np\nfrom mpi4py import MPI\n"
@@ -352,5 +353,5 @@ def test_python_under_the_preload_keeps_its_own_profile(tmp_path):
     assert proc.returncode == 0, proc.stderr
     prof = tinyprof.read(tmp_path / "prof")
     rows = {(r.callpath, r.rank, r.op): r.calls for r in prof.mpi.itertuples()}
-    assert rows == {(("app.py",), r, "Allreduce"): 5 for r in range(2)}
+    assert rows == {(("app.py", "<module> (app.py:4)"), r, "Allreduce"): 5 for r in range(2)}   # its Python site
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.py", "prof"]
