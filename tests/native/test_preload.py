@@ -167,6 +167,19 @@ def test_call_sites_at_depth_1(app, tmp_path):
         {(("app", f"broadcast (app.c:{_line('MPI_Bcast(')})"), "Bcast")}, rows
 
 
+def test_call_sites_without_debug_info(tmp_path):
+    """Built without -g nor -rdynamic: no lines, but every function named from
+    the symbol table, the static one too, at its object and offset."""
+    (tmp_path / "app.c").write_text(APP)
+    subprocess.run([str(MPICC), "-O0", "-pthread", str(tmp_path / "app.c"), "-o", str(tmp_path / "app")],
+                   check=True, capture_output=True, text=True)
+    _, calls = _sites(tmp_path / "app", tmp_path)
+    if not shutil.which("addr2line"):
+        pytest.skip("needs addr2line (binutils)")
+    named = sorted({tuple(re.sub(r"\+0x[0-9a-f]+\)$", ")", name) for name in path) for path, _ in calls})
+    assert named == [("app", "main (app)", "reduce_a (app)"), ("app", "main (app)", "reduce_b (app)")], calls
+
+
 def test_call_sites_of_a_changed_or_removed_binary_keep_their_offsets(app, tmp_path):
     """A binary rebuilt (another size or time) or removed since the run: its
     sites read back as written, `function (object+0xoffset)` (`?` for a
