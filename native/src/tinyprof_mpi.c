@@ -110,7 +110,7 @@ struct tp_tls {
     int pause;                  /* tinyprof_mpi_pause depth */
     int op;                     /* op code + 1 of the wrapped call in progress (0: none), */
     int skip;                   /* > 0: inside a call on a private communicator, */
-    void *caller;               /* return address of the wrapped call being recorded (TP_WRAP), or NULL */
+    void *caller;               /* return address of TP_WRAP's call being recorded, else NULL */
     uint32_t own_epoch;         /* created at this epoch; all for UCX (tp_ucx_context) */
     unsigned msg_next;          /* ring of Mprobe'd messages -> communicator, for Mrecv */
     unsigned msg_live;          /* bit i: msg[i] not consumed yet */
@@ -721,7 +721,6 @@ static void tp_end(const tp_call *c, int op, int64_t t1, int64_t bytes, int32_t 
     tp_unlock(t);
     tls.stage.n = 0;
     tls.root1 = 0;
-    tls.caller = NULL;
 }
 
 /* World rank of rank `dest` of record `idx`; -1 for MPI_PROC_NULL, an
@@ -865,6 +864,7 @@ static inline void tp_leave(int saved, int priv) {
         POST;                                                                             \
         int ok_ = rc_ == MPI_SUCCESS;                                                     \
         tp_end(&c_, OP, t1_, ok_ ? (int64_t)(BYTES) : 0, ok_ ? (int32_t)(PEER) : -1);     \
+        tls.caller = NULL;    /* never stale: a nested call's, or another wrapper's */     \
         return rc_;                                                                       \
     }
 

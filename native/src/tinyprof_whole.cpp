@@ -122,7 +122,9 @@ std::string site_name(void* pc, std::map<std::string, std::string>& objects) {
         return "? (" + std::to_string(at) + ")";
     const char* slash = std::strrchr(di.dli_fname, '/');
     const std::string object = slash ? slash + 1 : di.dli_fname;
-    objects.try_emplace(object, *map->l_name ? map->l_name : "/proc/self/exe");   // "": the executable
+    const std::string file = *map->l_name ? map->l_name : "/proc/self/exe";      // "": the executable
+    const auto [it, added] = objects.try_emplace(object, file);
+    if (!added && it->second != file) it->second.clear();     // two objects of one name: neither resolved
     char offset[24];
     std::snprintf(offset, sizeof offset, "+0x%zx", static_cast<std::size_t>(at - map->l_addr));
     return std::string(di.dli_sname ? di.dli_sname : "?") + " (" + object + offset + ")";
@@ -137,7 +139,7 @@ void describe_objects(const std::map<std::string, std::string>& objects) {
     for (const auto& [object, file] : objects) {
         char path[PATH_MAX];
         struct stat st;
-        if (realpath(file.c_str(), path) == nullptr || stat(path, &st) != 0 ||
+        if (file.empty() || realpath(file.c_str(), path) == nullptr || stat(path, &st) != 0 ||
             object.find_first_of("\t\n\r") != std::string::npos || std::strpbrk(path, "\n\r") != nullptr)
             continue;
         const long long mtime = static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
