@@ -314,7 +314,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--name", help="profile name (default: the program's file name)")
     run.add_argument("--site-depth", type=_count, default=0, metavar="K",
                      help="charge each MPI call to the K innermost frames of the program that "
-                          "made it (call sites, at most 16; default 0: to the program's region)")
+                          "made it (call sites, at most 16; default 0: to the program's region); "
+                          "read back as function (file:line) with addr2line when the binary is there")
     run.add_argument("--mpiexec", metavar="PATH",
                      help="the MPI launcher (default: mpiexec beside this Python, else on PATH)")
     run.add_argument("program", metavar="PROGRAM", help="the program to run")

@@ -110,6 +110,7 @@ struct tp_tls {
     int pause;                  /* tinyprof_mpi_pause depth */
     int op;                     /* op code + 1 of the wrapped call in progress (0: none), */
     int skip;                   /* > 0: inside a call on a private communicator, */
+    void *caller;               /* return address of TP_WRAP's call being recorded, else NULL */
     uint32_t own_epoch;         /* created at this epoch; all for UCX (tp_ucx_context) */
     unsigned msg_next;          /* ring of Mprobe'd messages -> communicator, for Mrecv */
     unsigned msg_live;          /* bit i: msg[i] not consumed yet */
@@ -854,6 +855,7 @@ static inline void tp_leave(int saved, int priv) {
         c_.comm = (COMM);                                                                 \
         if (tls.pause || tp_private(c_.comm)) TP_SKIPPED(tp_private(c_.comm), PMPI_##NAME ARGS); \
         PRE;                                                                              \
+        tls.caller = __builtin_return_address(0);                                         \
         int op_ = tp_enter((OP) + 1, c_.comm, 0);                                         \
         c_.t0 = tp_ticks();                                                               \
         int rc_ = PMPI_##NAME ARGS;                                                       \
@@ -862,6 +864,7 @@ static inline void tp_leave(int saved, int priv) {
         POST;                                                                             \
         int ok_ = rc_ == MPI_SUCCESS;                                                     \
         tp_end(&c_, OP, t1_, ok_ ? (int64_t)(BYTES) : 0, ok_ ? (int32_t)(PEER) : -1);     \
+        tls.caller = NULL;    /* never stale: a nested call's, or another wrapper's */     \
         return rc_;                                                                       \
     }
 
@@ -1512,6 +1515,11 @@ void tinyprof_mpi_set_source(tinyprof_mpi_source_fn fn) {
     if (atomic_load(&g_whole) && fn != g_whole_source) tp_whole_stand_down();
     atomic_store(&g_source, fn);
 }
+
+/* For libtinyprof_whole's call sites at depth 1 (no unwinding): where the
+ * wrapped call being recorded returns to, NULL outside TP_WRAP's calls. */
+void *tinyprof_mpi_caller(void);
+void *tinyprof_mpi_caller(void) { return tls.caller; }
 
 void tinyprof_mpi_enable(int on) { atomic_store(&g_on, on != 0); }
 

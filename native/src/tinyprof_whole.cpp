@@ -11,6 +11,9 @@
 
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <limits.h>
+#include <link.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -52,6 +55,7 @@ std::string env(const char* name, std::string fallback) {
 // resolved only when the profile is written.
 
 int site_depth = 0;
+void* (*wrapped_caller)() = nullptr;        // libtinyprof_mpi's tinyprof_mpi_caller, for depth 1
 const void* own_bases[2];                   // libtinyprof_mpi's and this library's load addresses
 std::mutex sites_mutex;
 std::vector<std::pair<Node*, void*>> site_nodes;    // every site node, with its return address
@@ -75,12 +79,19 @@ bool programs(void* pc) {
 std::int32_t site_node() noexcept {
     void* frames[16 + 8];
     void* sites[16];
-    // the unwinding's cost grows with the frames it walks: only as many as the
-    // K sites need, after tinyprof's own three and a Fortran binding's few
-    const int n = backtrace(frames, site_depth + 8);
     int k = 0;
-    for (int i = 0; i < n && k < site_depth; ++i)
-        if (programs(frames[i])) sites[k++] = frames[i];
+    // depth 1: the wrapper's own return address when it is the program's (not
+    // a Fortran binding's), without unwinding
+    void* const caller = site_depth == 1 && wrapped_caller ? wrapped_caller() : nullptr;
+    if (caller != nullptr && programs(caller)) {
+        sites[k++] = caller;
+    } else {
+        // the unwinding's cost grows with the frames it walks: only as many as the
+        // K sites need, after tinyprof's own three and a Fortran binding's few
+        const int n = backtrace(frames, site_depth + 8);
+        for (int i = 0; i < n && k < site_depth; ++i)
+            if (programs(frames[i])) sites[k++] = frames[i];
+    }
     TinyProf::detail::Tree& t = TinyProf::detail::tree();
     Node* node = t.current != &t.root ? t.current : region_node;
     thread_local std::map<std::pair<Node*, void*>, Node*> made;
@@ -100,15 +111,42 @@ std::int32_t site_node() noexcept {
 
 // `function (object+0xoffset)`: the exported function holding the call
 // (dladdr: a -rdynamic executable's or a library's; `?` for a static one) and
-// the call's offset in its object, for `addr2line -e object 0xoffset`.
-std::string site_name(void* pc) {
+// the call's address in its object as linked (pc - load bias: what
+// `addr2line -e object 0xoffset` takes, PIE or not). Adds the object to
+// `objects` (its name in the site names -> its file).
+std::string site_name(void* pc, std::map<std::string, std::string>& objects) {
     Dl_info di;
+    link_map* map = nullptr;
     const auto at = reinterpret_cast<std::uintptr_t>(pc) - 1;     // inside the call instruction
-    if (dladdr(pc, &di) == 0) return "? (" + std::to_string(at) + ")";
+    if (dladdr1(pc, &di, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 || map == nullptr)
+        return "? (" + std::to_string(at) + ")";
     const char* slash = std::strrchr(di.dli_fname, '/');
+    const std::string object = slash ? slash + 1 : di.dli_fname;
+    const std::string file = *map->l_name ? map->l_name : "/proc/self/exe";      // "": the executable
+    const auto [it, added] = objects.try_emplace(object, file);
+    if (!added && it->second != file) it->second.clear();     // two objects of one name: neither resolved
     char offset[24];
-    std::snprintf(offset, sizeof offset, "+0x%zx", static_cast<std::size_t>(at - reinterpret_cast<std::uintptr_t>(di.dli_fbase)));
-    return std::string(di.dli_sname ? di.dli_sname : "?") + " (" + (slash ? slash + 1 : di.dli_fname) + offset + ")";
+    std::snprintf(offset, sizeof offset, "+0x%zx", static_cast<std::size_t>(at - map->l_addr));
+    return std::string(di.dli_sname ? di.dli_sname : "?") + " (" + object + offset + ")";
+}
+
+// The run metadata's `site_objects`: a line `name<TAB>size<TAB>mtime_ns<TAB>path`
+// per object the sites are in (rank 0's: it writes the metadata), so that the
+// reader resolves the offsets to lines with addr2line, and only in the same
+// file (docs/native.md, "Unchanged binaries").
+void describe_objects(const std::map<std::string, std::string>& objects) {
+    std::string lines;
+    for (const auto& [object, file] : objects) {
+        char path[PATH_MAX];
+        struct stat st;
+        if (file.empty() || realpath(file.c_str(), path) == nullptr || stat(path, &st) != 0 ||
+            object.find_first_of("\t\n\r") != std::string::npos || std::strpbrk(path, "\n\r") != nullptr)
+            continue;
+        const long long mtime = static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+        lines += object + "\t" + std::to_string(static_cast<long long>(st.st_size)) + "\t" + std::to_string(mtime) +
+                 "\t" + path + "\n";
+    }
+    if (!lines.empty()) TinyProf::metadata("site_objects", lines);
 }
 
 // The source of the capture the Profiler started: whole_node, or
@@ -120,14 +158,18 @@ void set_source() {
     if (site_depth > 0) {
         own_bases[0] = dladdr(reinterpret_cast<void*>(lib->enable), &di) ? di.dli_fbase : nullptr;
         own_bases[1] = dladdr(reinterpret_cast<void*>(&site_node), &di) ? di.dli_fbase : nullptr;
+        wrapped_caller = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "tinyprof_mpi_caller"));
     }
     lib->set_source(site_depth > 0 ? &site_node : &whole_node);
 }
 
-// Names the site nodes, before the flush writes them.
+// Names the site nodes, before the flush writes them, and describes their objects.
 void name_sites() {
     const std::lock_guard<std::mutex> lock(sites_mutex);
-    for (const auto& [node, pc] : site_nodes) node->name = site_name(pc);
+    if (site_nodes.empty()) return;
+    std::map<std::string, std::string> objects;
+    for (const auto& [node, pc] : site_nodes) node->name = site_name(pc, objects);
+    describe_objects(objects);
 }
 
 }  // namespace
@@ -161,7 +203,7 @@ extern "C" __attribute__((visibility("default"))) void tinyprof_whole_finish() n
     delete region;
     try {
         name_sites();
-    } catch (const std::exception&) {       // out of memory: the sites keep their addresses
+    } catch (const std::exception&) {       // out of memory, a value too long: sites unnamed or unresolvable
     }
     delete profiler;            // flushes, and warns if it cannot write
     region = nullptr;

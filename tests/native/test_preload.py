@@ -18,6 +18,7 @@ from conftest import BIN, MPIEXEC, run
 from test_mpi_capture import check_run
 
 import tinyprof
+from tinyprof.analysis import sites
 
 HERE = Path(tinyprof.__file__).parent
 LIB, WHOLE = HERE / "libtinyprof_mpi.so", HERE / "libtinyprof_whole.so"
@@ -30,9 +31,10 @@ APP = r"""
 #include <pthread.h>
 #include <stdio.h>
 
-/* exported (-rdynamic), and -O0: not inlined, and no tail call that would hide their frames */
+/* -O0: not inlined, and no tail call that would hide their frames; one
+ * exported (-rdynamic), one static (no name from dladdr: from the reader's addr2line) */
 void reduce_a(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
-void reduce_b(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
+static void reduce_b(double *x) { MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
 
 static MPI_Comm pairs;
 static int token;
@@ -119,32 +121,153 @@ def test_tinyprof_run(app, tmp_path):
     check_profile(tmp_path / "prof", 3)
 
 
-def test_call_sites(app, tmp_path):
-    """--site-depth 2: each Allreduce is charged to main's line that called
-    reduce_a (20 per rank) or reduce_b (60), then to the line in it; names
-    are `function (object+0xoffset)`, offsets that addr2line turns into the
-    source lines."""
-    proc = subprocess.run([str(BIN / "tinyprof"), "run", "-n", "3", "--site-depth", "2", "-o", "prof", str(app)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+def _sites(exe: Path, cwd: Path, depth: int = 2):
+    """``tinyprof run --site-depth`` on ``exe``: its profile, and the Allreduce
+    calls per (callpath, rank)."""
+    proc = subprocess.run([str(BIN / "tinyprof"), "run", "-n", "3", "--site-depth", str(depth), "-o", "prof",
+                           str(exe)], capture_output=True, text=True, timeout=120, cwd=cwd,
                           env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
     assert proc.returncode == 3, proc.stderr
-    prof = tinyprof.read(tmp_path / "prof")
-    calls = {}
-    for r in prof.mpi.itertuples():
-        if r.op == "Allreduce":
-            calls.setdefault((r.callpath, r.rank), r.calls)
+    prof = tinyprof.read(cwd / "prof")
+    calls = {(r.callpath, r.rank): r.calls for r in prof.mpi.itertuples() if r.op == "Allreduce"}
+    return prof, calls
+
+
+def _line(text: str) -> int:
+    """The line of APP (as written to app.c) that holds ``text``."""
+    found, = [n for n, line in enumerate(APP.split("\n"), 1) if text in line]
+    return found
+
+
+def test_call_sites(app, tmp_path):
+    """--site-depth 2: each Allreduce is charged to main's line that called
+    reduce_a (20 per rank) or reduce_b (60), then to the line in it, read back
+    as `function (app.c:line)`, the static function's too (-g)."""
+    prof, calls = _sites(app, tmp_path)
+    sites = [("app", f"main (app.c:{_line(f'{f}(x);')})", f"{f} (app.c:{_line(f'void {f}(')})")
+             for f in ("reduce_a", "reduce_b")]
+    assert calls == {(path, r): n for path, n in zip(sites, (20, 60)) for r in range(3)}
+    assert prof.metadata["site_objects"].startswith(f"app\t{app.stat().st_size}\t{app.stat().st_mtime_ns}\t{app}\n")
+    shown = subprocess.run([str(BIN / "tinyprof"), "mpi", str(tmp_path / "prof")], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    assert shown.returncode == 0 and sites[1][2] in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_call_sites_at_depth_1(app, tmp_path):
+    """--site-depth 1 (the wrapper's own return address, no unwinding): each
+    Allreduce at its line in reduce_a or reduce_b; the calls from main and
+    from the second thread at theirs."""
+    prof, calls = _sites(app, tmp_path, 1)
+    assert calls == {(("app", f"{f} (app.c:{_line(f'void {f}(')})"), r): n
+                     for f, n in (("reduce_a", 20), ("reduce_b", 60)) for r in range(3)}
+    rows = {(r.callpath, r.op) for r in prof.mpi.itertuples() if r.op != "Allreduce"}
+    assert rows == {(("app", f"main (app.c:{_line(text)})"), op) for text, op in
+                    (("MPI_Comm_split(", "Comm_split"), ("MPI_Sendrecv_replace(", "Sendrecv_replace"),
+                     ("MPI_Comm_free(", "Comm_free"))} | \
+        {(("app", f"broadcast (app.c:{_line('MPI_Bcast(')})"), "Bcast")}, rows
+
+
+def test_call_sites_without_debug_info(tmp_path):
+    """Built without -g nor -rdynamic: no lines, but every function named from
+    the symbol table, the static one too, at its object and offset."""
+    (tmp_path / "app.c").write_text(APP)
+    subprocess.run([str(MPICC), "-O0", "-pthread", str(tmp_path / "app.c"), "-o", str(tmp_path / "app")],
+                   check=True, capture_output=True, text=True)
+    _, calls = _sites(tmp_path / "app", tmp_path)
+    if not shutil.which("addr2line"):
+        pytest.skip("needs addr2line (binutils)")
+    named = sorted({tuple(re.sub(r"\+0x[0-9a-f]+\)$", ")", name) for name in path) for path, _ in calls})
+    assert named == [("app", "main (app)", "reduce_a (app)"), ("app", "main (app)", "reduce_b (app)")], calls
+
+
+def test_call_sites_of_a_changed_or_removed_binary_keep_their_offsets(app, tmp_path):
+    """A binary rebuilt (another size or time) or removed since the run: its
+    sites read back as written, `function (object+0xoffset)` (`?` for a
+    static function), offsets that addr2line turns into the calling lines."""
+    exe = tmp_path / "app"
+    shutil.copy(app, exe)
+    resolved = _sites(exe, tmp_path)[1]
+    assert all("app.c:" in path[2] for path, _ in resolved)
+    os.utime(exe, ns=(0, 0))
+    raw = tinyprof.read(tmp_path / "prof")
+    calls = {(r.callpath, r.rank): r.calls for r in raw.mpi.itertuples() if r.op == "Allreduce"}
     sites = sorted({path for path, _ in calls})
-    assert [[name.split(" ")[0] for name in path] for path in sites] == \
-        [["app", "main", "reduce_a"], ["app", "main", "reduce_b"]], sites
-    assert all(re.fullmatch(r"\w+ \(app\+0x[0-9a-f]+\)", name) for path in sites for name in path[1:]), sites
-    assert calls == {(path, r): 20 if path[2].startswith("reduce_a") else 60 for path in sites for r in range(3)}
+    assert [[name.split(" ")[0] for name in path] for path in sites] == [["app", "main", "reduce_a"],
+                                                                         ["app", "main", "?"]], sites
+    assert all(re.fullmatch(r"(\w+|\?) \(app\+0x[0-9a-f]+\)", name) for path in sites for name in path[1:]), sites
+    assert sorted(calls.values()) == sorted(resolved.values()) == [20] * 3 + [60] * 3
     addr2line = shutil.which("addr2line")
     if addr2line:
-        source = [subprocess.run([addr2line, "-e", str(app), path[2].split("+")[1][:-1]], capture_output=True,
+        source = [subprocess.run([addr2line, "-e", str(exe), path[2].split("+")[1][:-1]], capture_output=True,
                                  text=True).stdout for path in sites]
         assert [line.split(":")[0] for line in source] == [str(app) + ".c"] * 2, source
-        defined = [n for n, line in enumerate(APP.split("\n"), 1) if line.startswith("void reduce_")]
-        assert [int(line.split(":")[1].split()[0]) for line in source] == defined, source
+        assert [int(line.split(":")[1].split()[0]) for line in source] == \
+            [_line("void reduce_a("), _line("void reduce_b(")], source
+    exe.unlink()
+    assert tinyprof.read(tmp_path / "prof").callpaths == raw.callpaths
+
+
+HOSTILE = r"""
+import os, sys, tinyprof
+exe, offset, many = sys.argv[1], int(sys.argv[2], 16), int(sys.argv[3])
+st = os.stat(exe)
+same = f"{st.st_size}\t{st.st_mtime_ns}\t{exe}\n"
+tinyprof.Profiler("hostile", outdir="out",
+                  metadata={"site_objects": f"app\t{same}bad line\nnope\tx\t1\t/nope\nlate\t{same}"})
+names = ["main (app+0xzz)", "x (app+0x)", " (app+0x10)", "(app+0x1)", "f (app+0x" + "f" * 17 + ")",
+         "f (nope+0x10)", "a (b (app+0x11)", "f (app+0x10", "f (other+0x10)", "user region",
+         f"one (app+0x{offset:x})", f"two (app+0x{offset:x}0000)", f"one (late+0x{offset:x})",
+         f"next (app+0x{offset + 1:x})"]
+for name in names:
+    with tinyprof.Event(name):
+        pass
+with tinyprof.Event("many"):
+    for k in range(many):
+        with tinyprof.Event(f"? (app+0x{k + (1 << 40):x})"):
+            pass
+tinyprof.flush()
+"""
+
+
+def test_names_that_are_not_call_sites_are_left_alone(app, tmp_path, monkeypatch):
+    """A profile (written here by Python) whose names look almost like sites,
+    whose `site_objects` has bad lines, and with more sites than are resolved:
+    it reads, each name as written but the real sites within the bound, two
+    of one line told apart by their offsets."""
+    raw = subprocess.run(["nm", str(app)], capture_output=True, text=True).stdout if shutil.which("nm") else ""
+    start = [line.split()[0] for line in raw.splitlines() if line.endswith(" reduce_a")]
+    if not (start and shutil.which("addr2line")):
+        pytest.skip("needs nm and addr2line (binutils)")
+    monkeypatch.setattr(sites, "MAX_ADDRESSES", 50)     # the late object's site is past it
+    (tmp_path / "hostile.py").write_text(HOSTILE)
+    subprocess.run([sys.executable, "hostile.py", str(app), start[0], "48"], check=True, cwd=tmp_path,
+                   env=dict(os.environ, PYTHONPATH=str(HERE.parent)), timeout=120)
+    prof = tinyprof.read(tmp_path / "out")
+    hex_start = start[0].lstrip("0")
+    assert [path[0] for path in prof.callpaths if len(path) == 1] == [
+        "main (app+0xzz)", "x (app+0x)", " (app+0x10)", "(app+0x1)", "f (app+0x" + "f" * 17 + ")",
+        "f (nope+0x10)", "a (b (app+0x11)", "f (app+0x10", "f (other+0x10)", "user region",
+        f"reduce_a (app.c:{_line('void reduce_a(')}, app+0x{hex_start})", f"two (app+0x{hex_start}0000)",
+        f"one (late+0x{hex_start})", f"reduce_a (app.c:{_line('void reduce_a(')}, app+0x{int(start[0], 16) + 1:x})",
+        "many"]
+    assert [path[1] for path in prof.callpaths if len(path) == 2] == [f"? (app+0x{k + (1 << 40):x})" for k in range(48)]
+
+
+def test_without_addr2line_sites_keep_their_offsets(app, tmp_path, monkeypatch):
+    """No addr2line on PATH: said once, and the names stay as written."""
+    raw = subprocess.run(["nm", str(app)], capture_output=True, text=True).stdout if shutil.which("nm") else ""
+    start = [line.split()[0] for line in raw.splitlines() if line.endswith(" reduce_a")]
+    if not start:
+        pytest.skip("needs nm (binutils)")
+    exe = tmp_path / "app"          # a file of its own: nothing resolved for it yet
+    shutil.copy(app, exe)
+    (tmp_path / "hostile.py").write_text(HOSTILE)
+    subprocess.run([sys.executable, "hostile.py", str(exe), start[0], "0"], check=True, cwd=tmp_path,
+                   env=dict(os.environ, PYTHONPATH=str(HERE.parent)), timeout=120)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.warns(RuntimeWarning, match="no addr2line") as said:
+        names = [tinyprof.read(tmp_path / "out").callpaths for _ in range(2)][1]
+    assert len(said) == 1 and (f"one (app+0x{start[0].lstrip('0')})",) in names
 
 
 @pytest.mark.parametrize("outdir", ["file", "file/prof"])
@@ -231,7 +354,8 @@ def test_a_fortran_binary(tmp_path):
 def test_python_under_the_preload_keeps_its_own_profile(tmp_path):
     """`python -m tinyprof` with the library preloaded: tinyprof in Python
     starts capture, so the whole-program profile of the interpreter stands
-    down; the script's profile holds exactly its calls."""
+    down; the script's profile holds exactly its calls, at their Python line
+    (`python -m tinyprof` records call sites at depth 1 by default)."""
     pytest.importorskip("mpi4py")
     (tmp_path / "app.py").write_text(
         "import numpy as np\nfrom mpi4py import MPI\n"
@@ -242,5 +366,5 @@ def test_python_under_the_preload_keeps_its_own_profile(tmp_path):
     assert proc.returncode == 0, proc.stderr
     prof = tinyprof.read(tmp_path / "prof")
     rows = {(r.callpath, r.rank, r.op): r.calls for r in prof.mpi.itertuples()}
-    assert rows == {(("app.py",), r, "Allreduce"): 5 for r in range(2)}
+    assert rows == {(("app.py", "<module> (app.py:4)"), r, "Allreduce"): 5 for r in range(2)}   # its Python site
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.py", "prof"]

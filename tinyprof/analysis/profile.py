@@ -13,7 +13,7 @@ import numpy as np
 from ..format import chain, layout
 from ..format.encoding import FormatError, Header, excerpt
 from ..format.reader import ParsedFile
-from . import mpi_tables
+from . import mpi_tables, sites
 from .sums import PER_SECOND
 
 Callpath = Tuple[str, ...]     # a format.reader.Callpath: equal to, and hashed as, the tuple of its names
@@ -48,6 +48,7 @@ class Profile:
         self._traced: Optional[List[str]] = None
         self.parsed: List[ParsedFile] = files     # the files as read, by first rank
         self._firsts = [f.header.first_rank for f in files]
+        sites.resolve(files, self.metadata)     # a preloaded binary's C call sites, to lines
         known: Dict[Callpath, Callpath] = {}
         for f in files:
             f.share_paths(known)
