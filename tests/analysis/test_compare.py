@@ -9,8 +9,11 @@ noise, different per run, so the runs of one side differ as real runs do.
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import subprocess
+import sys
 from typing import List
 
 import numpy as np
@@ -225,3 +228,27 @@ def test_the_command_names_a_bad_file_and_a_bad_metric(tmp_path, clock, capsys):
     assert err.count("\n") == 1 and "no per-occurrence metric 'mem'" in err
     with pytest.raises(SystemExit):
         main(["compare", base, base, "--fail-above", "-3"])
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_compare_app.py")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
+                    reason="needs mpi4py and mpiexec next to the Python executable")
+def test_the_gate_on_real_mpi_runs(tmp_path):
+    """Real runs on 4 ranks: a 2x slower solve fails a 25% gate; a second run
+    of the same code passes it (sleeps and a barrier: a loaded machine
+    stretches the sleeps a little and the barrier's waits a lot)."""
+    def run(name: str, slow: float) -> str:
+        subprocess.run([MPIEXEC, "-n", "4", sys.executable, APP, str(tmp_path / name), str(slow)],
+                       check=True, capture_output=True, timeout=300)
+        return str(tmp_path / name)
+
+    base, same, slower = run("base", 1), run("same", 1), run("slower", 2)
+    gate = [sys.executable, "-m", "tinyprof.cli", "compare", "--fail-above", "25"]
+    failed = subprocess.run([*gate, base, slower], capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "main < solve" in failed.stderr
+    passed = subprocess.run([*gate, base, same], capture_output=True, text=True, timeout=120)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
