@@ -174,6 +174,9 @@ def test_mpi_time_and_bytes_are_compared_when_recorded(tmp_path, clock):
     p = tinyprof.read(make_profile(tmp_path / "m", clock))
     frame = tinyprof.compare(p, p)
     halo = row(frame, HALO)
+    # base and new: the exclusive time outside MPI calls (rank 2 never entered halo)
+    assert halo["base"] == pytest.approx((10 + 10 - 49600 - 58000) / 3 / 1e9)   # made-up MPI rows
+    assert frame.attrs["outside_mpi"] and frame.attrs["test"].startswith("paired t-test")
     assert halo["mpi_bytes_base"] == pytest.approx((4296 + 6000 + 0) / 3)
     assert halo["mpi_time_base"] == halo["mpi_time_new"] == pytest.approx((49600 + 58000) / 3 / 1e9)
     assert row(frame, REDUCE)["mpi_time_change"] == 0.0

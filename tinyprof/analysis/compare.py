@@ -57,9 +57,12 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
 
     ``metric``: ``"time"`` (exclusive by default, ``inclusive=True`` for
     inclusive) or an inconsistent custom metric (summed per rank). When
-    every run recorded MPI calls, also ``mpi_time_base``, ``mpi_time_new``,
-    ``mpi_bytes_base``, ``mpi_bytes_new`` (per rank, exclusive or inclusive
-    as the times) and their ``mpi_time_change``, ``mpi_bytes_change``.
+    every run recorded MPI calls, ``base`` and ``new`` are the time outside
+    MPI calls (waits are the symptom of a slower rank or a busy machine, not
+    where the time went), and the MPI calls are compared apart, unflagged:
+    ``mpi_time_base``, ``mpi_time_new``, ``mpi_bytes_base``,
+    ``mpi_bytes_new`` (per rank, exclusive or inclusive as the times) and
+    their ``mpi_time_change``, ``mpi_bytes_change``.
     ``frame.attrs["notes"]`` says what the reader must know (different
     rank counts: values per rank on average).
     """
@@ -106,7 +109,8 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
         notes.append(f"rank counts differ (base {_counts(ranks[0])}, new {_counts(ranks[1])}): "
                      "values are per rank on average")
     frame.attrs.update(test=test, notes=notes, metric=metric, inclusive=inclusive,
-                       runs=(len(runs[0]), len(runs[1])), threshold=threshold, floor=floor, alpha=alpha)
+                       outside_mpi=with_mpi and metric == "time", runs=(len(runs[0]), len(runs[1])),
+                       threshold=threshold, floor=floor, alpha=alpha)
     return frame
 
 
@@ -149,6 +153,7 @@ def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: b
             np.add.at(children, parent[child], local[child])
             local = local - children       # integral ns: exact before the one division
     rows = np.array([union[tuple(p)] for p in profile.callpaths], dtype=np.int64)
+    slots = np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
     values = np.zeros((len(union), len(keys)))
     values[rows] = local / scale
     present = np.zeros(len(union), dtype=bool)
@@ -161,8 +166,14 @@ def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: b
         for key in ("time", "bytes"):
             mpi[key] = np.zeros(len(union))
             mpi[key][rows] = per_node[key + suffix].sum(axis=1) / profile.nranks
-    return _Run(profile.nranks, np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1), values, present,
-                total, mpi)
+        if metric == "time":
+            # MPI time is known per rank, not per execution: one sample per rank, outside MPI
+            per_rank = np.zeros((len(union), profile.nranks))
+            np.add.at(per_rank.T, slots[:, 0], values.T)
+            per_rank[rows] -= per_node["time" + suffix]
+            slots = np.stack([np.arange(profile.nranks), np.zeros(profile.nranks, np.int64)], axis=1)
+            values = per_rank
+    return _Run(profile.nranks, slots, values, present, total, mpi)
 
 
 def _evidence(runs: List[List[_Run]]) -> Tuple[np.ndarray, str]:

@@ -32,7 +32,8 @@ def table(frame: Any, limit: Optional[int] = None) -> str:
             cells += [_number(row["mpi_time_base"] / scale), _number(row["mpi_time_new"] / scale),
                       _percent(row["mpi_bytes_change"])]
         rows.append(tuple(cells))
-    kind = f"{'inclusive' if frame.attrs['inclusive'] else 'exclusive'} time in {unit}" if timed \
+    outside = " outside MPI" if frame.attrs["outside_mpi"] else ""
+    kind = f"{'inclusive' if frame.attrs['inclusive'] else 'exclusive'} time{outside} in {unit}" if timed \
         else f"metric {shown(metric)}"
     runs = frame.attrs["runs"]
     lines = [f"compare: {runs[0]} base run(s), {runs[1]} new run(s); {kind} per rank on average; "
