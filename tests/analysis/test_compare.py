@@ -255,3 +255,10 @@ def test_the_gate_on_real_mpi_runs(tmp_path):
     assert "main < solve" in failed.stderr
     passed = subprocess.run([*gate, base, same], capture_output=True, text=True, timeout=120)
     assert passed.returncode == 0, passed.stdout + passed.stderr
+    # The barrier's wait is charged to its call site, which has no time of its own:
+    # it comes out of sync's time, never making a negative time outside MPI.
+    frame = tinyprof.compare(base, same)
+    site = frame[frame["callpath"].map(len) == 3]
+    assert len(site) == 1 and site["callpath"].iloc[0][:2] == ("main", "sync")
+    assert site["base"].iloc[0] == 0 and site["mpi_time_base"].iloc[0] > 0
+    assert (frame["base"] >= 0).all() and frame.attrs["outside_mpi"]

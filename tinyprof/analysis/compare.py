@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..format.encoding import excerpt
+from . import sums
 from .profile import PER_SECOND, Profile, read
 from .sums import parent_rows
 from .values import mpi_per_node, occurrences
@@ -167,10 +168,22 @@ def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: b
             mpi[key] = np.zeros(len(union))
             mpi[key][rows] = per_node[key + suffix].sum(axis=1) / profile.nranks
         if metric == "time":
-            # MPI time is known per rank, not per execution: one sample per rank, outside MPI
+            # MPI time is known per rank, not per execution: one sample per rank, outside
+            # MPI. A callpath with no time of its own (an MPI call site, docs/mpi.md) waits
+            # inside its nearest timed ancestor: its MPI time comes out of that one's (out of
+            # none at the top: a site outside every event has no time to take it from).
+            timed = np.zeros((len(profile.callpaths), profile.nranks), dtype=bool)
+            timed[occ.callpath, occ.rank] = True
+            waited = per_node["time"].copy()
+            for i in range(len(parent) - 1, -1, -1):          # children before their parents
+                if parent[i] >= 0:
+                    moved = np.where(timed[i], 0.0, waited[i])
+                    waited[parent[i]] += moved
+                    waited[i] -= moved
+            waited[~timed] = 0
             per_rank = np.zeros((len(union), profile.nranks))
             np.add.at(per_rank.T, slots[:, 0], values.T)
-            per_rank[rows] -= per_node["time" + suffix]
+            per_rank[rows] -= sums.inclusive(waited, parent) if inclusive else waited
             slots = np.stack([np.arange(profile.nranks), np.zeros(profile.nranks, np.int64)], axis=1)
             values = per_rank
     return _Run(profile.nranks, slots, values, present, total, mpi)
