@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 from typing import List
 
 import numpy as np
@@ -262,3 +263,39 @@ def test_the_gate_on_real_mpi_runs(tmp_path):
     assert len(site) == 1 and site["callpath"].iloc[0][:2] == ("main", "sync")
     assert site["base"].iloc[0] == 0 and site["mpi_time_base"].iloc[0] > 0
     assert (frame["base"] >= 0).all() and frame.attrs["outside_mpi"]
+
+
+# -- read_many ----------------------------------------------------------------------
+
+def test_read_many_reads_in_order_and_names_a_bad_run(tmp_path, clock):
+    good = runs(tmp_path, clock, "r", range(3))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "app.0-of-1.tp").write_bytes(b"not a profile\n")
+    for threads in (None, 1):
+        got = tinyprof.read_many([good[2], good[0], good[1]], threads=threads)
+        assert [p.files for p in got] == [tinyprof.read(g).files for g in (good[2], good[0], good[1])]
+    with pytest.raises(tinyprof.FormatError) as raised:
+        tinyprof.read_many([good[0], str(bad), good[1]])
+    assert str(bad) in str(raised.value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tinyprof.read_many([good[0], str(bad), good[1], str(tmp_path / "none")], errors="skip")
+    assert [p.files[0] for p in got] == [tinyprof.read(g).files[0] for g in (good[0], good[1])]
+    assert [w.category for w in caught] == [RuntimeWarning] * 2
+    assert str(caught[0].message).startswith(f"tinyprof: skipped {bad}: {bad}{os.sep}app.0-of-1.tp:1: ")
+    assert str(caught[1].message).startswith(f"tinyprof: skipped {tmp_path / 'none'}: ")
+    with pytest.raises(ValueError, match="errors must be"):
+        tinyprof.read_many(good, errors="ignore")
+
+
+def test_read_many_gives_each_run_its_metadata(tmp_path, clock):
+    outdirs = []
+    for k in range(3):
+        tinyprof.Profiler("meta", outdir=tmp_path / f"m{k}", metadata={"k": k})
+        with Event("main"):
+            clock.tick(k + 1)
+        outdirs.append(tinyprof.flush())
+    got = tinyprof.read_many(outdirs)
+    assert [p.metadata["k"] for p in got] == [0, 1, 2]
+    assert all("start" in p.metadata and p.metadata["nranks"] == 1 for p in got)

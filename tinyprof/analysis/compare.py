@@ -19,7 +19,7 @@ import numpy as np
 
 from ..format.encoding import excerpt
 from . import sums
-from .profile import PER_SECOND, Profile, read
+from .profile import PER_SECOND, Profile, read_many
 from .sums import parent_rows
 from .values import mpi_per_node, occurrences
 
@@ -119,7 +119,9 @@ def _profiles(side: Runs, name: str) -> List[Profile]:
     items = [side] if isinstance(side, (Profile, str, os.PathLike)) else list(side)
     if not items:
         raise ValueError(f"compare: no {name} profile given")
-    return [p if isinstance(p, Profile) else read(p) for p in items]
+    paths = [p for p in items if not isinstance(p, Profile)]
+    loaded = iter(read_many(paths))         # in threads: many runs read at once
+    return [p if isinstance(p, Profile) else next(loaded) for p in items]
 
 
 def _check_metric(profile: Profile, metric: str) -> None:
