@@ -299,3 +299,16 @@ def test_read_many_gives_each_run_its_metadata(tmp_path, clock):
     got = tinyprof.read_many(outdirs)
     assert [p.metadata["k"] for p in got] == [0, 1, 2]
     assert all("start" in p.metadata and p.metadata["nranks"] == 1 for p in got)
+
+
+def test_a_custom_metric_is_compared_summed_per_rank(tmp_path, clock):
+    from test_convert import make_profile
+
+    p = tinyprof.read(make_profile(tmp_path / "c", clock))
+    frame = tinyprof.compare(p, p, metric="mem")
+    compute = ("main", "compute")
+    given = [v for r in range(p.nranks) for ex in p.series(compute, r, "mem") for v in ex if not math.isnan(v)]
+    assert row(frame, compute)["base"] == pytest.approx(sum(given) / p.nranks)
+    assert row(frame, compute)["change"] == 0 and not frame["regressed"].any()
+    with pytest.raises(ValueError, match="no per-occurrence metric 'tag'"):
+        tinyprof.compare(p, p, metric="tag")          # consistent: one value, nothing to sum
