@@ -110,9 +110,10 @@ def _compare(args: argparse.Namespace) -> int:
         print("tinyprof compare: give BASE NEW, or --base PROFILE... --new PROFILE...", file=sys.stderr)
         return 2
     base, new = (args.runs[:1], args.runs[1:]) if args.runs else (args.base, args.new)
+    threshold = args.threshold if args.fail_above is None else min(args.threshold, args.fail_above)
     try:
         frame = compare(base, new, metric=args.metric, inclusive=args.inclusive,
-                        threshold=args.threshold / 100, floor=args.floor / 100)
+                        threshold=threshold / 100, floor=args.floor / 100)
     except FormatError:                   # a bad file: status 2, as in every command
         raise
     except ValueError as e:               # a metric the profiles do not hold, a bad threshold
@@ -319,7 +320,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="several base runs (with --new instead of BASE NEW)")
     comp.add_argument("--new", nargs="+", default=[], metavar="PROFILE", help="several new runs")
     comp.add_argument("--fail-above", type=_percent, metavar="PCT",
-                      help="exit 1 when a flagged regression exceeds PCT percent")
+                      help="exit 1 when a flagged regression exceeds PCT percent (a PCT below "
+                           "--threshold lowers it)")
     comp.add_argument("--metric", default="time",
                       help="time (default) or a custom per-occurrence metric, summed per rank")
     comp.add_argument("--inclusive", action="store_true",

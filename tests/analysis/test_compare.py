@@ -209,6 +209,7 @@ def test_the_gate_exits_1_naming_the_regressed_callpath(tmp_path, clock, capsys)
     assert main(["compare", "--base", *base, "--new", *new, "--fail-above", "30"]) == 0
     assert main(["compare", base[0], base[1], "--fail-above", "5"]) == 0
     assert main(["compare", base[0], new[0]]) == 0          # no gate asked for
+    assert main(["compare", "--base", *base, "--new", *new, "--threshold", "40", "--fail-above", "20"]) == 1
 
 
 @pytest.mark.parametrize("argv, message", [
