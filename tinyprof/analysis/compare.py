@@ -137,7 +137,8 @@ def _check_metric(profile: Profile, metric: str) -> None:
 
 def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: bool,
          with_mpi: bool) -> _Run:
-    """Per callpath of ``union``, the run's value on each (rank, execution) with values."""
+    """Per callpath of ``union``, the run's value on each (rank, execution) with
+    values; with MPI time subtracted (``with_mpi`` and time), on each rank."""
     occ = occurrences(profile)
     slot_key = occ.rank.astype(np.int64) << 32 | occ.execution.astype(np.int64)
     keys, slot = np.unique(slot_key, return_inverse=True)
