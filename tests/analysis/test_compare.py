@@ -313,3 +313,12 @@ def test_a_custom_metric_is_compared_summed_per_rank(tmp_path, clock):
     assert row(frame, compute)["change"] == 0 and not frame["regressed"].any()
     with pytest.raises(ValueError, match="no per-occurrence metric 'tag'"):
         tinyprof.compare(p, p, metric="tag")          # consistent: one value, nothing to sum
+
+
+def test_one_value_a_side_is_flagged_on_size_alone(tmp_path, clock):
+    """One rank, one execution, one run a side: nothing to test the noise with,
+    so the p-value is NaN and the threshold and floor decide."""
+    base = write_run(tmp_path / "b", clock, 1, nranks=1)
+    new = write_run(tmp_path / "n", clock, 2, nranks=1, slow=1.25)
+    frame = tinyprof.compare(base, new)
+    assert frame["p_value"].isna().all() and flagged(frame, "regressed") == [SOLVE]
