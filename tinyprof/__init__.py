@@ -18,16 +18,17 @@ from ._version import __version__
 from .annotate import Event, event
 from .runtime.profiler import Profiler, flush
 
-__all__ = ["Event", "event", "Profiler", "flush", "read", "snapshots", "Profile", "FormatError",
-           "to_hatchet", "to_thicket", "to_dataframe", "pop_history", "__version__"]
+__all__ = ["Event", "event", "Profiler", "flush", "read", "read_many", "snapshots", "Profile", "FormatError",
+           "to_hatchet", "to_thicket", "to_dataframe", "pop_history", "compare", "__version__"]
 
 # Loaded when first used, so that importing tinyprof and annotating stay light
 # (benchmarks/annotation.py measures it): no numpy (reading does), no pandas or
 # hatchet or thicket (the converters do).
-_LAZY = {"FormatError": ".format", "read": ".analysis.profile", "snapshots": ".analysis.profile",
+_LAZY = {"FormatError": ".format", "read": ".analysis.profile", "read_many": ".analysis.profile",
+         "snapshots": ".analysis.profile",
          "Profile": ".analysis.profile", "to_hatchet": ".converters.hatchet",
          "to_thicket": ".converters.thicket", "to_dataframe": ".converters.dataframe",
-         "pop_history": ".analysis.over_time"}
+         "pop_history": ".analysis.over_time", "compare": ".analysis.compare"}
 
 
 def __getattr__(name: str):

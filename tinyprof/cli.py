@@ -4,6 +4,8 @@
 ``tinyprof report PROFILE -o report.html`` writes the HTML report;
 ``tinyprof mpi PROFILE`` prints its MPI calls as mpisee-through does;
 ``tinyprof pop PROFILE`` its POP efficiencies per callpath (docs/pop.md);
+``tinyprof compare BASE NEW`` compares runs per callpath and, with
+``--fail-above PCT``, gates regressions (exit 1);
 ``tinyprof run -n N ./app [args]`` profiles an unchanged MPI binary (docs/native.md);
 ``tinyprof critical-path PROFILE`` and ``tinyprof wait-states PROFILE``
 analyse a traced run (docs/trace.md);
@@ -16,6 +18,7 @@ one-line message naming the file and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import subprocess
@@ -97,6 +100,43 @@ def _pop(args: argparse.Namespace) -> int:
         print(f"tinyprof: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .analysis.compare import compare
+    from .views import compare as _view
+
+    pair = len(args.runs) == 2 and not (args.base or args.new)
+    if not (pair or (not args.runs and args.base and args.new)):
+        print("tinyprof compare: give BASE NEW, or --base PROFILE... --new PROFILE...", file=sys.stderr)
+        return 2
+    base, new = (args.runs[:1], args.runs[1:]) if args.runs else (args.base, args.new)
+    threshold = args.threshold if args.fail_above is None else min(args.threshold, args.fail_above)
+    try:
+        frame = compare(base, new, metric=args.metric, inclusive=args.inclusive,
+                        threshold=threshold / 100, floor=args.floor / 100)
+    except FormatError:                   # a bad file: status 2, as in every command
+        raise
+    except ValueError as e:               # a metric the profiles do not hold, a bad threshold
+        print(f"tinyprof compare: {e}", file=sys.stderr)
+        return 2
+    _echo(_view.table(frame, args.limit or None))
+    if args.fail_above is None:
+        return 0
+    failed = _view.regressions(frame, args.fail_above)
+    for line in failed:
+        print(f"tinyprof compare: regressed by more than {args.fail_above:g}%: {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (0, 5, 12.5, ...)")
+    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -268,6 +308,33 @@ def _parser() -> argparse.ArgumentParser:
     pop.add_argument("--limit", type=_count, default=0, metavar="N",
                      help="with --over-time, print at most N rows (default 0: all)")
     pop.set_defaults(run=_pop)
+    comp = commands.add_parser(
+        "compare", help="compare runs per callpath; with --fail-above, a regression gate for CI",
+        description="Compare the NEW run(s) against the BASE run(s) per callpath: time per rank "
+                    "(exclusive by default), its change, a t-test's p-value, and the MPI time "
+                    "and bytes when both sides recorded them; flagged regressions first. "
+                    "With --fail-above PCT, exit status 1 when a callpath regressed by more than "
+                    "PCT percent (naming it on stderr), else 0; bad input: status 2. "
+                    "See docs/guide.md#comparing-runs-and-gating-regressions.")
+    comp.add_argument("runs", nargs="*", metavar="BASE NEW",
+                      help="one base and one new profile (output directory or any file of it)")
+    comp.add_argument("--base", nargs="+", default=[], metavar="PROFILE",
+                      help="several base runs (with --new instead of BASE NEW)")
+    comp.add_argument("--new", nargs="+", default=[], metavar="PROFILE", help="several new runs")
+    comp.add_argument("--fail-above", type=_percent, metavar="PCT",
+                      help="exit 1 when a flagged regression exceeds PCT percent (a PCT below "
+                           "--threshold lowers it)")
+    comp.add_argument("--metric", default="time",
+                      help="time (default) or a custom per-occurrence metric, summed per rank")
+    comp.add_argument("--inclusive", action="store_true",
+                      help="compare inclusive time instead of exclusive time")
+    comp.add_argument("--threshold", type=_percent, default=5.0, metavar="PCT",
+                      help="flag only changes beyond PCT percent (default 5)")
+    comp.add_argument("--floor", type=_percent, default=1.0, metavar="PCT",
+                      help="flag only changes of at least PCT percent of the base run's time (default 1)")
+    comp.add_argument("--limit", type=_count, default=0, metavar="N",
+                      help="print at most N rows (default 0: all)")
+    comp.set_defaults(run=_compare)
     flow = commands.add_parser(
         "callflow", help="open a profile in CallFlow (in an environment of its own)",
         description="Convert a profile to CallFlow's input, process it with CallFlow "

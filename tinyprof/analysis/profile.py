@@ -278,11 +278,50 @@ def read(path: Union[str, os.PathLike[str]], snapshot: Optional[int] = None,
     return profile
 
 
-def _parse_all(paths: List[str], threads: Optional[int]) -> List[ParsedFile]:
-    """The files parsed, in order; the first failing one's FormatError."""
+def read_many(paths: Sequence[Union[str, os.PathLike[str]]], errors: str = "raise",
+              threads: Optional[int] = None) -> List[Profile]:
+    """Read many runs (each as :func:`read` does: an output directory or a file
+    of one), ``threads`` at a time (None: one per core this process may use),
+    in the order given; each has its run's ``metadata``.
+
+    ``errors="raise"``: the first failing path's :class:`FormatError` (or
+    ``OSError``), in the order given. ``errors="skip"``: a failing path is
+    left out with a ``RuntimeWarning`` naming it and the problem, and the
+    others are read. The C parser releases the GIL, so the threads use every core.
+    """
+    if errors not in ("raise", "skip"):
+        raise ValueError(f"errors must be 'raise' or 'skip', not {errors!r}")
+
+    def one(path: Union[str, os.PathLike[str]]) -> Union[Profile, FormatError, OSError]:
+        try:
+            return read(path, threads=1)
+        except (FormatError, OSError) as e:
+            return e
+
+    with concurrent.futures.ThreadPoolExecutor(_threads(len(paths), threads),
+                                               thread_name_prefix="tinyprof-read") as pool:
+        got = list(pool.map(one, paths))
+    out = []
+    for path, item in zip(paths, got):
+        if isinstance(item, Profile):
+            out.append(item)
+        elif errors == "raise":
+            raise item
+        else:
+            warnings.warn(f"tinyprof: skipped {os.fspath(path)}: {item}", RuntimeWarning,
+                          stacklevel=2)
+    return out
+
+
+def _threads(jobs: int, threads: Optional[int]) -> int:
     if threads is None:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    threads = min(len(paths), threads or 1)
+    return max(1, min(jobs, threads or 1))
+
+
+def _parse_all(paths: List[str], threads: Optional[int]) -> List[ParsedFile]:
+    """The files parsed, in order; the first failing one's FormatError."""
+    threads = _threads(len(paths), threads)
     if threads < 2:
         return [chain.parse(p) for p in paths]
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="tinyprof-read") as pool:

@@ -1,0 +1,272 @@
+"""Two sets of runs compared per callpath: what changed, and whether it is
+more than noise (``tinyprof.compare``, ``tinyprof compare``; docs/api.md).
+
+Each side is one or several runs. A run gives, per callpath, one value per
+(rank, execution): its exclusive (or inclusive) time there, or the sum of a
+custom metric. The row's ``base`` and ``new`` are per rank on average; the
+test that backs the flags takes the runs as samples when both sides have
+several, else the (rank, execution) values, paired when both sides are one
+run of the same shape. Why these choices: docs/api.md, "compare".
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..format.encoding import excerpt
+from . import sums
+from .profile import PER_SECOND, Profile, read_many
+from .sums import parent_rows
+from .values import mpi_per_node, occurrences
+
+Callpath = Tuple[str, ...]
+Runs = Union[Profile, str, "os.PathLike[str]", Sequence[Union[Profile, str, "os.PathLike[str]"]]]
+
+
+@dataclass
+class _Run:
+    """One run's values on the union's callpaths."""
+
+    nranks: int
+    slots: np.ndarray                  # (rank, execution) of each column, shape (S, 2)
+    values: np.ndarray                 # (len(union), S) float64
+    present: np.ndarray                # (len(union),) bool: the callpath is in this run
+    total: float                       # the run's size per rank (all exclusive values)
+    mpi: Optional[Dict[str, np.ndarray]]   # "time", "bytes": per rank mean per union row
+
+
+def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False,
+            threshold: float = 0.05, floor: float = 0.01, alpha: float = 0.05) -> Any:
+    """Compare the runs ``new`` against ``base`` per callpath.
+
+    ``base`` and ``new`` are each a profile (a ``Profile`` or a path) or a
+    list of them (repeated runs). Returns a pandas DataFrame, one row per
+    callpath of either side (parents first): ``callpath``, ``status``
+    (``"both"``, ``"new"``: only in ``new``, ``"gone"``: only in ``base``),
+    ``base`` and ``new`` (per rank on average, over the runs of the side;
+    seconds for ``metric="time"``), ``change`` (new / base - 1), ``p_value``
+    (of the test named in ``frame.attrs["test"]``; NaN when no test is
+    possible: a side with a single value), ``regressed`` and ``improved``.
+    A row is flagged only when the change is significant (``p_value <
+    alpha``; a NaN p-value is not asked for), beyond ``threshold`` (relative)
+    and its size, ``|new - base|``, at least ``floor`` of the base side's
+    run (the sum of all callpaths' exclusive values per rank).
+
+    ``metric``: ``"time"`` (exclusive by default, ``inclusive=True`` for
+    inclusive) or an inconsistent custom metric (summed per rank). When
+    every run recorded MPI calls, ``base`` and ``new`` are the time outside
+    MPI calls (waits are the symptom of a slower rank or a busy machine, not
+    where the time went), and the MPI calls are compared apart, unflagged:
+    ``mpi_time_base``, ``mpi_time_new``, ``mpi_bytes_base``,
+    ``mpi_bytes_new`` (per rank, exclusive or inclusive as the times) and
+    their ``mpi_time_change``, ``mpi_bytes_change``.
+    ``frame.attrs["notes"]`` says what the reader must know (different
+    rank counts: values per rank on average).
+    """
+    import pandas as pd
+
+    if not 0 <= threshold or not 0 <= floor or not 0 < alpha < 1:
+        raise ValueError("threshold and floor must be >= 0 and alpha in (0, 1)")
+    sides = [_profiles(base, "base"), _profiles(new, "new")]
+    for p in sides[0] + sides[1]:
+        _check_metric(p, metric)
+    union: Dict[Callpath, int] = {}
+    for p in sides[0] + sides[1]:
+        for path in p.callpaths:
+            union.setdefault(tuple(path), len(union))
+    paths = list(union)
+    with_mpi = all(p.mpi_recorded for p in sides[0] + sides[1])
+    runs = [[_run(p, union, metric, inclusive, with_mpi) for p in side] for side in sides]
+    mean = [np.mean([r.values.sum(axis=1) / r.nranks for r in side], axis=0) for side in runs]
+    present = [np.any([r.present for r in side], axis=0) for side in runs]
+    p_value, test = _evidence(runs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = mean[1] / mean[0] - 1.0
+    both = present[0] & present[1]
+    change[~both] = np.nan
+    total = np.mean([r.total for r in runs[0]])
+    big = np.abs(mean[1] - mean[0]) >= floor * total
+    significant = ~(p_value >= alpha)          # NaN: no test possible, not asked for
+    flagged = both & significant & big
+    frame = pd.DataFrame({
+        "callpath": pd.Series(paths, dtype=object),
+        "status": np.where(both, "both", np.where(present[0], "gone", "new")),
+        "base": np.where(present[0], mean[0], np.nan), "new": np.where(present[1], mean[1], np.nan),
+        "change": change, "p_value": np.where(both, p_value, np.nan),
+        "regressed": flagged & (change > threshold), "improved": flagged & (change < -threshold)})
+    if with_mpi:
+        for key in ("time", "bytes"):
+            values = [np.mean([r.mpi[key] for r in side if r.mpi is not None], axis=0) for side in runs]
+            frame[f"mpi_{key}_base"], frame[f"mpi_{key}_new"] = values
+            with np.errstate(divide="ignore", invalid="ignore"):
+                frame[f"mpi_{key}_change"] = values[1] / values[0] - 1.0
+    ranks = [sorted({r.nranks for r in side}) for side in runs]
+    notes = []
+    if ranks[0] != ranks[1] or len(ranks[0]) > 1:
+        notes.append(f"rank counts differ (base {_counts(ranks[0])}, new {_counts(ranks[1])}): "
+                     "values are per rank on average")
+    frame.attrs.update(test=test, notes=notes, metric=metric, inclusive=inclusive,
+                       outside_mpi=with_mpi and metric == "time", runs=(len(runs[0]), len(runs[1])),
+                       threshold=threshold, floor=floor, alpha=alpha)
+    return frame
+
+
+def _profiles(side: Runs, name: str) -> List[Profile]:
+    items = [side] if isinstance(side, (Profile, str, os.PathLike)) else list(side)
+    if not items:
+        raise ValueError(f"compare: no {name} profile given")
+    paths = [p for p in items if not isinstance(p, Profile)]
+    loaded = iter(read_many(paths))         # in threads: many runs read at once
+    return [p if isinstance(p, Profile) else next(loaded) for p in items]
+
+
+def _check_metric(profile: Profile, metric: str) -> None:
+    if metric == "time":
+        return
+    kinds = dict(profile.metrics)
+    if kinds.get(metric) is not False:
+        have = [k for k, c in profile.metrics if not c]
+        raise ValueError(f"profile {excerpt(profile.name)} ({excerpt(profile.files[0])}): no "
+                         f"per-occurrence metric {excerpt(metric)} to compare "
+                         f"(it has: {excerpt(', '.join(['time', *have]))})")
+
+
+def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: bool,
+         with_mpi: bool) -> _Run:
+    """Per callpath of ``union``, the run's value on each (rank, execution) with
+    values; with MPI time subtracted (``with_mpi`` and time), on each rank."""
+    occ = occurrences(profile)
+    slot_key = occ.rank.astype(np.int64) << 32 | occ.execution.astype(np.int64)
+    keys, slot = np.unique(slot_key, return_inverse=True)
+    local: np.ndarray = np.zeros((len(profile.callpaths), len(keys)),
+                                 dtype=np.int64 if metric == "time" else np.float64)
+    given = occ.time_ns if metric == "time" else np.nan_to_num(occ.metrics[metric])
+    np.add.at(local, (occ.callpath, slot), given)
+    scale = PER_SECOND[profile.unit] if metric == "time" else 1.0
+    total = float(local.sum()) / scale / profile.nranks
+    if metric == "time":
+        parent = parent_rows(profile.callpaths)
+        total = float(local[parent < 0].sum()) / scale / profile.nranks   # the roots: all exclusive time
+        if not inclusive:
+            child = np.flatnonzero(parent >= 0)
+            children = np.zeros_like(local)
+            np.add.at(children, parent[child], local[child])
+            local = local - children       # integral ns: exact before the one division
+    rows = np.array([union[tuple(p)] for p in profile.callpaths], dtype=np.int64)
+    slots = np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
+    values = np.zeros((len(union), len(keys)))
+    values[rows] = local / scale
+    present = np.zeros(len(union), dtype=bool)
+    present[rows] = True
+    mpi = None
+    if with_mpi:
+        per_node = mpi_per_node(profile)
+        suffix = " (inc)" if inclusive else ""
+        mpi = {}
+        for key in ("time", "bytes"):
+            mpi[key] = np.zeros(len(union))
+            mpi[key][rows] = per_node[key + suffix].sum(axis=1) / profile.nranks
+        if metric == "time":
+            # MPI time is known per rank, not per execution: one sample per rank, outside
+            # MPI. A callpath with no time of its own (an MPI call site, docs/mpi.md) waits
+            # inside its nearest timed ancestor: its MPI time comes out of that one's (out of
+            # none at the top: a site outside every event has no time to take it from).
+            timed = np.zeros((len(profile.callpaths), profile.nranks), dtype=bool)
+            timed[occ.callpath, occ.rank] = True
+            waited = per_node["time"].copy()
+            for i in range(len(parent) - 1, -1, -1):          # children before their parents
+                if parent[i] >= 0:
+                    moved = np.where(timed[i], 0.0, waited[i])
+                    waited[parent[i]] += moved
+                    waited[i] -= moved
+            waited[~timed] = 0
+            per_rank = np.zeros((len(union), profile.nranks))
+            np.add.at(per_rank.T, slots[:, 0], values.T)
+            per_rank[rows] -= sums.inclusive(waited, parent) if inclusive else waited
+            slots = np.stack([np.arange(profile.nranks), np.zeros(profile.nranks, np.int64)], axis=1)
+            values = per_rank
+    return _Run(profile.nranks, slots, values, present, total, mpi)
+
+
+def _evidence(runs: List[List[_Run]]) -> Tuple[np.ndarray, str]:
+    """Per callpath, the two-sided p-value that the sides' means differ, and
+    the test's name."""
+    base, new = runs
+    if len(base) >= 2 and len(new) >= 2:
+        a = np.array([r.values.sum(axis=1) / r.nranks for r in base])
+        b = np.array([r.values.sum(axis=1) / r.nranks for r in new])
+        return _welch(a, b), f"Welch's t-test over runs ({len(base)} vs {len(new)})"
+    if len(base) == 1 and len(new) == 1 and np.array_equal(base[0].slots, new[0].slots):
+        diff = new[0].values - base[0].values
+        return _paired(diff.T), f"paired t-test over (rank, execution) ({diff.shape[1]} pairs)"
+    a = np.concatenate([r.values for r in base], axis=1).T
+    b = np.concatenate([r.values for r in new], axis=1).T
+    return _welch(a, b), f"Welch's t-test over (rank, execution) values ({len(a)} vs {len(b)})"
+
+
+def _paired(diff: np.ndarray) -> np.ndarray:
+    """p-values of the one-sample t-test that each column of ``diff`` has mean 0."""
+    n = diff.shape[0]
+    if n < 2:
+        return np.full(diff.shape[1], np.nan)
+    mean = diff.mean(axis=0)
+    se = np.sqrt(diff.var(axis=0, ddof=1) / n)
+    return np.array([_t_two_sided(m, s, n - 1) for m, s in zip(mean.tolist(), se.tolist())])
+
+
+def _welch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """p-values of Welch's t-test between each column of ``a`` and of ``b``."""
+    if len(a) < 2 or len(b) < 2:
+        return np.full(a.shape[1], np.nan)
+    va, vb = a.var(axis=0, ddof=1) / len(a), b.var(axis=0, ddof=1) / len(b)
+    se = np.sqrt(va + vb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    diff = b.mean(axis=0) - a.mean(axis=0)
+    return np.array([_t_two_sided(d, s, f) for d, s, f in zip(diff.tolist(), se.tolist(), df.tolist())])
+
+
+def _t_two_sided(diff: float, se: float, df: float) -> float:
+    """P(|T| >= |diff / se|) for Student's t with ``df`` degrees of freedom.
+    No spread at all (identical values on each side, as deterministic
+    regions give): 1 when the means are equal, else 0."""
+    if not se > 0 or not math.isfinite(df):
+        return 1.0 if diff == 0 else 0.0
+    t = diff / se
+    return _betainc(df / 2, 0.5, df / (df + t * t))
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued
+    fraction (modified Lentz), on the side where it converges fast."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _betainc(b, a, 1 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return front * h / a
+
+
+def _counts(counts: List[int]) -> str:
+    return "/".join(str(c) for c in counts) + " ranks"
