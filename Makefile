@@ -10,7 +10,7 @@ DEPS   := setup.cfg setup.py pyproject.toml tinyprof/annotate/_core.c tinyprof/f
 # Rank counts for the MPI test suite (odd ones on purpose).
 MPI_SIZES ?= 1 2 3 5 7 8
 
-.PHONY: install check-build demo test test-serial test-mpi test-native bench bench-native clean
+.PHONY: install check-build demo test test-serial test-mpi test-native bench bench-native scale clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -96,6 +96,12 @@ bench-native: install
 		-Ltinyprof -ltinyprof_mpi -Wl,-rpath,$(CURDIR)/tinyprof
 	for n in 1 2; do $(BIN)/mpiexec -n $$n native/build/mpi_plain; \
 		$(BIN)/mpiexec -n $$n native/build/mpi_linked; done
+
+# The C++ flush at 1k and 4k simulated ranks under SimGrid SMPI (apt-get installs libsimgrid-dev
+# when missing): docs/scaling.md. SCALE_RANKS=1024,4096,8192 for more.
+SCALE_RANKS ?= 1024,4096
+scale: install
+	$(PY) benchmarks/scale.py --ranks $(SCALE_RANKS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info tinyprof/*.so tinyprof/*/*.so native/build demo.tinyprof demo-report.html

@@ -43,7 +43,7 @@ struct MpiLib {
     decltype(&tinyprof_mpi_pause) pause;
     decltype(&tinyprof_mpi_ops) ops;
     decltype(&tinyprof_mpi_peers) peers;
-    decltype(&tinyprof_mpi_free) free;
+    decltype(&tinyprof_mpi_free) release;   // not `free`: SMPI defines free(x) as a macro
     decltype(&tinyprof_mpi_comm_count) comm_count;
     decltype(&tinyprof_mpi_comm_info) comm_info;
     decltype(&tinyprof_mpi_comm_members) comm_members;
@@ -64,7 +64,8 @@ inline bool lookup(const char* symbol, F& f) {
 
 // The loaded library if its ABI is this header's, else nullptr (another ABI
 // warns, once per process).
-inline const MpiLib* mpi_lib() {
+// Not inline, as registry().
+const MpiLib* mpi_lib() {
     static const MpiLib* const lib = []() -> const MpiLib* {
         decltype(&tinyprof_mpi_abi) abi = nullptr;
         if (!lookup("tinyprof_mpi_abi", abi)) return nullptr;
@@ -73,7 +74,7 @@ inline const MpiLib* mpi_lib() {
         if (found != TINYPROF_MPI_ABI ||
             !(lookup("tinyprof_mpi_set_source", l.set_source) && lookup("tinyprof_mpi_enable", l.enable) &&
               lookup("tinyprof_mpi_pause", l.pause) && lookup("tinyprof_mpi_ops", l.ops) &&
-              lookup("tinyprof_mpi_peers", l.peers) && lookup("tinyprof_mpi_free", l.free) &&
+              lookup("tinyprof_mpi_peers", l.peers) && lookup("tinyprof_mpi_free", l.release) &&
               lookup("tinyprof_mpi_comm_count", l.comm_count) && lookup("tinyprof_mpi_comm_info", l.comm_info) &&
               lookup("tinyprof_mpi_comm_members", l.comm_members) && lookup("tinyprof_mpi_op_name", l.op_name) &&
               lookup("tinyprof_mpi_trace", l.trace) && lookup("tinyprof_mpi_trace_calls", l.trace_calls))) {
@@ -170,11 +171,11 @@ inline MpiTables read_mpi(const MpiLib& lib, const std::string& ucx_state) {
         std::int64_t* records = lib.ucx_rows(&n, &strings, &len);
         t.transport.assign(records, records + n * TP_UCX_FIELDS);
         if (strings != nullptr) t.strings.assign(strings, len);
-        lib.free(records);
-        lib.free(strings);
+        lib.release(records);
+        lib.release(strings);
     }
-    t.ops = take_records(lib.ops, TP_OP_FIELDS, lib.free);
-    t.peers = take_records(lib.peers, TP_PEER_FIELDS, lib.free);
+    t.ops = take_records(lib.ops, TP_OP_FIELDS, lib.release);
+    t.peers = take_records(lib.peers, TP_PEER_FIELDS, lib.release);
     const int n = lib.comm_count();
     for (int i = 0; i < n; ++i) {
         char name[256];

@@ -36,8 +36,16 @@ inline std::int64_t steady_ns() noexcept {
                std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The process-wide state the hot path reads is declared here and defined once,
+// in the implementation (cold_path.hpp), never as inline variables: GCC makes
+// those (and function-local statics of inline functions) STB_GNU_UNIQUE, one
+// object per process across every copy of the program the dynamic linker
+// loads, so under SimGrid SMPI, which loads a copy per simulated rank, all
+// ranks shared one registry. The thread-local ones are `__thread`: constant
+// initialised, so reading them needs no TLS wrapper call in other files.
+
 // Tests inject deterministic timings here (set_clock); nullptr is the real clock.
-inline ClockFn clock_override = nullptr;
+extern ClockFn clock_override;
 
 inline std::int64_t now() noexcept { return clock_override ? clock_override() : steady_ns(); }
 
@@ -118,7 +126,7 @@ struct MetricValue {
 // library (tinyprof_mpi_set_source): one TLS store per enter and exit. Node
 // ids (0: the root of every tree, outside any event) are unique in the
 // process, never reused.
-inline thread_local std::int32_t current_node = 0;
+extern __thread std::int32_t current_node;
 
 // A wide node's children by name: opaque here (cold_path.hpp), so that
 // annotating files need no hash map.
@@ -180,9 +188,9 @@ struct Tree {
 };
 
 // Trace mode's cap on occurrences kept per process (0: off), and the counts.
-inline std::atomic<std::int64_t> trace_limit{0};
-inline std::atomic<std::int64_t> trace_kept{0};
-inline std::atomic<std::int64_t> trace_dropped{0};
+extern std::atomic<std::int64_t> trace_limit;
+extern std::atomic<std::int64_t> trace_kept;
+extern std::atomic<std::int64_t> trace_dropped;
 
 inline void trace_record(Tree& t, std::int32_t node, std::int64_t start, std::int64_t dur) {
     if (trace_kept.fetch_add(1, std::memory_order_relaxed) >= trace_limit.load(std::memory_order_relaxed)) {
@@ -201,10 +209,10 @@ struct Metric {
 
 // The execution counter: -1 until the first root event, then bumped at each
 // entry of that same root event (in any thread).
-inline std::atomic<std::int64_t> execution{-1};
+extern std::atomic<std::int64_t> execution;
 // The first root event's name, set once (never freed: Events may outlive main).
-inline std::atomic<const std::string*> first_root{nullptr};
-inline thread_local Tree* this_tree = nullptr;
+extern std::atomic<const std::string*> first_root;
+extern __thread Tree* this_tree;
 
 // The cold paths, compiled once (cold_path.hpp).
 Tree* register_thread();

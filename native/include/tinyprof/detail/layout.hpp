@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,7 +71,8 @@ inline int set_count(std::string_view entry, std::string_view stem) {
 // A temporary file next to `path`, created exclusively (O_EXCL, O_NOFOLLOW)
 // under a name nobody can predict: a symlink planted there cannot redirect
 // the write. Its descriptor (-1 if none), its name in `tmp`.
-inline int create_temporary(const std::string& path, std::string& tmp) {
+// Not inline, as registry() (session.hpp): its counter is no GNU-unique symbol.
+int create_temporary(const std::string& path, std::string& tmp) {
     static std::atomic<std::uint64_t> counter{0};
     std::uint64_t seed = static_cast<std::uint64_t>(
         std::chrono::steady_clock::now().time_since_epoch().count());
@@ -82,7 +84,9 @@ inline int create_temporary(const std::string& path, std::string& tmp) {
         char suffix[32];
         std::snprintf(suffix, sizeof suffix, "-%012llx", static_cast<unsigned long long>(
             (seed + 0x9E3779B97F4A7C15ull * ++counter) & 0xFFFFFFFFFFFFull));
-        tmp = path + ".tmp" + std::to_string(getpid()) + suffix;
+        // The kernel's pid, not getpid(): SMPI makes that a per-rank call, which crashes
+        // in the snapshot thread (simulated ranks share the pid; the suffix tells them apart).
+        tmp = path + ".tmp" + std::to_string(::syscall(SYS_getpid)) + suffix;
         const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
         if (fd >= 0 || errno != EEXIST) return fd;
     }

@@ -118,8 +118,8 @@ inline std::int64_t digest(const Callpaths& paths) {
 
 // The callpaths of all ranks, in order, with their loop modes. Ranks that
 // agree on the ordered list of common callpaths exchange only their other
-// callpaths; any disagreement exchanges every callpath.
-inline Callpaths synchronise(MPI_Comm comm, const Local& local) {
+// callpaths; any disagreement exchanges every callpath. `buffer`: the bytes received.
+inline Callpaths synchronise(MPI_Comm comm, const Local& local, std::size_t& buffer) {
     const Callpaths& paths = local.paths;
     const std::size_t n = paths.size();
     std::vector<bool> is_common(n);
@@ -146,9 +146,7 @@ inline Callpaths synchronise(MPI_Comm comm, const Local& local) {
     const std::int64_t nc = static_cast<std::int64_t>(common.size()), d = digest(prefix);
     std::int64_t stats[6] = {nc, -nc, d, -d, -static_cast<std::int64_t>(partial.size()),
                              -static_cast<std::int64_t>(full.size())};
-    MPI_Request request;
-    MPI_Iallreduce(MPI_IN_PLACE, stats, 6, MPI_INT64_T, MPI_MIN, comm, &request);
-    complete(request);
+    TINYPROF_COLLECTIVE(Iallreduce, Allreduce, MPI_IN_PLACE, stats, 6, MPI_INT64_T, MPI_MIN, comm);
     const bool hints_hold = stats[0] == -stats[1] && stats[2] == -stats[3];
     const std::string& payload = hints_hold ? partial : full;
     const auto size = static_cast<std::size_t>(-(hints_hold ? stats[4] : stats[5]));
@@ -162,9 +160,9 @@ inline Callpaths synchronise(MPI_Comm comm, const Local& local) {
     std::string send(size, '\0');
     std::memcpy(send.data(), payload.data(), payload.size());
     std::vector<char> recv(size * static_cast<std::size_t>(nranks));
-    MPI_Iallgather(send.data(), static_cast<int>(size), MPI_BYTE, recv.data(), static_cast<int>(size),
-                   MPI_BYTE, comm, &request);
-    complete(request);
+    buffer = recv.size();
+    TINYPROF_COLLECTIVE(Iallgather, Allgather, send.data(), static_cast<int>(size), MPI_BYTE, recv.data(),
+                        static_cast<int>(size), MPI_BYTE, comm);
     std::vector<std::string_view> seen;        // ranks alike send alike: decode each once
     for (int r = 0; r < nranks; ++r) {
         const std::string_view mine(recv.data() + size * static_cast<std::size_t>(r), size);
@@ -312,7 +310,8 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const
                       const MpiTables& tables, const TraceData& traced) {
     const Settings& s = reg.settings;
     MPI_Comm comm = s.comm;
-    const Callpaths paths = synchronise(comm, local);
+    const Callpaths paths = synchronise(comm, local, reg.sync_buffer);
+    reg.flush_marks[2] = MPI_Wtime();
     std::vector<int> at(paths.size(), -1);
     const std::vector<int> mine = entries_in(local.paths, paths);
     for (std::size_t i = 0; i < mine.size(); ++i) at[static_cast<std::size_t>(mine[i])] = static_cast<int>(i);
@@ -336,17 +335,15 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const
     for (const auto& m : s.metrics) with_consistent = with_consistent || m.second;
     std::string row = encode_row(at, local, with_consistent, executions_now(), mpi, trace);
     std::int64_t width = static_cast<std::int64_t>(row.size());
-    MPI_Request request;
-    MPI_Iallreduce(MPI_IN_PLACE, &width, 1, MPI_INT64_T, MPI_MAX, group, &request);
-    complete(request);
+    TINYPROF_COLLECTIVE(Iallreduce, Allreduce, MPI_IN_PLACE, &width, 1, MPI_INT64_T, MPI_MAX, group);
     row.resize(static_cast<std::size_t>(width), '\0');
     int group_rank = 0;
     MPI_Comm_rank(group, &group_rank);
     std::vector<char> rows(group_rank == 0 ? static_cast<std::size_t>(width * g.size) : 0);
-    MPI_Igather(row.data(), static_cast<int>(width), MPI_BYTE, rows.data(), static_cast<int>(width),
-                MPI_BYTE, 0, group, &request);
-    complete(request);
+    TINYPROF_COLLECTIVE(Igather, Gather, row.data(), static_cast<int>(width), MPI_BYTE, rows.data(),
+                        static_cast<int>(width), MPI_BYTE, 0, group);
     row = std::string();
+    reg.flush_marks[3] = MPI_Wtime();
 
     std::int64_t state[2] = {1, 1};    // [file written, no older set to remove]
     if (group_rank == 0) {
@@ -367,13 +364,12 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const
         state[0] = write_file(s, h, data);
         if (rank == 0 && state[0]) state[1] = stale_sets(s, naggs).empty();
     }
-    MPI_Iallreduce(MPI_IN_PLACE, state, 2, MPI_INT64_T, MPI_MIN, comm, &request);
-    complete(request);
+    TINYPROF_COLLECTIVE(Iallreduce, Allreduce, MPI_IN_PLACE, state, 2, MPI_INT64_T, MPI_MIN, comm);
     if (state[0] && !state[1]) {
         if (rank == 0) remove_stale(s, naggs);
-        MPI_Ibarrier(comm, &request);     // no rank returns, and reads, before the old set is gone
-        complete(request);
+        TINYPROF_COLLECTIVE(Ibarrier, Barrier, comm);     // no rank returns, and reads, before the old set is gone
     }
+    reg.flush_marks[4] = MPI_Wtime();
 }
 
 // The work of flush(). Events still open (at MPI_Finalize) appear with the
@@ -389,6 +385,8 @@ inline std::string write_profile() {
         std::lock_guard<std::mutex> settings_lock(reg.mutex);
         refresh_meta(reg, rank);
     }
+    const bool live = mpi_live();
+    if (live) reg.flush_marks[0] = MPI_Wtime();
     const SetId set{reg.run_id, reg.flushes++};
     const std::uint64_t records = total_records(reg);   // all of these are in `local`
     const MpiLib* lib = reg.mpi_capture && mpi_live() ? mpi_lib() : nullptr;
@@ -396,7 +394,8 @@ inline std::string write_profile() {
     if (reg.settings.trace && mpi_live()) sync_trace_clock(reg);
     const TraceData traced = reg.settings.trace ? read_trace(reg, lib) : TraceData();
     const Local local = collect_local(reg);
-    if (mpi_live()) flush_mpi(reg, set, local, lib, tables, traced);
+    if (live) reg.flush_marks[1] = MPI_Wtime();
+    if (live) flush_mpi(reg, set, local, lib, tables, traced);
     else flush_single(reg, set, local, traced);
     reg.flushed_records = records;
     return reg.settings.outdir;
@@ -408,9 +407,7 @@ inline void flush_if_new() {
     const MpiPause pause;
     std::int64_t fresh = total_records(reg) != reg.flushed_records;
     if (mpi_live()) {
-        MPI_Request request;
-        MPI_Iallreduce(MPI_IN_PLACE, &fresh, 1, MPI_INT64_T, MPI_MAX, reg.settings.comm, &request);
-        complete(request);
+        TINYPROF_COLLECTIVE(Iallreduce, Allreduce, MPI_IN_PLACE, &fresh, 1, MPI_INT64_T, MPI_MAX, reg.settings.comm);
     }
     if (fresh) write_profile();
 }

@@ -52,6 +52,24 @@ inline void hook_finalize(Registry& reg) {
     MPI_Comm_set_attr(MPI_COMM_SELF, reg.finalize_keyval, nullptr);
 }
 
+#ifdef TINYPROF_SMPI
+}  // namespace detail
+}  // namespace TinyProf
+
+// SMPI deletes no attribute at MPI_Finalize (and MPI_Initialized is 0 after
+// it): the flush comes from MPI's profiling interface there, which deletes
+// MPI_COMM_SELF's attribute as MPI_Finalize should, while MPI still works.
+// SMPI declares MPI_Finalize weak for such wrappers.
+extern "C" int MPI_Finalize() {
+    const int keyval = TinyProf::detail::registry().finalize_keyval;
+    if (keyval != MPI_KEYVAL_INVALID) MPI_Comm_delete_attr(MPI_COMM_SELF, keyval);
+    return PMPI_Finalize();
+}
+
+namespace TinyProf {
+namespace detail {
+#endif
+
 // Called under the registry's lock.
 inline void start_trace(Registry& reg, std::int64_t limit) {
     reg.settings.trace = true;
@@ -212,9 +230,10 @@ Profiler::~Profiler() {
     detail::Registry& reg = detail::registry();
     if (reg.profiler != this) return;
     detail::stop_snapshots();
-    int initialized = 0;
+    int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
-    if (detail::mpi_live() || !initialized) {
+    MPI_Finalized(&finalized);       // under SMPI, MPI_Initialized is 0 after MPI_Finalize
+    if (detail::mpi_live() || (!initialized && !finalized)) {
         try {
             detail::flush_if_new();
         } catch (const std::exception& e) {

@@ -31,6 +31,12 @@
 #include <utility>
 #include <vector>
 
+// SimGrid's SMPI, whose mpi.h has the SMPI_SAMPLE_* macros of its API: each
+// simulated rank is an actor of one process, with its own copy of the program.
+#if defined(SMPI_SAMPLE_LOCAL)
+#define TINYPROF_SMPI 1
+#endif
+
 namespace TinyProf {
 namespace detail {
 
@@ -56,9 +62,15 @@ struct Registry {
     std::vector<std::string> hosts;             // rank 0: every rank's host, gathered with the run id
     std::optional<std::string> mpi_library;     // MPI_Get_library_version, under MPI
     std::optional<meta::Entries> meta_auto;     // rank 0: the automatic keys, from its first write
+    // The last flush under MPI, for benchmarks/scale.py: MPI_Wtime at its start, once this
+    // rank's data is collected, and at the end of each phase; phase 1's receive buffer.
+    std::array<double, 5> flush_marks{};
+    std::size_t sync_buffer = 0;
 };
 
-inline Registry& registry() {
+// Not inline: defined once, in the implementation, so that its static is no
+// GNU-unique symbol (event_map.hpp) and each SMPI rank has its own registry.
+Registry& registry() {
     static Registry* r = new Registry();        // never destroyed: Events may outlive main
     return *r;
 }
@@ -89,6 +101,23 @@ inline void complete(MPI_Request request) {
         nap = std::min(2 * nap, microseconds(200));
     }
 }
+
+// The collective MPI_<blocking>(args...), run as MPI_<nonblocking> then
+// complete(). Under SMPI as MPI_<blocking>: each simulated rank has a core of
+// its own, and SMPI's nonblocking collectives send point to point from every
+// rank to every other, waited for one by one (a flush over 256 simulated ranks
+// did not end in minutes), where its blocking ones use real MPI's algorithms
+// (with smpi/coll-selector:mpich, as benchmarks/scale.py runs).
+#ifdef TINYPROF_SMPI
+#define TINYPROF_COLLECTIVE(nonblocking, blocking, ...) MPI_##blocking(__VA_ARGS__)
+#else
+#define TINYPROF_COLLECTIVE(nonblocking, blocking, ...)     \
+    do {                                                    \
+        MPI_Request tinyprof_request_;                      \
+        MPI_##nonblocking(__VA_ARGS__, &tinyprof_request_); \
+        ::TinyProf::detail::complete(tinyprof_request_);    \
+    } while (0)
+#endif
 
 // Every thread's tree, listed under the registry's lock (trees are never removed).
 inline std::vector<Tree*> trees(Registry& reg) {
@@ -136,10 +165,8 @@ inline void gather_hosts(Registry& reg, MPI_Comm comm) {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     std::vector<char> all(rank == 0 ? static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME : 0);
-    MPI_Request request;
-    MPI_Igather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, comm,
-                &request);
-    complete(request);
+    TINYPROF_COLLECTIVE(Igather, Gather, name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                        MPI_CHAR, 0, comm);
     reg.hosts.clear();
     for (int r = 0; rank == 0 && r < size; ++r) {
         const char* at = all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME;
@@ -158,9 +185,7 @@ inline void settle_run(Registry& reg, MPI_Comm comm) {
         reg.run_drawn = true;
     }
     if (!reg.run_agreed && mpi_live()) {
-        MPI_Request request;
-        MPI_Ibcast(&reg.run_id, 1, MPI_UINT64_T, 0, comm, &request);
-        complete(request);
+        TINYPROF_COLLECTIVE(Ibcast, Bcast, &reg.run_id, 1, MPI_UINT64_T, 0, comm);
         reg.run_agreed = true;
         gather_hosts(reg, comm);
     }

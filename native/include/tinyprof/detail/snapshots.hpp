@@ -68,6 +68,15 @@ class Snapshotter {
         start_ = wall();
         rank_ = 0;
         size_ = 1;
+#ifdef TINYPROF_SMPI
+        // A thread of a simulated rank runs outside the simulation, and its first
+        // call into SMPI (getpid, nanosleep: macros of smpicxx) crashes the run.
+        if (mpi_live()) MPI_Comm_rank(comm, &rank_);
+        if (rank_ == 0)
+            warn("no snapshots under SimGrid SMPI (a simulated rank cannot have a helper thread): "
+                 "the profile is written by flush() and at MPI_Finalize");
+        return;
+#endif
         if (mpi_live()) {
             MPI_Comm_rank(comm, &rank_);
             MPI_Comm_size(comm, &size_);
@@ -422,7 +431,8 @@ class Snapshotter {
     std::vector<std::int64_t> chain_;
 };
 
-inline Snapshotter& snapshotter() {
+// Not inline, as registry(): one per process, one per SMPI rank.
+Snapshotter& snapshotter() {
     static Snapshotter* s = new Snapshotter();   // never destroyed, as the registry
     return *s;
 }

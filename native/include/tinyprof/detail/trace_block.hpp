@@ -47,8 +47,8 @@ inline TraceData read_trace(Registry& reg, const MpiLib* lib) {
     std::int64_t* calls = lib->trace_calls(&ncalls, &eps, &nep, &d.dropped_calls);
     d.calls.assign(calls, calls + ncalls * TP_TR_FIELDS);
     d.eps.assign(eps, eps + nep * TP_EP_FIELDS);
-    lib->free(calls);
-    lib->free(eps);
+    lib->release(calls);
+    lib->release(eps);
     for (int i = 0, n = lib->comm_count(); i < n; ++i) {
         char name[256];
         std::int64_t info[TP_COMM_FIELDS];

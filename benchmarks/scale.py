@@ -1,0 +1,179 @@
+"""The real C++ flush at scale: thousands of simulated ranks under SimGrid SMPI.
+
+    .venv/bin/python benchmarks/scale.py [--ranks 1024,4096] [--iterations 10] [--repeats 1]
+    make scale
+
+Builds ``benchmarks/scale_workload.cpp`` (the real header, the implementation
+compiled in) with SimGrid's ``smpicxx`` (``apt-get install libsimgrid-dev``
+when missing and run as root), then, for each P, runs it under ``smpirun``
+on ``benchmarks/fattree.xml`` (512 nodes x 64 cores in a two-level fat tree,
+64 ranks per node, the CPU time a rank takes charged 1:1) with MPI capture
+off. Each rank records the workload's common callpaths and its non-common
+ones (``variant<r % 4>`` on every rank, ``rare<r>`` on every 64th) and flushes
+with ``TinyProf::flush()``; the flush's parts are timed in simulated time
+(``MPI_Wtime``, max over ranks). Every output is then read back with
+``tinyprof.read`` and each rank's data checked exactly (the workload's clock
+is injected, so every value is known).
+
+Prints per P: simulated time of the local part and the three phases, files,
+bytes, phase 1's receive buffer (max per rank and sum over ranks: the sum is
+what the one simulator process holds), simulator CPU (user + system) and max
+RSS; the median over ``--repeats`` runs for the times.
+
+``tests/native/test_scale.py`` runs the small cases with the same functions.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WORKLOAD = ROOT / "benchmarks" / "scale_workload.cpp"
+PLATFORM = ROOT / "benchmarks" / "fattree.xml"
+NODES, CORES = 512, 64       # of PLATFORM
+COMPUTE = 4                  # compute/0 .. compute/3 under step
+RARE_EVERY = 64              # rare<r> on every 64th rank
+
+
+def smpicxx() -> Tuple[Optional[str], str]:
+    """SimGrid's smpicxx, installed with apt-get when missing (as root): its
+    path, or None and why not."""
+    found = shutil.which("smpicxx")
+    if found:
+        return found, ""
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return None, "no smpicxx (SimGrid SMPI): apt-get install libsimgrid-dev, as root"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "libsimgrid-dev"]):
+        done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            return None, f"no smpicxx, and {' '.join(cmd)} failed: {done.stderr.strip()[-300:]}"
+    found = shutil.which("smpicxx")
+    return (found, "") if found else (None, "libsimgrid-dev installed no smpicxx")
+
+
+def build(compiler: str, outdir: Path) -> Path:
+    """The workload, built with `compiler` (smpicxx) and no special flag."""
+    exe = outdir / "scale_workload"
+    subprocess.run([compiler, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),
+                    str(WORKLOAD), "-o", str(exe)], check=True)
+    return exe
+
+
+def run(exe: Path, ranks: int, outdir: Path, iterations: int, aggregators: int = 0,
+        mode: str = "timed", timeout: int = 3600) -> Tuple[subprocess.CompletedProcess, float, int]:
+    """One smpirun of `exe` at `ranks` simulated ranks, 64 per node, killed
+    after `timeout` seconds (exit status 124): the finished process (output
+    captured), its CPU seconds and max RSS (bytes)."""
+    if ranks > NODES * CORES:
+        raise ValueError(f"{ranks} ranks do not fit the platform's {NODES * CORES} cores")
+    hostfile = outdir.parent / f"{outdir.name}.hosts"
+    hostfile.write_text("".join(f"node-{n}:{CORES}\n" for n in range(-(-ranks // CORES))))
+    cmd = ["timeout", "-k", "10", str(timeout), "smpirun", "-np", str(ranks), "-platform", str(PLATFORM), "-hostfile", str(hostfile),
+           "--cfg=smpi/host-speed:1Gf", "--cfg=smpi/coll-selector:mpich", "--log=root.thres:warning",
+           str(exe), str(outdir), str(iterations), str(aggregators), mode]
+    env = dict(os.environ, TINYPROF_MPI="0")
+    logs = outdir.parent / f"{outdir.name}.out", outdir.parent / f"{outdir.name}.err"
+    with open(logs[0], "w") as out, open(logs[1], "w") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        # smpirun's usage and its simulator's (waited for by it): CPU summed, RSS the largest
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    done = subprocess.CompletedProcess(cmd, proc.returncode, logs[0].read_text(),
+                                       logs[1].read_text())
+    return done, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+
+
+def expected(rank: int, iterations: int) -> Dict[Tuple[str, ...], List[int]]:
+    """Rank `rank`'s callpaths and their values in ns (one execution), as
+    scale_workload.cpp records them with its +1-per-read clock."""
+    rare = rank % RARE_EVERY == 0
+    steps = [2 * COMPUTE + 1] * iterations
+    out: Dict[Tuple[str, ...], List[int]] = {
+        ("main",): [iterations * (2 * COMPUTE + 2 + 2 + 2 + (4 if rare else 0)) + 1],
+        ("main", "step"): steps,
+        ("main", "halo"): [iterations],                     # loop 2: one sum per execution
+        ("main", f"variant{rank % 4}"): [1] * iterations,
+    }
+    for k in range(COMPUTE):
+        out[("main", "step", f"compute/{k}")] = [1] * iterations
+    if rare:
+        out[("main", f"rare{rank}")] = [3] * iterations
+        out[("main", f"rare{rank}", "io")] = [1] * iterations
+    return out
+
+
+def check(outdir: Path, ranks: int, iterations: int, files: int) -> int:
+    """Reads `outdir` with tinyprof.read and checks every rank's data exactly
+    (AssertionError otherwise); the bytes of its files."""
+    import tinyprof
+
+    prof = tinyprof.read(str(outdir))
+    assert prof.nranks == ranks, (prof.nranks, ranks)
+    assert len(prof.files) == files, (prof.files, files)
+    everything = set()
+    for rank in range(ranks):
+        assert prof.executions(rank) == 1, (rank, prof.executions(rank))
+        everything.update(expected(rank, iterations))
+    assert set(prof.callpaths) == everything, set(prof.callpaths) ^ everything
+    for rank in range(ranks):
+        mine = expected(rank, iterations)
+        for path in prof.callpaths:
+            got = [[round(v * 1e9) for v in execution] for execution in prof.series(path, rank)]
+            assert got == [mine.get(path, [])], (rank, path, got, mine.get(path))
+    return sum(Path(f).stat().st_size for f in prof.files)
+
+
+def default_files(ranks: int, aggregators: int = 0) -> int:
+    return min(ranks, aggregators) if aggregators > 0 else max(1, ranks // 16)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ranks", default="1024,4096", help="comma-separated simulated rank counts")
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args()
+    compiler, why = smpicxx()
+    if compiler is None:
+        sys.exit(f"scale.py: {why}")
+    print("| P | local (ms) | phase 1 sync (ms) | phase 2 aggregate (ms) | phase 3 write (ms) | flush (ms) "
+          "| files | bytes | phase 1 buffer max / sum | simulator CPU (s) | max RSS (MB) |")
+    print("|" + " ---: |" * 11)
+    with tempfile.TemporaryDirectory(prefix="tinyprof-scale-") as tmp:
+        exe = build(compiler, Path(tmp))
+        for ranks in (int(p) for p in args.ranks.split(",")):
+            runs, cpus, rss = [], [], 0
+            for repeat in range(args.repeats):
+                outdir = Path(tmp) / f"p{ranks}-{repeat}"
+                start = time.monotonic()
+                done, cpu, maxrss = run(exe, ranks, outdir, args.iterations)
+                if done.returncode != 0:
+                    sys.exit(f"scale.py: smpirun at P={ranks} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+                cpus.append(cpu)
+                rss = max(rss, maxrss)
+                runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+                nbytes = check(outdir, ranks, args.iterations, default_files(ranks))
+                print(f"# P={ranks} run {repeat}: {time.monotonic() - start:.1f} s wall, read back exactly",
+                      file=sys.stderr)
+                shutil.rmtree(outdir)
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            print(f"| {ranks:,} | {med['local'] * 1e3:.2f} | {med['sync'] * 1e3:.2f} | {med['aggregate'] * 1e3:.2f} "
+                  f"| {med['write'] * 1e3:.2f} | {med['flush'] * 1e3:.2f} | {default_files(ranks)} | {nbytes:,} "
+                  f"| {int(med['sync_buffer_max']):,} / {int(med['sync_buffer_sum']):,} "
+                  f"| {statistics.median(cpus):.1f} | {rss / 1e6:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
