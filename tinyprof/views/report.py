@@ -78,8 +78,9 @@ def plotly_js() -> str:
         return f.read()
 
 
-def render(data: Dict[str, Any]) -> str:
-    """The HTML page of ``build``'s data."""
+def render(data: Dict[str, Any], script: str = "report.js") -> str:
+    """The HTML page of ``build``'s data (``script``: the page's script,
+    ``history.js`` for ``views.history``'s data); its title names ``data["name"]``."""
     def asset(name: str) -> str:
         with open(os.path.join(_HERE, name), encoding="utf-8") as f:
             return f.read()
@@ -91,7 +92,7 @@ def render(data: Dict[str, Any]) -> str:
             f"<title>{title}</title><style>{asset('report.css')}</style>"
             f"<script>{plotly_js()}</script></head>\n<body>"
             f'<script type="application/json" id="tinyprof-data">{payload}</script>\n'
-            f"<script>{asset('report.js')}</script></body></html>\n")
+            f"<script>{asset('common.js')}{asset(script)}</script></body></html>\n")
 
 
 def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
