@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/many_runs.py [--runs 1000] [--ranks 8] [--callpaths 200] [--repeats 3]
 
 Each run is one file of RANKS ranks, CALLPATHS callpaths (a tree 3 deep)
-of 10 iterations each, written by the flush's own assembler. Prints the
+of 10 iterations each, written by the flush's own assembler, with run
+metadata (``start``: an hour apart, ``git``: a commit per 10 runs). Prints the
 median time of each (docs/performance.md, "Many runs").
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 import numpy as np
 
 import tinyprof
+from tinyprof.format import meta_section
 from tinyprof.format.encoding import Header
 from tinyprof.format.layout import file_name, write_atomic
 from tinyprof.runtime import assemble
@@ -44,10 +46,12 @@ def write_runs(where: str, runs: int, ranks: int, ncallpaths: int) -> list:
                    for p in paths] for _ in range(ranks)]
         header = Header(name="run", nranks=ranks, first_rank=0, rank_count=ranks, file_index=0,
                         file_count=1, metrics=[])
+        meta = meta_section.encode({"start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1.7e9 + 3600 * k)),
+                                    "nranks": ranks, "git": f"{k // 10:040x}"})
         directory = os.path.join(where, f"run{k}")
         os.makedirs(directory)
         write_atomic(os.path.join(directory, file_name("run", 0, 1)),
-                     assemble.build_file(header, events, [1] * ranks))
+                     assemble.build_file(header, events, [1] * ranks, [("meta", meta)]))
         out.append(directory)
     return out
 
