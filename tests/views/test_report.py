@@ -187,7 +187,7 @@ def test_numbers_are_rounded_to_five_digits_as_printf_would():
     values = np.concatenate([rng.lognormal(0, 12, 100_000) * rng.choice([-1, 1], 100_000),
                              [0.0, np.nan, 1.5, 2.5, 123456789012.0, 0.30000000000000004]])
     want = [None if v != v else v for v in np.char.mod("%.5g", values).astype(np.float64).tolist()]
-    assert _report._numbers(values) == want
+    assert _report.rounded(values) == want
 
 
 def test_report_mpi_tables_are_the_profiles(traced_demo):

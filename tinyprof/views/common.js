@@ -1,5 +1,5 @@
 // What the pages of `tinyprof report` share (tinyprof/views/report.py): report.js
-// (one run) and history.js (many runs) each come after this file in one <script>.
+// (one run) and history.js (many runs) each come after this file, in one script element.
 "use strict";
 const TP = (() => {
   const CONFIG = { displaylogo: false, responsive: true };

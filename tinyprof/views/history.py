@@ -118,9 +118,11 @@ def _labels(paths: List[str]) -> List[str]:
     return [os.path.relpath(os.path.abspath(p), common) for p in paths]
 
 
-def build(profiles: List[Profile], labels: List[str], cumulative: bool = False) -> Dict[str, Any]:
-    """The page's data: plain lists and numbers (JSON)."""
-    h = compare.history(profiles, cumulative=cumulative)
+def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
+          threshold: float = 0.05, floor: float = 0.01, alpha: float = 0.05) -> Dict[str, Any]:
+    """The page's data: plain lists and numbers (JSON). The flags as
+    ``tinyprof.compare``'s with ``threshold``, ``floor`` and ``alpha``."""
+    h = compare.history(profiles, cumulative=cumulative, threshold=threshold, floor=floor, alpha=alpha)
     order = tree_order(h.callpaths)
     column = {path: i for i, path in enumerate(h.callpaths)}
     index = np.array([column[p] for p in order], dtype=np.int64)
@@ -139,13 +141,13 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False) 
         "nranks": h.nranks,
         "callpaths": [{"name": p[-1], "path": "<".join(p),
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
-        "exc": [report._numbers(row) for row in values],
-        "totals": report._numbers(h.totals),
+        "exc": [report.rounded(row) for row in values],
+        "totals": report.rounded(h.totals),
         "worst": _worst(values, regressed, change),
-        "flags": [[s, c, *report._numbers(np.array([change[s, c], p_value[s, c]])),
+        "flags": [[s, c, *report.rounded(np.array([change[s, c], p_value[s, c]])),
                    1 if regressed[s, c] else -1] for s, c in flags[:MAX_FLAGS]],
         "flag_counts": [int(regressed.sum()), int(improved.sum())],
-        "rule": {"tests": h.tests, "threshold": 0.05, "floor": 0.01, "alpha": 0.05},
+        "rule": {"tests": h.tests, "threshold": threshold, "floor": floor, "alpha": alpha},
         "outside_mpi": h.outside_mpi, "notes": h.notes,
         "meta": _metadata(profiles, labels),
     }

@@ -111,7 +111,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
         "inc": _rows(agg.time_inc[index]), "exc": _rows(agg.time_exc[index]),
         "count": agg.count[index].tolist(),
-        "runtime": _numbers(run_times(profile, agg)),
+        "runtime": rounded(run_times(profile, agg)),
         "iterations": _iterations(profile, row, position),
         "snapshots": _snapshots(profile, source, position),
         "mpi": _mpi(profile, index),
@@ -121,7 +121,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
     return data
 
 
-def _numbers(values: np.ndarray) -> List[Optional[float]]:
+def rounded(values: np.ndarray) -> List[Optional[float]]:
     """Five significant digits (the page's precision), NaN as null. Rounded
     as the quotient or product of an integer and a power of ten exact in
     binary (up to 1e22), so each number's JSON is its shortest decimal: what
@@ -143,7 +143,7 @@ def _numbers(values: np.ndarray) -> List[Optional[float]]:
 
 
 def _rows(matrix: np.ndarray) -> List[List[Optional[float]]]:
-    return [_numbers(r) for r in matrix]
+    return [rounded(r) for r in matrix]
 
 
 def _iterations(profile: Profile, row: Dict[tuple, int], position: Dict[tuple, int]) -> Dict[str, Any]:
@@ -186,9 +186,9 @@ def _iterations(profile: Profile, row: Dict[tuple, int], position: Dict[tuple, i
         out[str(position[profile.callpaths[i]])] = {
             "occurrence": edges.tolist(),     # the x axis: the first occurrence of each bin
             "execution": execs[edges].tolist(), "iteration": its[edges].tolist(),
-            "min": _numbers(np.minimum.reduceat(lo, edges) * scale),
-            "mean": _numbers(np.add.reduceat(mean, edges) / sizes * scale),
-            "max": _numbers(np.maximum.reduceat(hi, edges) * scale),
+            "min": rounded(np.minimum.reduceat(lo, edges) * scale),
+            "mean": rounded(np.add.reduceat(mean, edges) / sizes * scale),
+            "max": rounded(np.maximum.reduceat(hi, edges) * scale),
             "binned": bool((sizes > 1).any())}
     return out
 
@@ -233,10 +233,10 @@ def _snapshots(profile: Profile, source: Optional[str], position: Dict[tuple, in
         created.append(snap.created)
     steps = np.diff(np.vstack([np.zeros(len(position)), totals]), axis=0)
     top = np.argsort(-totals[-1], kind="stable")[:TOP_SNAPSHOT_PATHS]
-    series = [{"callpath": int(i), "values": _numbers(steps[:, i])} for i in top]
+    series = [{"callpath": int(i), "values": rounded(steps[:, i])} for i in top]
     rest = np.setdiff1d(np.arange(len(position)), top)
     if len(rest):
-        series.append({"callpath": -1, "values": _numbers(steps[:, rest].sum(axis=1))})
+        series.append({"callpath": -1, "values": rounded(steps[:, rest].sum(axis=1))})
     return {"numbers": numbers, "created": created, "series": series}
 
 
@@ -256,7 +256,7 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
         frame, values = pop_analysis.pop(profile), POP_VALUES
     at = {path: i for i, path in enumerate(frame["callpath"])}
     table = np.array([frame[v] for v in values], np.float64).T
-    rows = [[position[path], *_numbers(table[at[path]])] for path in pop_view.worst_first(frame)]
+    rows = [[position[path], *rounded(table[at[path]])] for path in pop_view.worst_first(frame)]
     numbers = _kept(source)
     history: Optional[Dict[str, Any]] = None
     if len(numbers) >= 2:
@@ -277,7 +277,7 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
             for key in POP_VALUES[4:]:
                 values_k = np.full(len(numbers), np.nan)
                 values_k[where] = steps[key][mine]
-                line[key] = _numbers(values_k)
+                line[key] = rounded(values_k)
             series.append({"callpath": position[path], **line})
         history = {"numbers": numbers, "created": [created.get(k, "") for k in numbers],
                    "series": series}
@@ -299,7 +299,7 @@ def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
 
     groups = sorted(mpi.group(profile, ("comm", "op", "bucket")), key=lambda g: -g[3])
     per_second = PER_SECOND[profile.unit]
-    times = _numbers(np.array([g[3] for g in groups], dtype=np.float64) / per_second)
+    times = rounded(np.array([g[3] for g in groups], dtype=np.float64) / per_second)
     rows = [[comm or "(completion)", op, mpi.size_range(bucket), calls, nbytes, time]
             for ((comm, op, bucket), calls, nbytes, _), time in zip(groups, times)]
     per_node = mpi_per_node(profile)
