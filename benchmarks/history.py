@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 import time
 
@@ -26,6 +27,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--callpaths", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--keep", metavar="FILE", help="copy the page there (to open it)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         where = os.path.join(scratch, "runs")
@@ -38,6 +40,8 @@ def main() -> None:
                  "whole: report RUNS -o page.html": lambda: history.write([where], out)}
         times = {name: many_runs.median_s(call, args.repeats) for name, call in parts.items()}
         size = os.path.getsize(out)
+        if args.keep:
+            shutil.copy(out, args.keep)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"{args.runs} runs of {args.ranks} ranks, {args.callpaths} callpaths; {cores} cores; "
           f"load average {os.getloadavg()[0]:.1f}; median of {args.repeats}")
