@@ -135,7 +135,16 @@ def test_snapshots_of_one_run_are_its_history(tmp_path, clock):
     assert data["runs"] == ["snapshot 1", "snapshot 2", "snapshot 3", "snapshot 4"]
     step = [c["path"] for c in data["callpaths"]].index("main<step")
     assert [row[step] for row in data["exc"]] == pytest.approx([3e-6, 0, 5e-6, 5e-6])
+    [(_, _, change, p, _)] = [f for f in data["flags"] if f[1] == step and f[4] == 1]
     assert [f[0] for f in data["flags"] if f[1] == step and f[4] == 1] == [1]   # 0 to 5 us: flagged
+    assert change is None and p is None     # from nothing: no finite change; one rank: no test
+    page = tmp_path / "s.html"
+    assert main(["report", "--snapshots", str(out), "-o", str(page)]) == 0
+    assert json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', page.read_text(), re.S)[1]) == data
+    facts = _page(page, ["[...document.querySelectorAll('#flags-table tbody td')].map((td) => td.textContent)"])
+    assert facts["console"] == [] and facts["sections"] == ["regressions", "history", "diff", "runs"]
+    assert facts["checks"][0][:4] == ["main<step", "snapshot 2", "snapshot 3", "0.000"]
+    assert facts["checks"][0][5] == "from 0"
     with pytest.raises(tinyprof.FormatError, match=r"0 complete snapshot\(s\): the history of a run needs at least 2"):
         history.load([str(out / "snapshots" / "000001")], of_snapshots=True)
 

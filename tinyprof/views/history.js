@@ -47,7 +47,7 @@
   if (regs.length) {
     flagged.append(listTable("flags-table", ["callpath", "from", "to", `before (${unit})`, `after (${unit})`,
       "change", "p"], regs.map(([s, c, ch, p]) => [D.callpaths[c].path, D.runs[s], D.runs[s + 1],
-      fmt(D.exc[s][c]), fmt(D.exc[s + 1][c]), pct(ch), p === null ? "-" : p.toPrecision(2)])));
+      fmt(D.exc[s][c]), fmt(D.exc[s + 1][c]), ch === null ? "from 0" : pct(ch), p === null ? "-" : p.toPrecision(2)])));
     flagged.querySelectorAll("#flags-table tbody tr").forEach((tr, k) => {
       tr.dataset.callpath = D.callpaths[regs[k][1]].path;
       tr.addEventListener("click", () => select(regs[k][1]));

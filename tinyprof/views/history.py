@@ -133,6 +133,7 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
     flags = sorted(zip(steps.tolist(), paths.tolist()),
                    key=lambda sp: (not regressed[sp], -abs(change[sp])))
     p_value = h.p_value[:, index]
+    shown = np.where(np.isfinite(change), change, np.nan)        # from 0: JSON has no infinity
     names = sorted({p.name for p in profiles})
     return {
         "kind": "snapshots" if cumulative else "runs",
@@ -144,8 +145,8 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
         "exc": [report.rounded(row) for row in values],
         "totals": report.rounded(h.totals),
         "worst": _worst(values, regressed, change),
-        "flags": [[s, c, *report.rounded(np.array([change[s, c], p_value[s, c]])),
-                   1 if regressed[s, c] else -1] for s, c in flags[:MAX_FLAGS]],
+        "flags": [[s, c, *report.rounded(np.array([shown[s, c], p_value[s, c]])),
+                   1 if regressed[s, c] else -1] for s, c in flags[:MAX_FLAGS]],   # change null: from 0
         "flag_counts": [int(regressed.sum()), int(improved.sum())],
         "rule": {"tests": h.tests, "threshold": threshold, "floor": floor, "alpha": alpha},
         "outside_mpi": h.outside_mpi, "notes": h.notes,
@@ -158,10 +159,12 @@ def _worst(values: np.ndarray, regressed: np.ndarray, change: np.ndarray) -> Lis
     their largest flagged change; then the others, by the change from their
     first to their last value."""
     flagged = np.where(regressed, change, -np.inf).max(axis=0, initial=-np.inf)
+    given = ~np.isnan(values)
+    columns = np.arange(values.shape[1])
+    first = values[given.argmax(axis=0), columns]
+    last = values[len(values) - 1 - given[::-1].argmax(axis=0), columns]
     with np.errstate(divide="ignore", invalid="ignore"):
-        first = np.array([col[~np.isnan(col)][0] if (~np.isnan(col)).any() else np.nan for col in values.T])
-        last = np.array([col[~np.isnan(col)][-1] if (~np.isnan(col)).any() else np.nan for col in values.T])
-        overall = np.nan_to_num(last / first - 1.0, nan=-np.inf, posinf=np.inf)
+        overall = np.nan_to_num(last / first - 1.0, nan=-np.inf)
     return np.lexsort((-overall, -flagged)).tolist()
 
 
