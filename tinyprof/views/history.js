@@ -88,7 +88,8 @@
   histTable.append(el("thead", {}, el("tr", {}, ...["callpath", `over the ${SNAPS ? "intervals" : "runs"}`,
     `first (${unit})`, `last (${unit})`, "first to last", "regressions"].map((h) => el("th", {}, h)))));
   const histBody = el("tbody");
-  for (const c of D.worst) {
+  const ROWS = 300;     // sparklines drawn: the worst; the chart and the diff have every callpath
+  for (const c of D.worst.slice(0, ROWS)) {
     const tr = el("tr", { "data-callpath": D.callpaths[c].path, onclick: () => select(c) },
       el("td", { title: D.callpaths[c].path }, D.callpaths[c].path), el("td", {}, spark(c)),
       el("td", {}, fmt(first(c))), el("td", {}, fmt(last(c))), el("td", {}, pct(change(first(c), last(c)))),
@@ -97,6 +98,7 @@
   }
   histTable.append(histBody);
   over.append(el("div", { class: "scroll" }, histTable));
+  if (N > ROWS) note(over, `The ${ROWS} worst of ${N} callpaths.`);
   const chart = plot(over, "history-plot", "");
   const x = D.runs.map((_, k) => k), text = D.runs.map(esc);
   function select(c) {
