@@ -203,6 +203,9 @@ FILTER = """(() => { const f = document.getElementById('run-filter'); f.value = 
   f.dispatchEvent(new Event('input'));
   return [...document.querySelectorAll('#runs-table tbody tr')].filter((tr) => !tr.hidden)
     .map((tr) => tr.firstChild.textContent); })()"""
+CLICK_FLAG = """(() => { document.querySelector('#flags-table tbody tr').click();
+  return [document.getElementById('diff-title').textContent,
+          document.getElementById('history-plot-title').textContent]; })()"""
 FACTS = """(() => ({
   sections: [...document.querySelectorAll('section')].map((s) => s.id),
   flags: [...document.querySelectorAll('#flags-table tbody tr')].map((tr) => tr.dataset.callpath),
@@ -231,12 +234,12 @@ def test_the_page_renders_and_diffs_two_runs_picked_on_it(tmp_path):
                   commit=f"{k // 10:040x}")
     out = tmp_path / "many.html"
     history.write([str(where)], out)
-    facts = _page(out, [PICK % (10, 40), FILTER % f"{3:040x}", PICK % (0, 1)])
+    facts = _page(out, [PICK % (10, 40), FILTER % f"{3:040x}", PICK % (0, 1), CLICK_FLAG])
     assert facts["console"] == [] and facts["blocked"] == [] and facts["requests"] == [f"file://{out}"]
     assert facts["sections"] == ["regressions", "history", "diff", "runs"]
     assert facts["flags"] == ["main<solve"] and facts["history"][0] == "main<solve"
     assert facts["sparks"] == 3 and facts["chart"] == 3
-    picked, filtered, same = facts["checks"]
+    picked, filtered, same, clicked = facts["checks"]
     assert picked["title"].startswith("r40 against r10: 1 callpath(s) slower, 0 faster")
     rows = {r[0]: r[1:] for r in picked["rows"]}
     assert rows["main<solve"][0] == "hot" and rows["main<solve"][3] == "+25.0%"
@@ -244,6 +247,7 @@ def test_the_page_renders_and_diffs_two_runs_picked_on_it(tmp_path):
     assert rows["main"][6] == f"+{100 * (SOLVE.mean() * 0.25) / (OWN + COMPUTE.mean() + SOLVE.mean()):.1f}%"
     assert filtered == [f"r{k}" for k in range(30, 40)]         # the runs of commit 3
     assert same["title"].startswith("r01 against r00: 0 callpath(s) slower")
+    assert clicked[0].startswith("r30 against r29: 1 callpath(s) slower") and clicked[1].startswith("main<solve: ")
 
 
 def test_hostile_names_are_text_on_the_page(tmp_path):

@@ -10,7 +10,7 @@
   // Per run: exclusive (as embedded; null: the callpath is not in the run) and inclusive,
   // the sum over the callpath's subtree (tree order: children after their parent).
   const inclusive = (exc) => {
-    const inc = exc.map((v) => v);
+    const inc = [...exc];
     for (let i = N - 1; i >= 0; i--) {
       const p = D.callpaths[i].parent;
       if (p >= 0 && inc[i] !== null) inc[p] = (inc[p] || 0) + inc[i];
@@ -50,7 +50,10 @@
       fmt(D.exc[s][c]), fmt(D.exc[s + 1][c]), ch === null ? "from 0" : pct(ch), p === null ? "-" : p.toPrecision(2)])));
     flagged.querySelectorAll("#flags-table tbody tr").forEach((tr, k) => {
       tr.dataset.callpath = D.callpaths[regs[k][1]].path;
-      tr.addEventListener("click", () => select(regs[k][1]));
+      tr.addEventListener("click", () => {       // its chart, and the diff of its two runs
+        select(regs[k][1]);
+        baseSel.value = String(regs[k][0]); newSel.value = String(regs[k][0] + 1); drawDiff();
+      });
     });
     if (D.flag_counts[0] > regs.length) note(flagged, `${D.flag_counts[0] - regs.length} more not shown.`);
   } else note(flagged, `No regression flagged between consecutive ${SNAPS ? "intervals" : "runs"}.`);
@@ -59,7 +62,7 @@
   const over = section("history", `Callpaths over the ${SNAPS ? "snapshots" : "runs"}`,
     `${what[0].toUpperCase()}${what.slice(1)}${SNAPS ? ", recorded in each interval between snapshots" : ""}; ` +
     "the worst regression first (the largest flagged change; then the change from first to last). " +
-    "Red dots: flagged regressions. Click a row for its chart.");
+    "Red dots: flagged regressions. Click a row for its chart (a regression above: also the diff of its two runs).");
   const flagsOf = D.callpaths.map(() => []);
   D.flags.forEach((f) => { if (f[4] > 0) flagsOf[f[1]].push(f[0] + 1); });
   const SVG = "http://www.w3.org/2000/svg", W = 240, H = 28;
