@@ -32,23 +32,24 @@ HOSTILE = '<img src=x onerror="window.pwned=1">'
 
 
 def write_run(directory, start: str, slow: float = 1.0, names=("compute", "solve"), commit: str = "a" * 40,
-              app: str = "app") -> str:
-    """One run of NRANKS ranks, one file: main (OWN) holding ``names[0]``
-    (COMPUTE) and ``names[1]`` (SOLVE x ``slow``), with run metadata."""
+              app: str = "app", nranks: int = NRANKS) -> str:
+    """One run of ``nranks`` ranks (at most NRANKS), one file: main (OWN)
+    holding ``names[0]`` (COMPUTE) and ``names[1]`` (SOLVE x ``slow``), with
+    run metadata."""
     solve = np.round(SOLVE * slow).astype(np.int64)
     ranks = []
-    for r in range(NRANKS):
+    for r in range(nranks):
         times = {names[0]: COMPUTE[r], names[1]: solve[r]}
         main_time = OWN + sum(times.values())
         ranks.append([LocalEvent(("main",), 1, True, np.array([main_time]), np.array([0, 0]), {}, {}),
                       *(LocalEvent(("main", n), 1, True, np.array([t]), np.array([0, 0]), {}, {})
                         for n, t in times.items())])
-    header = Header(name=app, nranks=NRANKS, first_rank=0, rank_count=NRANKS, file_index=0,
+    header = Header(name=app, nranks=nranks, first_rank=0, rank_count=nranks, file_index=0,
                     file_count=1, metrics=[])
-    meta = meta_section.encode({"start": start, "nranks": NRANKS, "git": commit, "case": "c<1>"})
+    meta = meta_section.encode({"start": start, "nranks": nranks, "git": commit, "case": "c<1>"})
     os.makedirs(directory, exist_ok=True)
     layout.write_atomic(os.path.join(directory, layout.file_name(app, 0, 1)),
-                        assemble.build_file(header, ranks, [1] * NRANKS, [("meta", meta)]))
+                        assemble.build_file(header, ranks, [1] * nranks, [("meta", meta)]))
     return str(directory)
 
 
@@ -89,6 +90,15 @@ def test_the_page_data_is_the_runs_in_start_order(runs):
     assert [row[0] for row in meta["rows"]] == ORDER
     assert [row[1] for row in meta["rows"]] == [STARTS[n][0] for n in ORDER]
     assert [row[6] for row in meta["rows"]] == [n * 40 for n in ORDER]
+
+
+def test_runs_of_different_rank_counts_are_per_rank_and_say_so(tmp_path):
+    write_run(tmp_path / "two", "2026-03-01T01:00:00Z", nranks=2)
+    write_run(tmp_path / "four", "2026-03-01T02:00:00Z")
+    data = history.build(*history.load([str(tmp_path)]))
+    assert data["runs"] == ["two", "four"] and data["nranks"] == [2, 4]
+    assert data["notes"] == ["rank counts differ (2/4 ranks): values are per rank on average"]
+    assert [row[1] for row in data["exc"]] == pytest.approx([COMPUTE[:2].mean() / 1e9, COMPUTE.mean() / 1e9])
 
 
 def test_the_flags_are_compares_between_consecutive_runs(runs):
