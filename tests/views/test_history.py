@@ -5,9 +5,12 @@ errors, and the page in a real headless Chromium: no script error, the diff
 of two runs picked on the page, the metadata filter, hostile names as text."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -197,6 +200,35 @@ def test_a_bad_run_among_many_is_named_in_one_line(runs, tmp_path, capsys):
     assert data["runs"] == ["b", "a", "d"]
     assert main(["report", missing, missing + "2", "--skip-bad", "-o", str(out)]) == 2
     assert "no run could be read" in capsys.readouterr().err
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_compare_app.py")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
+                    reason="needs mpi4py and mpiexec next to the Python executable")
+def test_real_mpi_runs_in_start_order_outside_mpi(tmp_path):
+    """Three real runs on 4 ranks (tests/_compare_app.py), named against their
+    start order; the third's solve twice as long: flagged, on the time outside
+    MPI calls, from the second run to the third."""
+    where = tmp_path / "runs"
+    for name, slow in (("c", 1), ("b", 1), ("a", 2)):         # started in this order
+        subprocess.run([MPIEXEC, "-n", "4", sys.executable, APP, str(where / name), str(slow)],
+                       check=True, capture_output=True, timeout=300)
+    out = tmp_path / "h.html"
+    done = subprocess.run([sys.executable, "-m", "tinyprof.cli", "report", str(where), "-o", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', out.read_text(), re.S)[1])
+    assert data["runs"] == ["c", "b", "a"] and data["outside_mpi"] and data["nranks"] == [4] * 3
+    starts = [row[1] for row in data["meta"]["rows"]]
+    assert starts == sorted(starts) and len(set(starts)) == 3
+    paths = [c["path"] for c in data["callpaths"]]
+    solve = paths.index("main<solve")
+    [(change, p)] = [(f[2], f[3]) for f in data["flags"] if f[:2] == [1, solve] and f[4] == 1]
+    assert 0.5 < change < 1.5 and p < 0.05
+    assert data["exc"][2][solve] == pytest.approx(2 * data["exc"][1][solve], rel=0.3)
 
 
 # -- in a real browser -------------------------------------------------------------
