@@ -155,6 +155,42 @@ def test_the_hosts_the_run_recorded_are_the_default(tmp_path, clock, capsys):
         assert "hosts" not in recorded(other).pop().columns, other
 
 
+def test_the_report_splits_the_balance_over_the_recorded_hosts(tmp_path, clock):
+    """The report's efficiency table has TALP's columns when the run spanned
+    several hosts (as ``Profile.pop`` and ``tinyprof pop``), drawn by real
+    Chromium; on one host it has none."""
+    pytest.importorskip("plotly")
+    from _browser import Browser
+
+    from tinyprof.views import report
+    tinyprof.Profiler("pop", outdir=tmp_path / "p")
+    ranks, executions = record_ranks(NRANKS, _compute_then_sync, clock)
+    pages = {}
+    for hosts in ("a*2,b*2", "a*4"):
+        meta = meta_section.encode({"nranks": NRANKS, "rank_hosts": hosts})
+        where = _write(tmp_path / hosts.replace("*", "x"), ranks, executions, BARRIER, meta=meta)
+        pages[hosts] = report.write(where, tmp_path / f"{hosts.replace('*', 'x')}.html")
+    assert report.build(tinyprof.read(tmp_path / "ax4"))["pop"]["columns"][-1] == "parallel_efficiency"
+    with Browser(1500, 1000) as b:
+        facts = {}
+        for hosts, page in pages.items():
+            b.open(f"file://{page}")
+            b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)
+            facts[hosts] = b.evaluate("""(() => {
+                const t = document.querySelector('#pop-table');
+                return { head: [...t.querySelectorAll('thead th')].map(h => h.textContent),
+                         main: [...t.querySelector('tbody tr[data-callpath="main"]').children]
+                               .map(c => c.textContent) }; })()""")
+        assert b.console == []
+    two, one = facts["a*2,b*2"], facts["a*4"]
+    assert two["head"][5:] == ["load balance", "comm. efficiency", "LB within nodes",
+                               "LB across nodes", "parallel efficiency"], two
+    # main: LB 0.75 = LB in 11/12 x LB out 9/11; the barrier is all MPI time
+    assert two["main"][5:] == ["0.75", "1.00", "0.92", "0.82", "0.75"], two
+    assert one["head"][5:] == ["load balance", "comm. efficiency", "parallel efficiency"], one
+    assert one["main"][5:] == ["0.75", "1.00", "0.75"], one
+
+
 def test_mpi_time_of_nested_regions_counts_in_their_parents(tmp_path, clock):
     """Useful time is inclusive: MPI time charged to a child (and to the
     parent itself) comes off the parent's useful time."""
@@ -201,13 +237,13 @@ def _barrier_until(upto: int):
              sum(k * (NRANKS - 1 - r) * UNIT // 3 for k in range(upto))) for r in range(NRANKS)]
 
 
-def _write_snapshot(outdir, k: int, ranks, executions, meta: bytes = b"") -> None:
+def _write_snapshot(outdir, k: int, ranks, executions, meta: bytes = b"", mpi: bool = True) -> None:
     lines = [e.path for e in ranks[0]]
     header = _format.Header(name="g", nranks=NRANKS, first_rank=0, rank_count=NRANKS, run=RUN,
                             set_kind="snapshot", set_number=k,
                             created=f"2026-11-26T10:00:0{k}Z")
     data = assemble.build_file(header, ranks, executions, sections=[
-        ("mpi", _section(lines, range(NRANKS), _barrier_until(k)))] + [("meta", meta)] * bool(meta))
+        ("mpi", _section(lines, range(NRANKS), _barrier_until(k)))] * mpi + [("meta", meta)] * bool(meta))
     directory = layout.snapshot_dir(str(outdir), k)
     os.makedirs(directory, exist_ok=True)
     assert layout.write_file(directory, layout.set_file(directory, "g", 0, 1), data) is None
@@ -234,6 +270,8 @@ def test_pop_history_shows_the_balance_degrade_step_by_step(tmp_path, clock):
     sub = tinyprof.pop_history(out, callpath=("main", "step", "sync"), numbers=[2, 4])
     # intervals 0-2 and 2-4: sync holds only barrier time
     assert list(sub["snapshot"]) == [2, 4] and list(sub["useful_max"]) == [0.0, 0.0]
+    with pytest.raises(KeyError, match="no callpath 'main<nope' in the snapshots of"):
+        tinyprof.pop_history(out, callpath=("main", "nope"))
 
 
 def test_pop_history_splits_the_balance_on_the_recorded_hosts(tmp_path, clock):
@@ -253,6 +291,32 @@ def test_pop_history_splits_the_balance_on_the_recorded_hosts(tmp_path, clock):
     assert list(step["load_balance_out"]) == pytest.approx([1.0, 9 / 11], abs=1e-12)
     given = tinyprof.pop_history(out, callpath=("main", "step"), hosts=["n"] * NRANKS)
     assert list(given[given["callpath"] == ("main", "step")]["hosts"]) == [1, 1]
+
+
+def test_snapshots_without_mpi_data_one_clear_line_everywhere(tmp_path, clock, capsys):
+    """Snapshots without MPI data (an older C++ header's) before one with it:
+    pop_history and ``tinyprof pop --over-time`` say so in one line; the
+    report keeps its table and says so in place of the metrics over time."""
+    out = tmp_path / "g"
+    tinyprof.Profiler("g", outdir=out)
+    for k in range(1, 4):
+        ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, k), clock)
+        _write_snapshot(out, k, ranks, executions, mpi=k == 3)
+    says = f"{out}: snapshot 1 holds no MPI data"
+    with pytest.raises(PopError, match=says):
+        tinyprof.pop_history(out)
+    for argv in (["--over-time"], ["--over-time", "--callpath", "main/step"]):
+        assert main(["pop", str(out), *argv]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"tinyprof: {says}"), err
+    from tinyprof.views import report
+    built = report.build(tinyprof.read(out), str(out))
+    data = built["pop"]
+    assert data["history"] is None and data["problem"].startswith(says)
+    rows = {built["callpaths"][row[0]]["path"]: row[1:] for row in data["rows"]}
+    # steps 0-2: rank r computes 3 + r units
+    assert rows["main<step"][data["columns"].index("load_balance")] == pytest.approx(0.75)
+    assert main(["pop", str(out), "--over-time", "--callpath", "main/nope"]) == 1
 
 
 def test_pop_history_without_snapshots_one_clear_line(tmp_path, balance, capsys):

@@ -3,7 +3,9 @@
 // UNIT seconds (a sleep: wall time, as the profile measures it), then meets
 // the others in a barrier. MODE "balance": once, in main<compute then
 // main<sync; "growing": 4 steps main<step, step k computing (1 + k r/(P-1))
-// UNIT, with a snapshot after each (kept: keep "all").
+// UNIT, with a snapshot after each (kept: keep "all"). A fourth argument
+// "single" initialises MPI at MPI_THREAD_SINGLE (per-rank snapshots),
+// "multiple" (the default) at MPI_THREAD_MULTIPLE (aggregated ones).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,9 +29,10 @@ void compute_then_sync(double seconds) {
 
 int main(int argc, char** argv) {
     int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: pop OUTDIR MODE UNIT\n");
+    const bool single = argc == 5 && std::string(argv[4]) == "single";
+    MPI_Init_thread(&argc, &argv, single ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE, &provided);
+    if (argc != 4 && argc != 5) {
+        std::fprintf(stderr, "usage: pop OUTDIR MODE UNIT [single|multiple]\n");
         return 2;
     }
     const std::string mode = argv[2];

@@ -10,9 +10,9 @@ from conftest import run
 from test_mpi_capture import linked
 
 import tinyprof
-from tinyprof.analysis.pop import PopError
 
 NRANKS = 4
+SYNC = (*_pop_checks.STEP, "sync")
 
 
 @pytest.fixture(scope="module")
@@ -25,16 +25,26 @@ def test_cpp_compute_then_sync(pop_program, tmp_path):
     assert _pop_checks.balance(tinyprof.read(tmp_path / "b"), NRANKS) == []
 
 
-def test_cpp_growing_imbalance_over_snapshots(pop_program, tmp_path):
-    """The flushed profile: over the 4 steps rank r computes (4 + 2r) units,
-    so main<step's load balance is 7/10. The C++ header's snapshots carry no
-    mpi section (docs/native.md): the metrics over time say so in one line."""
-    run([pop_program, tmp_path / "g", "growing", "0.25"], nranks=NRANKS, timeout=300)
+@pytest.mark.parametrize("level", ["multiple", "single"])
+def test_cpp_growing_imbalance_over_snapshots(pop_program, tmp_path, level):
+    """The C++ header's snapshots carry the mpi section, aggregated
+    (MPI_THREAD_MULTIPLE) and per rank (MPI_THREAD_SINGLE) alike: the
+    metrics over time are those of the Python run, the step's load balance
+    (1 + k/2) / (1 + k) per interval. The flushed profile: over the 4 steps
+    rank r computes (4 + 2r) units, so main<step's load balance is 7/10."""
+    run([pop_program, tmp_path / "g", "growing", "0.25", level], nranks=NRANKS, timeout=300)
     profile = tinyprof.read(tmp_path / "g")
     assert _pop_checks.only_barriers_below_main(profile) == []
     frame = profile.pop()
     step = frame[[p == _pop_checks.STEP for p in frame["callpath"]]].iloc[0]
     assert abs(step["load_balance"] - 0.7) <= _pop_checks.TOLERANCE, step
-    assert tinyprof.snapshots(tmp_path / "g") == [1, 2, 3, 4]
-    with pytest.raises(PopError, match=r"snapshot 1 holds no MPI data.*C\+\+ header's snapshots"):
-        tinyprof.pop_history(tmp_path / "g")
+    assert _pop_checks.growing(tmp_path / "g") == []
+    # snapshot k holds the k barriers of every rank so far; the last one all
+    # the calls of the flushed profile
+    def calls(prof):
+        return prof.mpi.groupby(["callpath", "rank", "op"])["calls"].sum().to_dict()
+    for k in (1, 4):
+        snap = tinyprof.read(tmp_path / "g", snapshot=k)
+        assert len(snap.files) == (1 if level == "multiple" else NRANKS)
+        assert calls(snap) == {(SYNC, r, "Barrier"): k for r in range(NRANKS)}
+    assert calls(snap) == calls(profile)
