@@ -1,7 +1,8 @@
 """The POP metrics of a C++ run (tests/native/pop.cpp, linked with
 libtinyprof_mpi) are those of the same program in Python (tests/_pop_app.py):
 the header's profiles hold each rank's inclusive time and MPI time per
-callpath alike, so the same checks (tests/_pop_checks.py) hold."""
+callpath alike, its snapshots their MPI data, its traces the calls and
+messages, so the same checks (tests/_pop_checks.py) hold."""
 from __future__ import annotations
 
 import _pop_checks
@@ -18,6 +19,15 @@ SYNC = (*_pop_checks.STEP, "sync")
 @pytest.fixture(scope="module")
 def pop_program(build):
     return linked(build, "tests/native/pop.cpp")
+
+
+def test_cpp_pipeline_and_transfer_split(pop_program, tmp_path):
+    """Traced C++ runs give the serialization/transfer split of the Python
+    ones (tests/analysis/test_pop.py): the header's trace section replays alike."""
+    run([pop_program, tmp_path / "p", "pipeline", "0.2"], nranks=NRANKS, timeout=300)
+    assert _pop_checks.pipeline(tinyprof.read(tmp_path / "p")) == []
+    run([pop_program, tmp_path / "x", "transfer", "0.2"], nranks=NRANKS, timeout=300)
+    assert _pop_checks.transfer(tinyprof.read(tmp_path / "x")) == []
 
 
 def test_cpp_compute_then_sync(pop_program, tmp_path):
