@@ -118,6 +118,11 @@ def test_callpath_selects_a_subtree_and_hosts_split_the_balance(balance):
     assert row["load_balance_in"] == pytest.approx(11 / 12, abs=1e-12)
     assert row["load_balance_out"] == pytest.approx(9 / 11, abs=1e-12)
     assert row["load_balance_in"] * row["load_balance_out"] == pytest.approx(row["load_balance"])
+    # as --hosts writes them, never a sequence of characters
+    text = profile.pop(hosts="a*2,b*2").set_index("callpath")
+    assert text.equals(profile.pop(hosts=["a", "a", "b", "b"]).set_index("callpath"))
+    with pytest.raises(PopError, match=r"^hosts: 'b\*' is not a host name or NAME\*COUNT$"):
+        profile.pop(hosts="a*2,b*")
     same = profile.pop(hosts={0: "a", 1: "b", 2: "a", 3: "b"}).set_index("callpath").loc[[MAIN]]
     assert same.iloc[0]["load_balance_in"] == pytest.approx((2 + 4 / 3) / 2 / 2, abs=1e-12)
     one = profile.pop(hosts=["n"] * NRANKS).set_index("callpath").loc[[MAIN]].iloc[0]
@@ -270,6 +275,8 @@ def test_pop_history_shows_the_balance_degrade_step_by_step(tmp_path, clock):
     sub = tinyprof.pop_history(out, callpath=("main", "step", "sync"), numbers=[2, 4])
     # intervals 0-2 and 2-4: sync holds only barrier time
     assert list(sub["snapshot"]) == [2, 4] and list(sub["useful_max"]) == [0.0, 0.0]
+    # the snapshots oldest first, whatever the order given
+    assert tinyprof.pop_history(out, numbers=[4, 2, 4]).equals(tinyprof.pop_history(out, numbers=[2, 4]))
     with pytest.raises(KeyError, match="no callpath 'main<nope' in the snapshots of"):
         tinyprof.pop_history(out, callpath=("main", "nope"))
 
@@ -289,6 +296,7 @@ def test_pop_history_splits_the_balance_on_the_recorded_hosts(tmp_path, clock):
     assert list(step["hosts"]) == [2, 2]
     assert list(step["load_balance_in"]) == pytest.approx([1.0, 11 / 12], abs=1e-12)
     assert list(step["load_balance_out"]) == pytest.approx([1.0, 9 / 11], abs=1e-12)
+    assert tinyprof.pop_history(out, hosts="a*2,b*2").equals(tinyprof.pop_history(out))
     given = tinyprof.pop_history(out, callpath=("main", "step"), hosts=["n"] * NRANKS)
     assert list(given[given["callpath"] == ("main", "step")]["hosts"]) == [1, 1]
 
@@ -528,7 +536,8 @@ def test_bad_input_to_tinyprof_pop_is_one_line(balance, tmp_path, capsys):
             (["--hosts", "a*3"], 1, "--hosts: 3 given for the profile's 4 ranks"),
             (["--hosts", "a*99999999999999"], 1, "--hosts: more than the profile's 4 ranks"),
             (["--hosts", "a*x,b"], 1, "--hosts: 'a*x' is not a host name or NAME*COUNT"),
-            (["--callpath", "main/nope"], 1, "no callpath 'main<nope' in profile 'pop'")):
+            (["--callpath", "main/nope"], 1, "no callpath 'main<nope' in profile 'pop'"),
+            (["--over-time", "--trace"], 1, "--over-time has no --trace")):
         assert main(["pop", balance, *argv]) == status, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and says in err, (argv, err)

@@ -21,8 +21,8 @@ def pop_history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequenc
     consecutive kept snapshots (the first from the start of the run), from
     the differences of their cumulative values, as a pandas DataFrame. One
     row per (snapshot, callpath) with values recorded in that interval;
-    ``numbers``: the snapshots to use (default: every complete one, oldest
-    first); ``hosts`` as for ``Profile.pop`` (None: the recorded ones).
+    ``numbers``: the snapshots to use (default: every complete one; taken
+    oldest first whatever their order); ``hosts`` as for ``Profile.pop`` (None: the recorded ones).
     PopError (a ValueError) without snapshots or without MPI data in one;
     KeyError for a ``callpath`` that no snapshot holds."""
     import pandas as pd
@@ -34,7 +34,8 @@ def history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequence[st
             hosts: Optional[pop.Hosts] = None, numbers: Optional[Sequence[int]] = None) -> pop.Columns:
     """The columns of ``pop_history``: lists and numpy arrays."""
     outdir = os.fspath(outdir)
-    numbers = snapshots(outdir) if numbers is None else list(numbers)
+    # oldest first: an interval is the difference with the snapshot before it
+    numbers = snapshots(outdir) if numbers is None else sorted(set(numbers))
     if not numbers:
         raise pop.PopError(f"{outdir}: no complete snapshot: the metrics over time need the snapshots "
                            "of a run kept with Profiler(frequency=..., keep='all')")
