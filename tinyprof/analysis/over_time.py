@@ -22,8 +22,8 @@ def pop_history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequenc
     the differences of their cumulative values, as a pandas DataFrame. One
     row per (snapshot, callpath) with values recorded in that interval;
     ``numbers``: the snapshots to use (default: every complete one; taken
-    oldest first whatever their order); ``hosts`` as for ``Profile.pop`` (None: the recorded ones).
-    PopError (a ValueError) without snapshots or without MPI data in one;
+    oldest first whatever their order); ``hosts`` as for ``Profile.pop``
+    (None: the recorded ones). PopError (a ValueError) without snapshots or without MPI data in one;
     KeyError for a ``callpath`` that no snapshot holds."""
     import pandas as pd
 
@@ -50,7 +50,7 @@ def history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequence[st
         snap = first if i == 0 else read(outdir, snapshot=k)
         if not snap.mpi_recorded:
             raise pop.PopError(f"{outdir}: snapshot {k} holds no MPI data: the metrics over time "
-                               "need the MPI time in every snapshot (record with Profiler(mpi=True); "
+                               "need the MPI time in every snapshot (record with Profiler(mpi=True) "
                                "or TINYPROF_MPI=1; an older C++ header's snapshots hold none)")
         ids = pop.host_ids(hosts, snap.nranks)
         now = dict(zip(snap.callpaths, zip(*pop.per_rank(snap))))
