@@ -107,6 +107,9 @@ def _pop(args: argparse.Namespace) -> int:
     profile = read(args.profile)
     try:
         hosts = hostlist.decode(args.hosts, profile.nranks, "--hosts") if args.hosts else None
+        if args.over_time and args.trace:
+            raise _analysis.PopError("--over-time has no --trace: the split needs a whole trace, "
+                                     "which periodic snapshots do not hold (docs/trace.md)")
         if args.over_time:
             frame = _history.history(args.profile, callpath, hosts)
             if not len(frame["callpath"]):

@@ -19,7 +19,7 @@ from . import trace as _trace
 from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments
 
 Callpath = Tuple[str, ...]
-Hosts = Union[Mapping[int, str], Sequence[str]]
+Hosts = Union[str, Mapping[int, str], Sequence[str]]
 Columns = Dict[str, Any]        # a name -> the list of callpaths, or a numpy array
 
 COLUMNS = ["callpath", "ranks", "runtime", "useful_mean", "useful_max", "load_balance",
@@ -62,10 +62,18 @@ def per_rank(profile: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def host_ids(hosts: Optional[Hosts], nranks: int) -> Optional[np.ndarray]:
     """Each rank's host as a small integer (ranks on one host share it), from
-    a mapping rank -> host name or a sequence of one name per rank; None for None."""
+    a mapping rank -> host name, a sequence of one name per rank, or a
+    string as ``rank_hosts`` and ``--hosts`` write them (``"n1*64,n2*64"``);
+    None for None."""
     if hosts is None:
         return None
-    if isinstance(hosts, Mapping):
+    names: Sequence[Optional[str]]
+    if isinstance(hosts, str):          # a str is a sequence too: of characters, not of hosts
+        try:
+            names = hostlist.decode(hosts, nranks, "hosts")
+        except ValueError as e:
+            raise PopError(str(e)) from None
+    elif isinstance(hosts, Mapping):
         names = [hosts.get(r) for r in range(nranks)]
         if None in names:
             raise PopError(f"hosts: no host for rank {names.index(None)} of the profile's {nranks}")

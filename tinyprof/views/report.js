@@ -191,7 +191,7 @@
     "outside MPI calls. Load balance = mean / max useful time; communication efficiency = max useful " +
     "time / runtime (the longest rank's time), traced: serialization (max useful time / runtime on an " +
     "ideal network) x transfer (ideal / real runtime); parallel efficiency = load balance x communication " +
-    "efficiency (docs/pop.md). " +
+    "efficiency (docs/pop.md); on several hosts, load balance = within nodes x across nodes (TALP). " +
     "Siblings: the worst parallel efficiency first; in red below 0.8 (POP's rule of thumb for a good efficiency).");
   if (D.pop) {
     const E = D.pop, eff = (v) => (v === null ? "-" : v.toFixed(2));
@@ -199,22 +199,29 @@
     const useful = (k) => E.rows.map((r) => (r[k] === null ? "-" : fmt(r[k])));
     const means = useful(3), maxes = useful(4);
     const depth = (i) => { let d = 0; for (let p = D.callpaths[i].parent; p >= 0; p = D.callpaths[p].parent) d++; return d; };
-    const split = E.columns.length > 7;     // traced: serialization and transfer efficiency
+    const at = (name) => E.columns.indexOf(name) + 1;      // a row: [callpath, ...columns]
+    const has = (name) => E.columns.includes(name);
+    const split = has("transfer_efficiency");             // traced: serialization and transfer
+    const nodes = has("load_balance_out");                // on several hosts: within and across nodes
+    const ratios = [["load_balance", "load balance"], ["communication_efficiency", "comm. efficiency"],
+      ...(split ? [["serialization_efficiency", "serialization"], ["transfer_efficiency", "transfer"]] : []),
+      ...(nodes ? [["load_balance_in", "LB within nodes"], ["load_balance_out", "LB across nodes"]] : []),
+      ["parallel_efficiency", "parallel efficiency"]];
     const t = listTable("pop-table", ["callpath", "ranks", runHead, `useful mean (${unit})`,
-      `useful max (${unit})`, "load balance", "comm. efficiency",
-      ...(split ? ["serialization", "transfer"] : []), "parallel efficiency"],
+      `useful max (${unit})`, ...ratios.map(([, head]) => head)],
     E.rows.map((r, k) => [D.callpaths[r[0]].path, `${r[1]}/${P}`, r[1] ? runCells[k] : "-",
-      means[k], maxes[k], eff(r[5]), eff(r[6]), ...(split ? [eff(r[8]), eff(r[9])] : []), eff(r[7])]));
+      means[k], maxes[k], ...ratios.map(([name]) => eff(r[at(name)]))]));
     t.querySelectorAll("tbody tr").forEach((tr, k) => {
       const i = E.rows[k][0], cell = tr.firstChild;
       cell.textContent = D.callpaths[i].name;
       cell.title = D.callpaths[i].path;
       cell.style.paddingLeft = `${8 + 16 * depth(i)}px`;
       tr.dataset.callpath = D.callpaths[i].path;
-      const pe = E.rows[k][7];
+      const pe = E.rows[k][at("parallel_efficiency")];
       if (pe !== null && pe < GOOD_EFFICIENCY) tr.lastChild.classList.add("hot");
     });
     effSection.append(t);
+    if (E.problem) note(effSection, `No efficiencies over time: ${E.problem}`);
     if (E.history) {
       const H = E.history, x = H.numbers, g = el("div", { class: "grid" });
       effSection.append(el("div", { class: "hint" }, `Over time: each point is one interval between ` +

@@ -244,8 +244,9 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
          ) -> Optional[Dict[str, Any]]:
     """The POP efficiencies: per callpath (rows in tree order, worst parallel
     efficiency first among siblings), with the split of communication
-    efficiency when traced, and, with kept snapshots, those of the callpaths
-    that ran longest per interval. None without MPI capture."""
+    efficiency when traced and of load balance within and across nodes when
+    the run spanned several, and, with kept snapshots, those of the
+    callpaths that ran longest per interval. None without MPI capture."""
     if not profile.mpi_recorded:
         return None
     values: Tuple[str, ...]
@@ -254,39 +255,51 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
         values = POP_VALUES + SPLIT_VALUES
     except ValueError:          # no trace (or one that cannot be replayed): no split
         frame, values = pop_analysis.pop(profile), POP_VALUES
+    if pop_view.several_hosts(frame):
+        values += HOST_VALUES
     at = {path: i for i, path in enumerate(frame["callpath"])}
     table = np.array([frame[v] for v in values], np.float64).T
     rows = [[position[path], *rounded(table[at[path]])] for path in pop_view.worst_first(frame)]
     numbers = _kept(source)
     history: Optional[Dict[str, Any]] = None
+    problem = ""
     if len(numbers) >= 2:
         assert source is not None
-        steps = over_time.history(source, numbers=numbers)
-        total: Dict[tuple, float] = {}
-        for path, runtime in zip(steps["callpath"], steps["runtime"]):
-            if path in position:
-                total[path] = total.get(path, 0.0) + runtime
-        top = sorted(total, key=lambda p: -total[p])[:TOP_SNAPSHOT_PATHS]
-        created = dict(zip(steps["snapshot"].tolist(), steps["created"]))
-        slot = {k: j for j, k in enumerate(numbers)}
-        series = []
-        for path in top:
-            mine = np.array([p == path for p in steps["callpath"]], bool)
-            where = [slot[k] for k in steps["snapshot"][mine].tolist()]
-            line = {}
-            for key in POP_VALUES[4:]:
-                values_k = np.full(len(numbers), np.nan)
-                values_k[where] = steps[key][mine]
-                line[key] = rounded(values_k)
-            series.append({"callpath": position[path], **line})
-        history = {"numbers": numbers, "created": [created.get(k, "") for k in numbers],
-                   "series": series}
-    return {"columns": list(values), "rows": rows, "history": history}
+        try:
+            history = _pop_history(source, numbers, position)
+        except pop_analysis.PopError as e:      # a snapshot without MPI data: the table still stands
+            problem = str(e)
+    return {"columns": list(values), "rows": rows, "history": history, "problem": problem}
+
+
+def _pop_history(source: str, numbers: List[int], position: Dict[tuple, int]) -> Dict[str, Any]:
+    """The efficiencies per interval between the snapshots ``numbers`` of the
+    callpaths that ran longest; PopError if a snapshot holds no MPI data."""
+    steps = over_time.history(source, numbers=numbers)
+    total: Dict[tuple, float] = {}
+    for path, runtime in zip(steps["callpath"], steps["runtime"]):
+        if path in position:
+            total[path] = total.get(path, 0.0) + runtime
+    top = sorted(total, key=lambda p: -total[p])[:TOP_SNAPSHOT_PATHS]
+    created = dict(zip(steps["snapshot"].tolist(), steps["created"]))
+    slot = {k: j for j, k in enumerate(numbers)}
+    series = []
+    for path in top:
+        mine = np.array([p == path for p in steps["callpath"]], bool)
+        where = [slot[k] for k in steps["snapshot"][mine].tolist()]
+        line = {}
+        for key in POP_VALUES[4:]:
+            values_k = np.full(len(numbers), np.nan)
+            values_k[where] = steps[key][mine]
+            line[key] = rounded(values_k)
+        series.append({"callpath": position[path], **line})
+    return {"numbers": numbers, "created": [created.get(k, "") for k in numbers], "series": series}
 
 
 POP_VALUES = ("ranks", "runtime", "useful_mean", "useful_max", "load_balance",
               "communication_efficiency", "parallel_efficiency")
 SPLIT_VALUES = ("serialization_efficiency", "transfer_efficiency")
+HOST_VALUES = ("load_balance_in", "load_balance_out")
 
 
 def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
