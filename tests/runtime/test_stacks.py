@@ -322,3 +322,38 @@ def test_both_tables_count_alike():
         busy.release()
     python, c = ({k[:2] + (k[2],) for k in s.counts()} for s in pair)
     assert python == c and len(c) >= 2
+
+
+def _spin_until(condition) -> int:
+    """Pure-Python work in this (the main) thread until ``condition()``."""
+    s = 0
+    while not condition():
+        for i in range(1000):
+            s += i
+    return s
+
+
+@pytest.mark.skipif(stacks.samples_type() is stacks.PySamples, reason="no C sampler on this Python")
+def test_a_main_thread_running_python_takes_its_own_samples():
+    """While the main thread runs Python, the sampler asks it for the sample
+    (a pending call) instead of taking the GIL from it; a thread it has not
+    named yet is named by the sampler's own next sample, not by its id."""
+    sampler = stacks.Sampler(1_000_000)
+    sampler.start()
+    newcomer = None
+    try:    # bounded by samples taken either way: no time asserted
+        _spin_until(lambda: sampler.by_main >= 3 or sampler.taken >= 300)
+        newcomer = Parked("newcomer")
+        later = sampler.taken + 300
+        _spin_until(lambda: any(k[2][:1] == ("thread newcomer",) for k in sampler.counts())
+                    or sampler.taken >= later)
+    finally:
+        sampler.stop()
+        sampler.thread.join()
+        if newcomer is not None:
+            newcomer.release()
+    counts = sampler.counts()
+    assert sampler.by_main >= 3
+    assert any(k[2][:1] == ("thread newcomer",) for k in counts)
+    assert any(k[2][-1] == _line(_spin_until) for k in counts)
+    assert not any(k[2][:1] == (f"thread {newcomer.thread.ident}",) for k in counts)

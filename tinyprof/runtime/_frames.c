@@ -34,6 +34,9 @@
 #define SITES 1
 #define Py_BUILD_CORE 1
 #include <internal/pycore_frame.h>
+#undef _PyGC_FINALIZED          /* Python.h's, redefined by the internal headers */
+#include <internal/pycore_interp.h>
+#include <internal/pycore_runtime.h>
 #undef Py_BUILD_CORE
 #endif
 
@@ -386,10 +389,18 @@ typedef struct {
     PyObject *node_type;        /* the core's Node */
     PyObject *var;              /* the ContextVar holding a thread's node, once seen */
     unsigned long main;
+    _Atomic(PyThreadState *) main_ts;  /* once seen; only compared, without the GIL */
+    PyInterpreterState *interp;
+    atomic_int want;            /* a sample asked of the main thread's pending call */
+    atomic_int queued;          /* that pending call is queued */
+    atomic_int names_due;       /* the thread names need Python code: the sampler's own turn */
+    atomic_int failed;          /* the pending call's sample failed: its exception below */
+    int call_ref;               /* the queued call holds a reference (run() has returned) */
+    PyObject *error[3];
     int dflt;                   /* parent of threads with no open event (0: the main thread's outermost) */
-    long long taken;
+    long long taken, by_main;
     int64_t last;
-    int stopped;
+    atomic_int stopped;
     Thread *threads;
     Py_ssize_t nthreads;
     Entry *entries;
@@ -626,11 +637,23 @@ count(Samples *self, uint64_t hash, int64_t execution, int32_t parent, PyObject 
     return 0;
 }
 
-/* One sample of every thread but tinyprof's. */
+/* One sample of every thread but tinyprof's. `own`: in the sampler's
+ * thread, which may run the thread names' Python code; else (the main
+ * thread's pending call, which may have interrupted threading's own code
+ * holding its lock) a sample that needs them is left to the sampler's next
+ * turn (0, names_due set), its time carried over to that sample. 1: taken. */
 static int
-take(Samples *self)
+take(Samples *self, int own)
 {
     PyInterpreterState *interp = PyInterpreterState_Get();
+    int refresh = self->taken % 100 == 0;    /* renamed threads, reused ids */
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL && !refresh;
+         ts = PyThreadState_Next(ts))
+        refresh = thread_find(self, ts->thread_id) == NULL;
+    if (refresh && !own) {
+        atomic_store(&self->names_due, 1);
+        return 0;
+    }
     /* Python code first: the table is not touched yet */
     PyObject *r = PyObject_CallNoArgs(self->executions);
     long long execution = r ? PyLong_AsLongLong(r) - 1 : -2;
@@ -639,12 +662,9 @@ take(Samples *self)
         return -1;
     if (execution < 0)
         execution = 0;
-    int refresh = self->taken % 100 == 0;    /* renamed threads, reused ids */
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL && !refresh;
-         ts = PyThreadState_Next(ts))
-        refresh = thread_find(self, ts->thread_id) == NULL;
     if (refresh && threads_refresh(self) < 0)
         return -1;
+    atomic_store(&self->names_due, 0);
     if (self->var == NULL)
         find_var(self);
 
@@ -652,6 +672,8 @@ take(Samples *self)
     self->last = now;
     int32_t dflt = -1;          /* threads with no open event: computed when first needed */
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (ts->thread_id == self->main)
+            self->main_ts = ts;
         Thread *t = thread_find(self, ts->thread_id);
         if (t == NULL && (t = thread_add(self, ts->thread_id)) == NULL)
             return -1;
@@ -701,19 +723,49 @@ take(Samples *self)
         }
     }
     self->taken++;
-    return 0;
+    return 1;
 }
 
 static PyObject *
 samples_take(Samples *self, PyObject *unused)
 {
     (void)unused;
-    if (take(self) < 0)
+    if (take(self, 1) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
 
-/* run(interval ns): sleep, take a sample, until stop(). */
+/* The main thread's pending call: the sample asked, taken by the thread
+ * that runs Python, between two of its instructions. Never fails into the
+ * program: a failure is kept for the sampler thread to report. */
+static int
+pending_sample(void *arg)
+{
+    Samples *self = arg;
+    atomic_store(&self->queued, 0);
+    if (atomic_exchange(&self->want, 0) && !self->stopped && !atomic_load(&self->failed)) {
+        int r = take(self, 0);
+        if (r < 0) {
+            PyErr_Fetch(&self->error[0], &self->error[1], &self->error[2]);
+            atomic_store(&self->failed, 1);
+        }
+        self->by_main += r > 0;
+    }
+    if (self->call_ref) {
+        self->call_ref = 0;
+        Py_DECREF(self);
+    }
+    return 0;
+}
+
+/* run(interval ns): sleep, take a sample, until stop(); in the sampler
+ * thread. While the main thread runs Python (it holds the GIL), the sample
+ * is asked of it as a pending call, which it runs at its next instruction:
+ * taking the GIL from it instead would make it hand the GIL over, wait
+ * until this thread is scheduled and wait again for it back, which on a
+ * loaded machine costs it far more than the sample. Else (the main thread
+ * waits in MPI, sleeps or has ended; or the call is refused) this thread
+ * takes the GIL and the sample. */
 static PyObject *
 samples_run(Samples *self, PyObject *arg)
 {
@@ -722,15 +774,44 @@ samples_run(Samples *self, PyObject *arg)
         return NULL;
     if (interval <= 0)
         return PyErr_Format(PyExc_ValueError, "the interval must be > 0 ns");
-    while (!self->stopped) {
+    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
+    int ok = 1;
+    PyThreadState *me = PyEval_SaveThread();
+    while (!self->stopped && !atomic_load(&self->failed)) {
         struct timespec t = {(time_t)(interval / 1000000000), (long)(interval % 1000000000)};
-        Py_BEGIN_ALLOW_THREADS
         while (nanosleep(&t, &t) != 0 && errno == EINTR)
             ;
-        Py_END_ALLOW_THREADS
-        if (!self->stopped && take(self) < 0)
-            return NULL;
+        if (self->stopped)
+            break;
+        PyThreadState *main = self->main_ts;
+        if (main != NULL && !atomic_load(&self->names_due) && _Py_atomic_load(&gil->locked)
+            && (PyThreadState *)_Py_atomic_load(&gil->last_holder) == main) {
+            atomic_store(&self->want, 1);
+            if (atomic_exchange(&self->queued, 1) || Py_AddPendingCall(pending_sample, self) == 0) {
+                /* 3.11 wakes the main thread's eval loop only when the main thread adds the call */
+                _Py_atomic_store_relaxed(&self->interp->ceval.eval_breaker, 1);
+                continue;
+            }
+            atomic_store(&self->queued, 0);
+        }
+        atomic_store(&self->want, 0);
+        PyEval_RestoreThread(me);
+        ok = take(self, 1) >= 0;
+        me = PyEval_SaveThread();
+        if (!ok)
+            break;
     }
+    PyEval_RestoreThread(me);
+    if (atomic_load(&self->queued) && !self->call_ref) {
+        Py_INCREF(self);        /* the queued call's, dropped when it runs */
+        self->call_ref = 1;
+    }
+    if (ok && atomic_load(&self->failed) && self->error[0] != NULL) {
+        PyErr_Restore(self->error[0], self->error[1], self->error[2]);
+        self->error[0] = self->error[1] = self->error[2] = NULL;
+    }
+    if (PyErr_Occurred())
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -738,7 +819,7 @@ static PyObject *
 samples_stop(Samples *self, PyObject *unused)
 {
     (void)unused;
-    self->stopped = 1;
+    atomic_store(&self->stopped, 1);
     Py_RETURN_NONE;
 }
 
@@ -791,6 +872,7 @@ samples_init(Samples *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->names, Py_NewRef(names));
     Py_XSETREF(self->node_type, Py_NewRef(node_type));
     self->main = main;
+    self->interp = PyInterpreterState_Get();
     self->last = monotonic_ns();
     return 0;
 }
@@ -802,6 +884,8 @@ samples_dealloc(Samples *self)
     Py_XDECREF(self->names);
     Py_XDECREF(self->node_type);
     Py_XDECREF(self->var);
+    for (int j = 0; j < 3; j++)
+        Py_XDECREF(self->error[j]);
     threads_clear(self->threads, self->nthreads);
     entries_clear(self->entries, self->n);
     PyMem_Free(self->slots);
@@ -823,6 +907,8 @@ static PyMemberDef samples_members[] = {
     {"default", T_INT, offsetof(Samples, dflt), 0,
      "Parent node id of threads with no open event (0: the main thread's outermost open event)."},
     {"taken", T_LONGLONG, offsetof(Samples, taken), READONLY, "Samples taken."},
+    {"by_main", T_LONGLONG, offsetof(Samples, by_main), READONLY,
+     "Of which taken by the main thread's pending call, while it ran Python."},
     {NULL, 0, 0, 0, NULL},
 };
 

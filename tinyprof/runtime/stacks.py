@@ -336,6 +336,11 @@ class Sampler:
         return int(self._samples.taken)
 
     @property
+    def by_main(self) -> int:
+        """Samples taken by the main thread itself, asked while it ran Python (C table only)."""
+        return int(getattr(self._samples, "by_main", 0))
+
+    @property
     def default(self) -> int:
         """Parent of threads with no open event (0: the main thread's outermost open event)."""
         return int(self._samples.default)
