@@ -22,7 +22,9 @@ included) and the main thread's CPU time (the program's, samples taken in
 it included) on / off, over the whole run and the median of the pairs; the
 samples taken per second; the sampler thread's CPU (its wake-ups included)
 per sample and over the sampled wall time: the CPU share sampling takes,
-whatever the load, where the ratios carry the load's noise.
+whatever the load, where the ratios carry the load's noise; the share of
+the samples the main thread took itself (asked while it ran Python) and
+its time in each.
 
 Prints Markdown tables (docs/performance.md, "Call sites and samples").
 """
@@ -119,11 +121,11 @@ def sample(args: argparse.Namespace) -> None:
     loops = max(1, int(loops * args.block))     # about --block seconds of work
     pairs = max(1, round(args.seconds / args.block))
     times: dict = {True: [], False: []}         # (wall, process CPU, main thread's CPU) per block
-    taken, thread_cpu = 0, 0.0
-    table = stacks.PySamples if args.python else None
+    taken, thread_cpu, by_main, main_ns = 0, 0.0, 0, 0
+    table = [stacks.PySamples] if args.python else []     # none given: also runs on older trees
     for i in range(pairs):
         for on in ((False, True) if i % 2 else (True, False)):
-            sampler = stacks.Sampler(round(1e9 / args.hz), table) if on else None
+            sampler = stacks.Sampler(round(1e9 / args.hz), *table) if on else None
             if sampler is not None:
                 sampler.start()
             w, c, m = time.perf_counter(), time.process_time(), time.thread_time()
@@ -134,6 +136,8 @@ def sample(args: argparse.Namespace) -> None:
                 sampler.stop()
                 sampler.thread.join()
                 taken += sampler.taken
+                by_main += getattr(sampler, "by_main", 0)        # older trees: none
+                main_ns += getattr(sampler, "main_ns", 0)
     whole = [sum(t[j] for t in times[True]) / sum(t[j] for t in times[False]) for j in range(3)]
     pair = [statistics.median(a[j] / b[j] for a, b in zip(times[True], times[False])) for j in range(3)]
     wall_on, wall_off = (sum(t[0] for t in times[k]) for k in (True, False))
@@ -144,10 +148,12 @@ def sample(args: argparse.Namespace) -> None:
     print("|---|---|---|---|")
     print("| whole run | " + " | ".join(f"{r:.4f}" for r in whole) + " |")
     print("| median pair | " + " | ".join(f"{r:.4f}" for r in pair) + " |\n")
-    print("| samples per second | sampler thread's CPU per sample (us) | sampler thread's CPU / wall |")
-    print("|---|---|---|")
+    print("| samples per second | sampler thread's CPU per sample (us) | sampler thread's CPU / wall "
+          "| taken by the main thread | its time per sample (us) |")
+    print("|---|---|---|---|---|")
     print(f"| {taken / wall_on:.1f} | {thread_cpu / max(taken, 1) * 1e6:.1f} | "
-          f"{100 * thread_cpu / wall_on:.3f}% |")
+          f"{100 * thread_cpu / wall_on:.3f}% | {100 * by_main / max(taken, 1):.0f}% | "
+          f"{main_ns / max(by_main, 1) / 1e3:.1f} |")
 
 
 def main() -> None:

@@ -398,7 +398,7 @@ typedef struct {
     int call_ref;               /* the queued call holds a reference (run() has returned) */
     PyObject *error[3];
     int dflt;                   /* parent of threads with no open event (0: the main thread's outermost) */
-    long long taken, by_main;
+    long long taken, by_main, main_ns;
     int64_t last;
     atomic_int stopped;
     Thread *threads;
@@ -744,7 +744,9 @@ pending_sample(void *arg)
     Samples *self = arg;
     atomic_store(&self->queued, 0);
     if (atomic_exchange(&self->want, 0) && !self->stopped && !atomic_load(&self->failed)) {
+        int64_t start = monotonic_ns();
         int r = take(self, 0);
+        self->main_ns += monotonic_ns() - start;
         if (r < 0) {
             PyErr_Fetch(&self->error[0], &self->error[1], &self->error[2]);
             atomic_store(&self->failed, 1);
@@ -909,6 +911,8 @@ static PyMemberDef samples_members[] = {
     {"taken", T_LONGLONG, offsetof(Samples, taken), READONLY, "Samples taken."},
     {"by_main", T_LONGLONG, offsetof(Samples, by_main), READONLY,
      "Of which taken by the main thread's pending call, while it ran Python."},
+    {"main_ns", T_LONGLONG, offsetof(Samples, main_ns), READONLY,
+     "The main thread's time in those pending calls, in ns (what they cost the program)."},
     {NULL, 0, 0, 0, NULL},
 };
 

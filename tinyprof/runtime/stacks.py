@@ -11,17 +11,21 @@ converter shows them; nothing is added to Event enter and exit.
   returns a site id for (current node, K innermost frames of the program),
   and ``Added`` names the site's callpath ``function (file:line)`` of the
   calling line, below that node.
-- **Samples** (``Profiler(sample=HZ)``): a helper thread reads every
-  thread's stack HZ times a second (``_frames.stacks``, else
-  ``sys._current_frames``) and counts
-  (execution, the thread's innermost open event, thread, frames): a frame is
-  ``function (file:line)`` of the function's definition, a thread other than
-  the main one adds ``thread <name>`` above its frames, and a thread inside
-  an mpi4py call ends in ``MPI_<method>``. A sample stands for the time
-  since the previous one: the interval when the helper thread keeps up (it
-  needs the GIL, which a busy thread gives up every ``sys.getswitchinterval()``),
-  more when it could not. Each callpath's value per execution is the time of
-  its samples and those below it.
+- **Samples** (``Profiler(sample=HZ)``): a helper thread wakes HZ times a
+  second; every thread's stack is read and counted by (execution, the
+  thread's innermost open event, thread, code objects, innermost
+  instruction), in C (``_frames.Samples``; ``PySamples`` from
+  ``sys._current_frames`` on other Pythons). While the main thread runs
+  Python, it takes the sample itself, asked by a pending call, so that it
+  never hands the GIL over for a sample; else the helper thread takes the
+  GIL. The counts are named when read (``Sampler.counts``, at a flush or
+  snapshot): a frame is ``function (file:line)`` of the function's
+  definition, a thread other than the main one adds ``thread <name>``
+  above its frames, and a thread inside an mpi4py call ends in
+  ``MPI_<method>``. A sample stands for the time since the previous one:
+  the interval when the sampler keeps up, more when it could not. Each
+  callpath's value per execution is the time of its samples and those
+  below it.
 """
 from __future__ import annotations
 
@@ -339,6 +343,11 @@ class Sampler:
     def by_main(self) -> int:
         """Samples taken by the main thread itself, asked while it ran Python (C table only)."""
         return int(getattr(self._samples, "by_main", 0))
+
+    @property
+    def main_ns(self) -> int:
+        """The main thread's time in the samples it took (``by_main``), in ns."""
+        return int(getattr(self._samples, "main_ns", 0))
 
     @property
     def default(self) -> int:
