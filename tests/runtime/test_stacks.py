@@ -166,7 +166,7 @@ def test_sites_in_annotated_code_hang_below_the_innermost_event(tmp_path):
 # What counts the samples: the C table (CPython 3.11) and its pure-Python
 # twin (other Pythons, or the extension not built) run the same tests.
 TABLES = [pytest.param(stacks.PySamples, id="python"),
-          pytest.param(getattr(stacks._frames, "Samples", None), id="c",
+          pytest.param(stacks.samples_type(), id="c",
                        marks=pytest.mark.skipif(stacks.samples_type() is stacks.PySamples,
                                                 reason="no C sampler on this Python"))]
 
@@ -306,6 +306,18 @@ def test_the_sampler_thread_samples_until_stopped(samples):
     assert sampler.taken >= 3
     assert sampler.thread.name.startswith(stacks.PREFIX)
     assert any(k[2] and k[2][0] != "thread " + sampler.thread.name for k in sampler.counts())
+
+
+def test_a_full_table_returns_from_run_to_be_drained(samples):
+    """``run`` returns True once the table holds ``limit`` stacks (the
+    sampler then names and empties it), False when stopped."""
+    table = samples(annotate.impl.executions, stacks.thread_names, type(annotate.impl.root()),
+                    threading.main_thread().ident)
+    assert table.run(1_000_000, 1) is True
+    assert table.taken >= 1 and table.drain()
+    assert not table.drain()
+    table.stop()
+    assert table.run(1_000_000, 1) is False
 
 
 def test_both_tables_count_alike():

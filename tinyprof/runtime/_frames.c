@@ -760,7 +760,8 @@ pending_sample(void *arg)
     return 0;
 }
 
-/* run(interval ns): sleep, take a sample, until stop(); in the sampler
+/* run(interval ns, limit): sleep, take a sample, until stop() (False) or
+ * the table holds `limit` stacks or more (True: drain it, run again); in the sampler
  * thread. While the main thread runs Python (it holds the GIL), the sample
  * is asked of it as a pending call, which it runs at its next instruction:
  * taking the GIL from it instead would make it hand the GIL over, wait
@@ -769,15 +770,16 @@ pending_sample(void *arg)
  * waits in MPI, sleeps or has ended; or the call is refused) this thread
  * takes the GIL and the sample. */
 static PyObject *
-samples_run(Samples *self, PyObject *arg)
+samples_run(Samples *self, PyObject *args)
 {
-    long long interval = PyLong_AsLongLong(arg);
-    if (interval == -1 && PyErr_Occurred())
+    long long interval;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "Ln", &interval, &limit))
         return NULL;
-    if (interval <= 0)
-        return PyErr_Format(PyExc_ValueError, "the interval must be > 0 ns");
+    if (interval <= 0 || limit <= 0)
+        return PyErr_Format(PyExc_ValueError, "the interval and the limit must be > 0");
     struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
-    int ok = 1;
+    int ok = 1, full = 0;
     PyThreadState *me = PyEval_SaveThread();
     while (!self->stopped && !atomic_load(&self->failed)) {
         struct timespec t = {(time_t)(interval / 1000000000), (long)(interval % 1000000000)};
@@ -799,8 +801,9 @@ samples_run(Samples *self, PyObject *arg)
         atomic_store(&self->want, 0);
         PyEval_RestoreThread(me);
         ok = take(self, 1) >= 0;
+        full = self->n >= (size_t)limit;    /* read here, holding the GIL: at least each 100th sample */
         me = PyEval_SaveThread();
-        if (!ok)
+        if (!ok || full)
             break;
     }
     PyEval_RestoreThread(me);
@@ -814,7 +817,7 @@ samples_run(Samples *self, PyObject *arg)
     }
     if (PyErr_Occurred())
         return NULL;
-    Py_RETURN_NONE;
+    return PyBool_FromLong(full);
 }
 
 static PyObject *
@@ -897,7 +900,8 @@ samples_dealloc(Samples *self)
 
 static PyMethodDef samples_methods[] = {
     {"take", (PyCFunction)samples_take, METH_NOARGS, "One sample of every thread but tinyprof's."},
-    {"run", (PyCFunction)samples_run, METH_O, "run(interval ns): sleep, take a sample, until stop()."},
+    {"run", (PyCFunction)samples_run, METH_VARARGS,
+     "run(interval ns, limit): sleep, take a sample, until stop() (False) or `limit` stacks are held (True)."},
     {"stop", (PyCFunction)samples_stop, METH_NOARGS, "run() returns after its current sleep."},
     {"drain", (PyCFunction)samples_drain, METH_NOARGS,
      "[(execution, parent node id, thread name or None, innermost instruction's byte offset, "

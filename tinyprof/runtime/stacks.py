@@ -54,6 +54,7 @@ _TINYPROF = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _NONE: Dict[str, Any] = {}
 PREFIX = "tinyprof-"        # tinyprof's own threads: never sampled
 _STACKS = 10_000            # distinct stacks named, then named afresh
+_TABLE = 50_000             # stacks counted, then named (Sampler.counts) and counted afresh
 
 
 def skipped_prefixes() -> Tuple[str, ...]:
@@ -237,7 +238,7 @@ def lines(events: Sequence[LocalEvent]) -> Dict[int, int]:
     return out
 
 
-def _thread_names() -> Dict[int, Optional[str]]:
+def thread_names() -> Dict[int, Optional[str]]:
     """{thread id: name}, None for tinyprof's threads (never sampled)."""
     return {t.ident: None if t.name.startswith(PREFIX) else t.name
             for t in threading.enumerate() if t.ident is not None}
@@ -294,12 +295,15 @@ class PySamples:
             entry[0] += weight
         self.taken += 1
 
-    def run(self, interval_ns: int) -> None:
+    def run(self, interval_ns: int, limit: int) -> bool:
         while not self._stopped:
             # time.sleep, not Event.wait: a wake-up runs no Python code of threading's
             time.sleep(interval_ns / 1e9)
             if not self._stopped:
                 self.take()
+                if len(self._counts) >= limit:
+                    return True
+        return False
 
     def stop(self) -> None:
         self._stopped = True
@@ -323,7 +327,7 @@ class Sampler:
 
     def __init__(self, interval_ns: int, samples: Any = None) -> None:
         self.interval_ns = interval_ns
-        self._samples = (samples or samples_type())(annotate.impl.executions, _thread_names,
+        self._samples = (samples or samples_type())(annotate.impl.executions, thread_names,
                                                     type(annotate.impl.root()),
                                                     threading.main_thread().ident)
         self._counts: Dict[Tuple[int, int, Tuple[str, ...]], int] = {}
@@ -371,7 +375,8 @@ class Sampler:
 
     def _loop(self) -> None:
         try:
-            self._samples.run(self.interval_ns)
+            while self._samples.run(self.interval_ns, _TABLE):
+                self.counts()       # the table, full, named and emptied
         except Exception as e:  # never into the application: say so, stop sampling
             warnings.warn(f"tinyprof: sampling stopped: {type(e).__name__}: {e}", RuntimeWarning,
                           stacklevel=1)
