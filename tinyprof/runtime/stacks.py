@@ -259,6 +259,7 @@ class PySamples:
         self._last = time.perf_counter_ns()
         self._stopped = False
         self._threads: Dict[int, Optional[str]] = {}
+        self._lock = threading.Lock()       # a drain from another thread, between two counts
         # (execution, parent, thread, lasti, ids of the codes) -> [ns, codes]
         self._counts: Dict[Tuple[int, int, Optional[str], int, Tuple[int, ...]], List[Any]] = {}
 
@@ -271,6 +272,7 @@ class PySamples:
         now = time.perf_counter_ns()
         weight, self._last = now - self._last, now
         default: Optional[int] = None      # of threads with no open event, when first needed
+        keys = []
         for ident, top in frames.items():
             thread = self._threads.get(ident, str(ident))
             if thread is None:
@@ -287,13 +289,15 @@ class PySamples:
                 if default is None:
                     default = self.default or _outermost(_node_in(contexts.get(self._main), self._node_type))
                 parent = default
-            key = (execution, parent, None if ident == self._main else thread, top.f_lasti,
-                   tuple(map(id, codes)))
-            entry = self._counts.get(key)
-            if entry is None:
-                entry = self._counts[key] = [0, tuple(codes)]
-            entry[0] += weight
-        self.taken += 1
+            keys.append(((execution, parent, None if ident == self._main else thread, top.f_lasti,
+                          tuple(map(id, codes))), codes))
+        with self._lock:
+            for key, codes in keys:
+                entry = self._counts.get(key)
+                if entry is None:
+                    entry = self._counts[key] = [0, tuple(codes)]
+                entry[0] += weight
+            self.taken += 1
 
     def run(self, interval_ns: int, limit: int) -> bool:
         while not self._stopped:
@@ -309,7 +313,8 @@ class PySamples:
         self._stopped = True
 
     def drain(self) -> List[Raw]:
-        counts, self._counts = self._counts, {}
+        with self._lock:
+            counts, self._counts = self._counts, {}
         return [(x, parent, thread, lasti, codes, ns)
                 for (x, parent, thread, lasti, _), (ns, codes) in counts.items()]
 
