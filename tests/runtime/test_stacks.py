@@ -297,8 +297,10 @@ def test_the_sampler_thread_samples_until_stopped(samples):
     """``start`` samples in a thread of tinyprof's until ``stop``."""
     sampler = stacks.Sampler(1_000_000, samples)
     sampler.start()
-    try:
-        while sampler.taken < 3 and sampler.thread.is_alive():
+    try:    # a hang guard, not a duration: 3000 polls
+        for _ in range(3000):
+            if sampler.taken >= 3 or not sampler.thread.is_alive():
+                break
             time.sleep(0.01)
     finally:
         sampler.stop()
@@ -354,11 +356,11 @@ def test_a_main_thread_running_python_takes_its_own_samples():
     sampler.start()
     newcomer = None
     try:    # bounded by samples taken either way: no time asserted
-        _spin_until(lambda: sampler.by_main >= 3 or sampler.taken >= 300)
+        _spin_until(lambda: sampler.by_main >= 3 or sampler.taken >= 300 or not sampler.thread.is_alive())
         newcomer = Parked("newcomer")
         later = sampler.taken + 300
         _spin_until(lambda: any(k[2][:1] == ("thread newcomer",) for k in sampler.counts())
-                    or sampler.taken >= later)
+                    or sampler.taken >= later or not sampler.thread.is_alive())
     finally:
         sampler.stop()
         sampler.thread.join()
