@@ -10,7 +10,6 @@ Prints the median of each step over the repeats and the page's size
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import tempfile
@@ -22,11 +21,7 @@ from tinyprof.views import history, report
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--ranks", type=int, default=8)
-    parser.add_argument("--callpaths", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = many_runs.parser_of(__doc__)
     parser.add_argument("--keep", metavar="FILE", help="copy the page there (to open it)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:

@@ -65,13 +65,18 @@ def median_s(call, repeats: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser_of(doc: str) -> argparse.ArgumentParser:
+    """The runs' shape and the repeats, shared with benchmarks/history.py."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--callpaths", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser_of(__doc__).parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         paths = write_runs(scratch, args.runs, args.ranks, args.callpaths)
         profiles = tinyprof.read_many(paths)            # imports and caches warm

@@ -20,7 +20,7 @@ import tinyprof
 from tinyprof.cli import main
 from tinyprof.format import layout, meta_section
 from tinyprof.format.encoding import Header
-from tinyprof.runtime import assemble, session
+from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
 from tinyprof.views import history
 
@@ -131,18 +131,10 @@ def test_a_directory_of_runs_is_its_runs(runs, tmp_path):
     assert history.runs_in([str(one)]) == [str(one)]             # one run's directory
 
 
-def test_snapshots_of_one_run_are_its_history(tmp_path, clock):
+def test_snapshots_of_one_run_are_its_history(tmp_path, step_snapshots):
     """The snapshots, cumulative, are taken as intervals: what each added."""
     out = tmp_path / "s"
-    tinyprof.Profiler("s", frequency=3600, outdir=out, keep="all")
-    snap = session.current().snapshotter
-    for k, n in enumerate([3, 0, 5, 5], 1):
-        with tinyprof.Event("main"):
-            for _ in range(n):
-                with tinyprof.Event("step", loop=1):
-                    clock.tick(1000)
-            clock.tick(10)
-        assert snap.take(k)
+    step_snapshots(out, [3, 0, 5, 5])
     data = history.build(*history.load([str(out)], of_snapshots=True))
     assert data["kind"] == "snapshots"
     assert data["runs"] == ["snapshot 1", "snapshot 2", "snapshot 3", "snapshot 4"]
