@@ -357,7 +357,9 @@ def _spin_until(condition) -> int:
 def test_a_main_thread_running_python_takes_its_own_samples():
     """While the main thread runs Python, the sampler asks it for the sample
     (a pending call) instead of taking the GIL from it; a thread it has not
-    named yet is named by the sampler's own next sample, not by its id."""
+    named yet is named by the sampler's own next sample. (Not asserted: that
+    no sample names it by its id. A sample between the thread's start and
+    threading's registration of it does, until the next refresh.)"""
     sampler = stacks.Sampler(1_000_000)
     sampler.start()
     newcomer = None
@@ -376,4 +378,3 @@ def test_a_main_thread_running_python_takes_its_own_samples():
     assert sampler.by_main >= 3
     assert any(k[2][:1] == ("thread newcomer",) for k in counts)
     assert any(k[2][-1] == _line(_spin_until) for k in counts)
-    assert not any(k[2][:1] == (f"thread {newcomer.thread.ident}",) for k in counts)
