@@ -207,6 +207,52 @@ def test_mpi_time_of_nested_regions_counts_in_their_parents(tmp_path, clock):
     assert frame.loc[[MAIN]].iloc[0]["useful_mean"] == pytest.approx(0.44, abs=1e-12)
 
 
+SCRIPT, MODULE = ("app.py",), ("app.py", "<module> (app.py:1)")
+WORK, WAIT = MODULE + ("work (app.py:3)",), MODULE + ("MPI_Barrier",)
+
+
+def _sampled(rank: int, clock) -> List[_collect.LocalEvent]:
+    """The shape of an unannotated run's samples (docs/unannotated.md): rank
+    r's script computes (1 + r/3) units in ``work`` and waits the rest of 2
+    units in a Barrier, sampled as ``MPI_Barrier``. Its calls are charged to
+    the script's region (in a real run, to their sites, siblings of the
+    sampled frames): none below a frame."""
+    with Event(SCRIPT[0]):
+        with Event(MODULE[1]):
+            with Event(WORK[2]):
+                clock.tick(UNIT + rank * UNIT // 3)
+            with Event(WAIT[2]):
+                clock.tick(UNIT - rank * UNIT // 3)
+        with Event("MPI_Bcast"):            # an event's name, not a sample: useful time
+            clock.tick(UNIT // 10)
+    return _collect.collect(tinyprof.annotate.impl.root())
+
+
+def test_a_sampled_frame_has_its_samples_in_mpi_calls_as_mpi_time(tmp_path, clock):
+    """Below a sampled frame the capture charged nothing; the samples that
+    ended in an MPI call are its MPI time. Where the capture charged time
+    (the script's region) that exact time counts, not the samples' too."""
+    tinyprof.Profiler("pop", outdir=tmp_path / "s")
+    ranks, executions = record_ranks(NRANKS, _sampled, clock)
+    calls = [(SCRIPT, r, "Barrier", UNIT - r * UNIT // 3 + 5_000_000) for r in range(NRANKS)]
+    frame = tinyprof.read(_write(tmp_path / "s", ranks, executions, calls)).pop().set_index("callpath")
+    row = {path: frame.loc[[path]].iloc[0] for path in (SCRIPT, MODULE, WORK, WAIT)}
+    # the frame: useful 1 + r/3 units of its 2 units: LB 0.75 = 1.5 / 2, no communication loss
+    assert (row[MODULE]["useful_mean"], row[MODULE]["useful_max"]) == pytest.approx((0.45, 0.6), abs=1e-12)
+    assert row[MODULE]["load_balance"] == pytest.approx(0.75, abs=1e-12)
+    assert row[MODULE]["communication_efficiency"] == pytest.approx(1.0, abs=1e-12)
+    assert row[WORK]["useful_mean"] == pytest.approx(0.45, abs=1e-12)
+    # the wait is all MPI time: no useful time
+    assert (row[WAIT]["runtime"], row[WAIT]["useful_max"]) == (pytest.approx(0.3, abs=1e-12), 0.0)
+    assert row[WAIT]["communication_efficiency"] == 0.0
+    # the script: the capture's own barrier time (5 ms more a rank than sampled), and the
+    # event named MPI_Bcast (0.03 s) is the script's useful time
+    assert (row[SCRIPT]["useful_mean"], row[SCRIPT]["useful_max"]) == pytest.approx(
+        (0.475, 0.625), abs=1e-12)
+    assert list(_pop.sampled_waits([WAIT, WORK, SCRIPT + ("MPI_Bcast",), ("MPI_Barrier",),
+                                    MODULE + ("MPI_Barrier", "x")])) == [True] + [False] * 4
+
+
 def test_without_mpi_capture_one_clear_line(tmp_path, clock, capsys):
     tinyprof.Profiler("pop", outdir=tmp_path / "q")
     ranks, executions = record_ranks(NRANKS, _compute_then_sync, clock)
@@ -299,6 +345,29 @@ def test_pop_history_splits_the_balance_on_the_recorded_hosts(tmp_path, clock):
     assert tinyprof.pop_history(out, hosts="a*2,b*2").equals(tinyprof.pop_history(out))
     given = tinyprof.pop_history(out, callpath=("main", "step"), hosts=["n"] * NRANKS)
     assert list(given[given["callpath"] == ("main", "step")]["hosts"]) == [1, 1]
+    # the report draws both over time, in real Chromium
+    pytest.importorskip("plotly")
+    from _browser import Browser
+
+    from tinyprof.views import report
+    final = tmp_path / "final"
+    ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, 2), clock)
+    _write(final, ranks, executions, [], meta=meta)
+    data = report.build(tinyprof.read(final), str(out))
+    series = {data["callpaths"][s["callpath"]]["path"]: s for s in data["pop"]["history"]["series"]}
+    assert series["main<step"]["load_balance_in"] == pytest.approx([1.0, 11 / 12], abs=1e-3)
+    assert series["main<step"]["load_balance_out"] == pytest.approx([1.0, 9 / 11], abs=1e-3)
+    page = tmp_path / "g.html"
+    page.write_text(report.render(data))
+    with Browser(1500, 1400) as b:
+        b.open(f"file://{page}")
+        b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)
+        plots = b.evaluate("""[...document.querySelectorAll('#efficiency .js-plotly-plot')]
+            .map(p => [p.id, p.data.map(t => t.y.length)])""")
+        assert b.console == []
+    assert [p[0] for p in plots] == ["pop-history-pe", "pop-history-lb", "pop-history-lb-in",
+                                     "pop-history-lb-out"]
+    assert all(lengths and set(lengths) == {2} for _, lengths in plots), plots
 
 
 def test_snapshots_without_mpi_data_one_clear_line_everywhere(tmp_path, clock, capsys):

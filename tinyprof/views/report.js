@@ -227,7 +227,11 @@
       effSection.append(el("div", { class: "hint" }, `Over time: each point is one interval between ` +
         `kept snapshots (what ran since the previous one), for the ${H.series.length} callpaths that ran longest.`), g);
       [["parallel_efficiency", "pop-history-pe", "Parallel efficiency per interval"],
-        ["load_balance", "pop-history-lb", "Load balance per interval"]].forEach(([key, id, title]) =>
+        ["load_balance", "pop-history-lb", "Load balance per interval"],
+        ...("load_balance_out" in (H.series[0] || {}) ?
+          [["load_balance_in", "pop-history-lb-in", "Load balance within nodes per interval"],
+            ["load_balance_out", "pop-history-lb-out", "Load balance across nodes per interval"]] : [])
+      ].forEach(([key, id, title]) =>
         Plotly.newPlot(plot(g, id, title), H.series.map((s) => ({
           x, y: s[key], mode: "lines+markers", name: esc(D.callpaths[s.callpath].path),
           text: H.created.map(esc), hovertemplate: "snapshot %{x} (%{text})<br>%{y:.3f}" })),

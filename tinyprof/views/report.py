@@ -274,7 +274,9 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
 
 def _pop_history(source: str, numbers: List[int], position: Dict[tuple, int]) -> Dict[str, Any]:
     """The efficiencies per interval between the snapshots ``numbers`` of the
-    callpaths that ran longest; PopError if a snapshot holds no MPI data."""
+    callpaths that ran longest (with the load balance within and across
+    nodes when the run recorded several hosts); PopError if a snapshot holds
+    no MPI data."""
     steps = over_time.history(source, numbers=numbers)
     total: Dict[tuple, float] = {}
     for path, runtime in zip(steps["callpath"], steps["runtime"]):
@@ -283,12 +285,13 @@ def _pop_history(source: str, numbers: List[int], position: Dict[tuple, int]) ->
     top = sorted(total, key=lambda p: -total[p])[:TOP_SNAPSHOT_PATHS]
     created = dict(zip(steps["snapshot"].tolist(), steps["created"]))
     slot = {k: j for j, k in enumerate(numbers)}
+    keys = POP_VALUES[4:] + (HOST_VALUES if HOST_VALUES[0] in steps else ())
     series = []
     for path in top:
         mine = np.array([p == path for p in steps["callpath"]], bool)
         where = [slot[k] for k in steps["snapshot"][mine].tolist()]
         line = {}
-        for key in POP_VALUES[4:]:
+        for key in keys:
             values_k = np.full(len(numbers), np.nan)
             values_k[where] = steps[key][mine]
             line[key] = rounded(values_k)
