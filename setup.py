@@ -5,8 +5,9 @@
 - ``tinyprof.format._parse``: the C parser of a profile's event lines. Without it,
   the reader's pure-Python reference parser reads the files (tinyprof/format/reader.py).
 - ``tinyprof.runtime._frames``: reads Python's frames without the GIL, for the MPI
-  call sites, and other threads' contexts, for the sampler. Without it, neither
-  sites nor the sampler's event parents are available (they warn).
+  call sites, and every thread's stack and context, counted in C, for the sampler.
+  Without it, sites are unavailable (they warn) and the sampler counts in Python,
+  with every sample below the default parent.
 - ``tinyprof/libtinyprof_mpi.so``: the PMPI library of MPI capture, built
   with the environment's MPI C compiler (``$MPICC``, else ``mpicc`` beside
   this Python, else on PATH). Without one, or if it fails to compile, the

@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/many_runs.py [--runs 1000] [--ranks 8] [--callpaths 200] [--repeats 3]
 
 Each run is one file of RANKS ranks, CALLPATHS callpaths (a tree 3 deep)
-of 10 iterations each, written by the flush's own assembler. Prints the
+of 10 iterations each, written by the flush's own assembler, with run
+metadata (``start``: an hour apart, ``git``: a commit per 10 runs). Prints the
 median time of each (docs/performance.md, "Many runs").
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 import numpy as np
 
 import tinyprof
+from tinyprof.format import meta_section
 from tinyprof.format.encoding import Header
 from tinyprof.format.layout import file_name, write_atomic
 from tinyprof.runtime import assemble
@@ -44,10 +46,12 @@ def write_runs(where: str, runs: int, ranks: int, ncallpaths: int) -> list:
                    for p in paths] for _ in range(ranks)]
         header = Header(name="run", nranks=ranks, first_rank=0, rank_count=ranks, file_index=0,
                         file_count=1, metrics=[])
+        meta = meta_section.encode({"start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1.7e9 + 3600 * k)),
+                                    "nranks": ranks, "git": f"{k // 10:040x}"})
         directory = os.path.join(where, f"run{k}")
         os.makedirs(directory)
         write_atomic(os.path.join(directory, file_name("run", 0, 1)),
-                     assemble.build_file(header, events, [1] * ranks))
+                     assemble.build_file(header, events, [1] * ranks, [("meta", meta)]))
         out.append(directory)
     return out
 
@@ -61,13 +65,18 @@ def median_s(call, repeats: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser_of(doc: str) -> argparse.ArgumentParser:
+    """The runs' shape and the repeats, shared with benchmarks/history.py."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--callpaths", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser_of(__doc__).parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         paths = write_runs(scratch, args.runs, args.ranks, args.callpaths)
         profiles = tinyprof.read_many(paths)            # imports and caches warm

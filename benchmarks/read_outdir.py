@@ -10,11 +10,11 @@ runs apart (docs/format.md, "Snapshots"). Prints the median time of
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from many_runs import median_s
 
 import tinyprof
 
@@ -29,15 +29,6 @@ with tinyprof.Event("main"):
 """
 
 
-def median_ms(call, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--snapshots", type=int, default=300)
@@ -47,8 +38,8 @@ def main() -> None:
         out = f"{scratch}/out"
         subprocess.run([sys.executable, "-c", MAKE, out, str(args.snapshots)], check=True)
         tinyprof.read(out)          # imports and caches warm
-        newest = median_ms(lambda: tinyprof.read(out), args.repeats)
-        one = median_ms(lambda: tinyprof.read(out, snapshot=args.snapshots), args.repeats)
+        newest = median_s(lambda: tinyprof.read(out), args.repeats) * 1e3
+        one = median_s(lambda: tinyprof.read(out, snapshot=args.snapshots), args.repeats) * 1e3
     print(f"| snapshots | read(outdir) | read(outdir, snapshot={args.snapshots}) |")
     print("| ---: | ---: | ---: |")
     print(f"| {args.snapshots} | {newest:.1f} ms | {one:.1f} ms |")

@@ -1,7 +1,7 @@
 """The cost of MPI call sites (``sites=K``) and of sampled stacks (``sample=HZ``).
 
     .venv/bin/python benchmarks/stacks.py sites [--repeats 5] [--blocks 100] [--calls 2000]
-    .venv/bin/python benchmarks/stacks.py sample [--seconds 20] [--block 1] [--hz 100]
+    .venv/bin/python benchmarks/stacks.py sample [--seconds 20] [--block 1] [--hz 100] [--python]
 
 ``sites``: one rank (mpiexec -n 1) with ``Profiler(mpi=True, sites=K)``
 times blocks of ``--calls`` ``Allreduce`` of one double on ``COMM_SELF``,
@@ -15,12 +15,16 @@ processes.
 ``sample``: a pure-Python workload 10 frames deep (the sampler's cost grows
 with the stack) runs ``--seconds`` sampled at ``--hz`` and as long not, in
 blocks of ``--block`` seconds taken in turns (on, off; then off, on...) in
-one process, so that the machine's load drifts over both alike. Printed:
-wall and process CPU time (all threads, the sampler's included) on / off,
-over the whole run and the median of the pairs; the samples taken per
-second; the sampler thread's CPU per sample (``take``) and in all (its
-wake-ups too) over the sampled wall time: the CPU share sampling takes,
-whatever the load, where the ratios carry the load's noise.
+one process, so that the machine's load drifts over both alike; ``--python``
+counts the samples with the pure-Python ``PySamples`` instead of the C
+table. Printed: wall, process CPU time (all threads, the sampler's
+included) and the main thread's CPU time (the program's, samples taken in
+it included) on / off, over the whole run and the median of the pairs; the
+samples taken per second; the sampler thread's CPU (its wake-ups included)
+per sample and over the sampled wall time: the CPU share sampling takes,
+whatever the load, where the ratios carry the load's noise; the share of
+the samples the main thread took itself (asked while it ran Python) and
+its time in each.
 
 Prints Markdown tables (docs/performance.md, "Call sites and samples").
 """
@@ -116,41 +120,40 @@ def sample(args: argparse.Namespace) -> None:
         loops += 10
     loops = max(1, int(loops * args.block))     # about --block seconds of work
     pairs = max(1, round(args.seconds / args.block))
-    times: dict = {True: [], False: []}         # (wall, process CPU) per block
-    taken, spent, thread_cpu = 0, 0, 0.0
+    times: dict = {True: [], False: []}         # (wall, process CPU, main thread's CPU) per block
+    taken, thread_cpu, by_main, main_ns = 0, 0.0, 0, 0
+    table = [stacks.PySamples] if args.python else []     # none given: also runs on older trees
     for i in range(pairs):
         for on in ((False, True) if i % 2 else (True, False)):
-            sampler = stacks.Sampler(round(1e9 / args.hz)) if on else None
+            sampler = stacks.Sampler(round(1e9 / args.hz), *table) if on else None
             if sampler is not None:
-                take, box = sampler.take, [0]
-
-                def timed(take=take, box=box):
-                    t = time.thread_time_ns()
-                    take()
-                    box[0] += time.thread_time_ns() - t
-                sampler.take = timed        # type: ignore[method-assign]
                 sampler.start()
-            w, c = time.perf_counter(), time.process_time()
+            w, c, m = time.perf_counter(), time.process_time(), time.thread_time()
             deep(10, fixed_work, loops)
-            times[on].append((time.perf_counter() - w, time.process_time() - c))
+            times[on].append((time.perf_counter() - w, time.process_time() - c, time.thread_time() - m))
             if sampler is not None:
                 thread_cpu += time.clock_gettime(time.pthread_getcpuclockid(sampler.thread.ident))
                 sampler.stop()
+                sampler.thread.join()
                 taken += sampler.taken
-                spent += box[0]
+                by_main += getattr(sampler, "by_main", 0)        # older trees: none
+                main_ns += getattr(sampler, "main_ns", 0)
+    whole = [sum(t[j] for t in times[True]) / sum(t[j] for t in times[False]) for j in range(3)]
+    pair = [statistics.median(a[j] / b[j] for a, b in zip(times[True], times[False])) for j in range(3)]
     wall_on, wall_off = (sum(t[0] for t in times[k]) for k in (True, False))
-    cpu_on, cpu_off = (sum(t[1] for t in times[k]) for k in (True, False))
-    pair_wall = statistics.median(a[0] / b[0] for a, b in zip(times[True], times[False]))
-    pair_cpu = statistics.median(a[1] / b[1] for a, b in zip(times[True], times[False]))
-    print(f"Sampled stacks at {args.hz:g} Hz: {wall_on:.1f} s of pure-Python work 10 frames deep sampled "
-          f"and {wall_off:.1f} s not, in {pairs} pairs of {args.block:g} s blocks taken in turns\n")
-    print("| | wall on/off | CPU on/off (all threads) |")
-    print("|---|---|---|")
-    print(f"| whole run | {wall_on / wall_off:.4f} | {cpu_on / cpu_off:.4f} |")
-    print(f"| median pair | {pair_wall:.4f} | {pair_cpu:.4f} |\n")
-    print("| samples per second | CPU per sample (us) | sampler thread's CPU / wall |")
-    print("|---|---|---|")
-    print(f"| {taken / wall_on:.1f} | {spent / max(taken, 1) / 1e3:.1f} | {100 * thread_cpu / wall_on:.3f}% |")
+    print(f"Sampled stacks at {args.hz:g} Hz ({'PySamples' if args.python else 'the default table'}): "
+          f"{wall_on:.1f} s of pure-Python work 10 frames deep sampled and {wall_off:.1f} s not, "
+          f"in {pairs} pairs of {args.block:g} s blocks taken in turns\n")
+    print("| | wall on/off | CPU on/off (all threads) | main thread's CPU on/off |")
+    print("|---|---|---|---|")
+    print("| whole run | " + " | ".join(f"{r:.4f}" for r in whole) + " |")
+    print("| median pair | " + " | ".join(f"{r:.4f}" for r in pair) + " |\n")
+    print("| samples per second | sampler thread's CPU per sample (us) | sampler thread's CPU / wall "
+          "| taken by the main thread | its time per sample (us) |")
+    print("|---|---|---|---|---|")
+    print(f"| {taken / wall_on:.1f} | {thread_cpu / max(taken, 1) * 1e6:.1f} | "
+          f"{100 * thread_cpu / wall_on:.3f}% | {100 * by_main / max(taken, 1):.0f}% | "
+          f"{main_ns / max(by_main, 1) / 1e3:.1f} |")
 
 
 def main() -> None:
@@ -168,6 +171,7 @@ def main() -> None:
     s.add_argument("--seconds", type=float, default=20)
     s.add_argument("--block", type=float, default=1)
     s.add_argument("--hz", type=float, default=100)
+    s.add_argument("--python", action="store_true", help="count with PySamples, not the C table")
     s.set_defaults(run=sample)
     args = p.parse_args()
     args.run(args)

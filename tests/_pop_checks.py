@@ -1,7 +1,9 @@
 """Checks of the POP metrics of a real run of the compute-then-sync program
 (tests/_pop_app.py in Python, tests/native/pop.cpp in C++): rank r of P
 computes (1 + r/(P-1)) units (a sleep), then meets the others in a barrier;
-``growing``: 4 steps, in step k (1 + k r/(P-1)) units, a snapshot after each.
+``growing``: 4 steps, in step k (1 + k r/(P-1)) units, a snapshot after each;
+traced, ``pipeline`` (a token passed on, each rank computing a unit with it)
+and ``transfer`` (balanced ranks exchanging 8 x 16 MB on a ring).
 
 Sleeps overshoot by a few ms on a loaded machine: the load balances are
 checked within the issue's tolerance, never a duration. The exact values of
@@ -65,4 +67,37 @@ def growing(outdir) -> List[str]:
     if list(step["parallel_efficiency"]) != pytest.approx(
             list(step["load_balance"] * step["communication_efficiency"]), rel=1e-12):
         errors.append(f"parallel efficiency per interval: {step}")
+    return errors
+
+
+def split_product(row) -> List[str]:
+    """Serialization x transfer efficiency is the communication efficiency."""
+    if row.serialization_efficiency * row.transfer_efficiency != pytest.approx(
+            row.communication_efficiency, rel=1e-12):
+        return [f"ser eff x trf eff != comm eff: {row}"]
+    return []
+
+
+def _main_split(profile):
+    frame = profile.pop(trace=True)
+    return next(r for p, r in zip(frame["callpath"], frame.itertuples()) if p == MAIN)
+
+
+def pipeline(profile) -> List[str]:
+    """A token pipeline over 4 ranks waits for nothing but the token:
+    main's serialization efficiency 1/4, transfer efficiency 1."""
+    row = _main_split(profile)
+    errors = split_product(row)
+    if abs(row.serialization_efficiency - 0.25) > TOLERANCE or row.transfer_efficiency < 0.95:
+        errors.append(f"pipeline: {row}")
+    return errors
+
+
+def transfer(profile) -> List[str]:
+    """Balanced ranks exchanging large messages lose to transfer, not to serialization."""
+    row = _main_split(profile)
+    errors = split_product(row)
+    if not (row.serialization_efficiency >= 0.9 and row.transfer_efficiency <= 0.95 and
+            row.transfer_efficiency < row.serialization_efficiency):
+        errors.append(f"transfer: {row}")
     return errors

@@ -13,6 +13,7 @@ import pytest
 
 import tinyprof
 from tinyprof import annotate
+from tinyprof.runtime import session
 
 # One fuzz seed per run (tests/format/test_fuzz.py), printed at the end of every run.
 os.environ.setdefault("TINYPROF_FUZZ_SEED", str(random.randrange(2**32)))
@@ -60,6 +61,24 @@ def clock(hot_path):
     c = FakeClock()
     hot_path.set_clock(c)
     return c
+
+
+@pytest.fixture
+def step_snapshots(clock):
+    """``write(out, steps)``: a run kept with keep="all" in ``out`` whose
+    snapshot k adds steps[k - 1] executions of main<step of 1000 ticks each
+    (and 10 ticks of main's own)."""
+    def write(out, steps: Sequence[int]) -> None:
+        tinyprof.Profiler("s", frequency=3600, outdir=out, keep="all")
+        snap = session.current().snapshotter
+        for k, n in enumerate(steps, 1):
+            with tinyprof.Event("main"):
+                for _ in range(n):
+                    with tinyprof.Event("step", loop=1):
+                        clock.tick(1000)
+                clock.tick(10)
+            assert snap.take(k)
+    return write
 
 
 def _flush_read() -> tinyprof.Profile:

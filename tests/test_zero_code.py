@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 from test_mpi_large import MPIEXEC, needs_mpi
+from test_stacks import needs_sites
 
 import tinyprof
 from tinyprof.runtime import capture
@@ -42,6 +43,7 @@ APP = textwrap.dedent("""
 
 
 @needs_mpi
+@needs_sites
 @pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
 @pytest.mark.parametrize("nranks", [1, 3])
 def test_an_unannotated_script_under_mpiexec(tmp_path, nranks):
@@ -104,6 +106,7 @@ SITES_APP = textwrap.dedent("""
 
 
 @needs_mpi
+@needs_sites
 @pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
 def test_each_mpi_call_is_charged_to_its_python_line(tmp_path):
     """On 3 ranks of an unannotated script, each function's line gets exactly
@@ -234,6 +237,7 @@ def test_a_module_runs_as_under_python_m(tmp_path, options):
 
 
 @needs_mpi
+@needs_sites
 @pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
 def test_mpi4py_demos(tmp_path):
     """mpi4py's own demos, by relative path from their directory, sampled at

@@ -42,14 +42,34 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    import warnings
+
+    from .views import history
     from .views import report as _report
 
     output = args.output or "report.html"
+    runs = history.runs_in(args.profiles)
+    many = args.snapshots or runs != [os.fspath(args.profiles[0])]
+    if not many and args.skip_bad:
+        print("tinyprof report: --skip-bad is for several runs", file=sys.stderr)
+        return 2
     try:
-        _report.write(args.profile, output)
+        with warnings.catch_warnings(record=True) as skipped:
+            warnings.simplefilter("always", RuntimeWarning)
+            if many:
+                history.write(args.profiles, output, "skip" if args.skip_bad else "raise",
+                              args.snapshots)
+            else:
+                _report.write(args.profiles[0], output)
     except _report.ReportError as e:
         print(f"tinyprof: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:             # no run left, --snapshots with several paths
+        print(f"tinyprof report: {e}", file=sys.stderr)
+        return 2
+    finally:
+        for w in skipped:
+            print(str(w.message), file=sys.stderr)
     _echo(f"tinyprof: wrote {output}: open it in a browser (it works offline)")
     return 0
 
@@ -87,6 +107,9 @@ def _pop(args: argparse.Namespace) -> int:
     profile = read(args.profile)
     try:
         hosts = hostlist.decode(args.hosts, profile.nranks, "--hosts") if args.hosts else None
+        if args.over_time and args.trace:
+            raise _analysis.PopError("--over-time has no --trace: the split needs a whole trace, "
+                                     "which periodic snapshots do not hold (docs/trace.md)")
         if args.over_time:
             frame = _history.history(args.profile, callpath, hosts)
             if not len(frame["callpath"]):
@@ -251,15 +274,25 @@ def _parser() -> argparse.ArgumentParser:
     _add_profile(show)
     show.set_defaults(run=_show)
     report = commands.add_parser(
-        "report", help="write a self-contained HTML report (needs tinyprof[report])",
-        description="Write one HTML file that works offline: the call tree (inclusive, "
+        "report", help="write a self-contained HTML report of a run, or of many (needs tinyprof[report])",
+        description="Write one HTML file that works offline. Of one PROFILE: the call tree (inclusive, "
                     "exclusive, share of the run, imbalance), each callpath across ranks and "
                     "iterations, a rank x callpath heatmap, the snapshots over time (an output "
                     "directory with keep='all'), the POP efficiencies, MPI communication and the "
-                    "critical path and wait states when recorded. See docs/guide.md.")
-    _add_profile(report)
+                    "critical path and wait states when recorded. Of several PROFILEs, or a directory "
+                    "of runs (or, with --snapshots, the kept snapshots of one run): the history "
+                    "page: each callpath over the runs in start order, the regressions flagged "
+                    "between consecutive runs, the diff of any two runs and the runs' metadata. "
+                    "See docs/guide.md.")
+    report.add_argument("profiles", nargs="+", metavar="PROFILE",
+                        help="a profile's output directory or any one file of it; several, or a "
+                             "directory holding several runs, for the history page")
     report.add_argument("-o", "--output", metavar="FILE",
                         help="the HTML file to write (default: report.html)")
+    report.add_argument("--snapshots", action="store_true",
+                        help="the history page of the snapshots of one run (Profiler(keep='all'))")
+    report.add_argument("--skip-bad", action="store_true",
+                        help="with several runs, leave out (naming them) those that cannot be read")
     report.set_defaults(run=_report)
     mpi = commands.add_parser(
         "mpi", help="print the MPI calls per callpath, communicator, operation and size",

@@ -26,7 +26,7 @@ from tinyprof.analysis.compare import _betainc, _t_two_sided
 from tinyprof.cli import main
 from tinyprof.format import encoding as _format
 from tinyprof.format import layout
-from tinyprof.runtime import assemble
+from tinyprof.runtime import assemble, stacks
 from tinyprof.runtime import collect as _collect
 
 pd = pytest.importorskip("pandas")
@@ -257,13 +257,14 @@ def test_the_gate_on_real_mpi_runs(tmp_path):
     assert "main < solve" in failed.stderr
     passed = subprocess.run([*gate, base, same], capture_output=True, text=True, timeout=120)
     assert passed.returncode == 0, passed.stdout + passed.stderr
-    # The barrier's wait is charged to its call site, which has no time of its own:
-    # it comes out of sync's time, never making a negative time outside MPI.
     frame = tinyprof.compare(base, same)
-    site = frame[frame["callpath"].map(len) == 3]
-    assert len(site) == 1 and site["callpath"].iloc[0][:2] == ("main", "sync")
-    assert site["base"].iloc[0] == 0 and site["mpi_time_base"].iloc[0] > 0
     assert (frame["base"] >= 0).all() and frame.attrs["outside_mpi"]
+    if stacks.sites_unavailable() is None:      # call sites: CPython 3.11 (docs/unannotated.md)
+        # The barrier's wait is charged to its call site, which has no time of its own:
+        # it comes out of sync's time, never making a negative time outside MPI.
+        site = frame[frame["callpath"].map(len) == 3]
+        assert len(site) == 1 and site["callpath"].iloc[0][:2] == ("main", "sync")
+        assert site["base"].iloc[0] == 0 and site["mpi_time_base"].iloc[0] > 0
 
 
 # -- read_many ----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import BIN, MPIEXEC, run
 from test_mpi_capture import check_run
+from test_stacks import needs_sites
 
 import tinyprof
 from tinyprof.analysis import sites
@@ -351,6 +352,7 @@ def test_a_fortran_binary(tmp_path):
     assert rows == {(("app",), r, "Allreduce"): (80, 80 * 32) for r in range(2)}
 
 
+@needs_sites
 def test_python_under_the_preload_keeps_its_own_profile(tmp_path):
     """`python -m tinyprof` with the library preloaded: tinyprof in Python
     starts capture, so the whole-program profile of the interpreter stands

@@ -15,7 +15,6 @@ from test_convert import NRANKS, make_profile
 
 import tinyprof
 from tinyprof.cli import main
-from tinyprof.runtime import session
 from tinyprof.views import report as _report
 
 pytest.importorskip("plotly")
@@ -76,18 +75,9 @@ def test_iterations_are_binned_to_a_bounded_size(tmp_path, clock, monkeypatch):
     assert max(comm["max"]) == pytest.approx(max(values), rel=1e-4)
 
 
-def test_snapshots_over_time(tmp_path, clock):
+def test_snapshots_over_time(tmp_path, step_snapshots):
     out = tmp_path / "s"
-    tinyprof.Profiler("s", frequency=3600, outdir=out, keep="all")
-    snap = session.current().snapshotter
-    steps = [3, 0, 5]
-    for k, n in enumerate(steps, 1):
-        with tinyprof.Event("main"):
-            for _ in range(n):
-                with tinyprof.Event("step", loop=1):
-                    clock.tick(1000)
-            clock.tick(10)
-        assert snap.take(k)
+    step_snapshots(out, [3, 0, 5])
     data = _report.build(tinyprof.read(out, snapshot=3), str(out))
     snaps = data["snapshots"]
     assert snaps["numbers"] == [1, 2, 3]
@@ -187,7 +177,7 @@ def test_numbers_are_rounded_to_five_digits_as_printf_would():
     values = np.concatenate([rng.lognormal(0, 12, 100_000) * rng.choice([-1, 1], 100_000),
                              [0.0, np.nan, 1.5, 2.5, 123456789012.0, 0.30000000000000004]])
     want = [None if v != v else v for v in np.char.mod("%.5g", values).astype(np.float64).tolist()]
-    assert _report._numbers(values) == want
+    assert _report.rounded(values) == want
 
 
 def test_report_mpi_tables_are_the_profiles(traced_demo):

@@ -10,6 +10,7 @@ run of the same shape. Why these choices: docs/api.md, "compare".
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -72,32 +73,16 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
     if not 0 <= threshold or not 0 <= floor or not 0 < alpha < 1:
         raise ValueError("threshold and floor must be >= 0 and alpha in (0, 1)")
     sides = [_profiles(base, "base"), _profiles(new, "new")]
-    for p in sides[0] + sides[1]:
-        _check_metric(p, metric)
-    union: Dict[Callpath, int] = {}
-    for p in sides[0] + sides[1]:
-        for path in p.callpaths:
-            union.setdefault(tuple(path), len(union))
-    paths = list(union)
-    with_mpi = all(p.mpi_recorded for p in sides[0] + sides[1])
-    runs = [[_run(p, union, metric, inclusive, with_mpi) for p in side] for side in sides]
-    mean = [np.mean([r.values.sum(axis=1) / r.nranks for r in side], axis=0) for side in runs]
-    present = [np.any([r.present for r in side], axis=0) for side in runs]
-    p_value, test = _evidence(runs)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        change = mean[1] / mean[0] - 1.0
-    both = present[0] & present[1]
-    change[~both] = np.nan
-    total = np.mean([r.total for r in runs[0]])
-    big = np.abs(mean[1] - mean[0]) >= floor * total
-    significant = ~(p_value >= alpha)          # NaN: no test possible, not asked for
-    flagged = both & significant & big
+    paths, with_mpi, flat = _on_union(sides[0] + sides[1], metric, inclusive)
+    runs = [flat[:len(sides[0])], flat[len(sides[0]):]]
+    j = _judge(runs, threshold, floor, alpha)
+    both = j.present[0] & j.present[1]
     frame = pd.DataFrame({
         "callpath": pd.Series(paths, dtype=object),
-        "status": np.where(both, "both", np.where(present[0], "gone", "new")),
-        "base": np.where(present[0], mean[0], np.nan), "new": np.where(present[1], mean[1], np.nan),
-        "change": change, "p_value": np.where(both, p_value, np.nan),
-        "regressed": flagged & (change > threshold), "improved": flagged & (change < -threshold)})
+        "status": np.where(both, "both", np.where(j.present[0], "gone", "new")),
+        "base": np.where(j.present[0], j.mean[0], np.nan), "new": np.where(j.present[1], j.mean[1], np.nan),
+        "change": j.change, "p_value": np.where(both, j.p_value, np.nan),
+        "regressed": j.regressed, "improved": j.improved})
     if with_mpi:
         for key in ("time", "bytes"):
             values = [np.mean([r.mpi[key] for r in side if r.mpi is not None], axis=0) for side in runs]
@@ -109,10 +94,132 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
     if ranks[0] != ranks[1] or len(ranks[0]) > 1:
         notes.append(f"rank counts differ (base {_counts(ranks[0])}, new {_counts(ranks[1])}): "
                      "values are per rank on average")
-    frame.attrs.update(test=test, notes=notes, metric=metric, inclusive=inclusive,
+    frame.attrs.update(test=j.test, notes=notes, metric=metric, inclusive=inclusive,
                        outside_mpi=with_mpi and metric == "time", runs=(len(runs[0]), len(runs[1])),
                        threshold=threshold, floor=floor, alpha=alpha)
     return frame
+
+
+def _on_union(profiles: Sequence[Profile], metric: str, inclusive: bool
+              ) -> Tuple[List[Callpath], bool, List[_Run]]:
+    """The union of the profiles' callpaths (in order of first appearance),
+    whether every one recorded MPI calls, and each one's ``_Run`` on it."""
+    for p in profiles:
+        _check_metric(p, metric)
+    union: Dict[Callpath, int] = {}
+    for p in profiles:
+        for path in p.callpaths:
+            union.setdefault(tuple(path), len(union))
+    with_mpi = all(p.mpi_recorded for p in profiles)
+    return list(union), with_mpi, [_run(p, union, metric, inclusive, with_mpi) for p in profiles]
+
+
+@dataclass
+class History:
+    """Runs in order on one union of callpaths, each judged against the one
+    before it by the rule of ``compare`` (``history``)."""
+
+    callpaths: List[Callpath]
+    values: np.ndarray          # (runs, callpaths): per rank on average, NaN where absent
+    totals: np.ndarray          # (runs,): each run's size per rank (what the floor is a share of)
+    nranks: List[int]
+    change: np.ndarray          # (runs - 1, callpaths): from run k to run k + 1
+    p_value: np.ndarray         # where flagged (NaN elsewhere)
+    regressed: np.ndarray
+    improved: np.ndarray
+    tests: List[str]            # the tests used, each once
+    outside_mpi: bool           # times are outside MPI calls (every run recorded them)
+    notes: List[str]
+
+
+def history(profiles: Sequence[Profile], metric: str = "time", inclusive: bool = False,
+            cumulative: bool = False, threshold: float = 0.05, floor: float = 0.01,
+            alpha: float = 0.05) -> History:
+    """The runs ``profiles`` (oldest first) per callpath, each judged against
+    the one before it as ``compare(profiles[k], profiles[k + 1])`` judges
+    (one run a side). ``cumulative=True``: the profiles are the snapshots of
+    one run, each holding all before it: each is taken as its interval since
+    the one before (the first: since the start), per rank."""
+    if not profiles:
+        raise ValueError("history: no profile given")
+    if not 0 <= threshold or not 0 <= floor or not 0 < alpha < 1:
+        raise ValueError("threshold and floor must be >= 0 and alpha in (0, 1)")
+    paths, with_mpi, runs = _on_union(profiles, metric, inclusive)
+    if cumulative:
+        runs = _intervals(runs)
+    steps = [_judge([[a], [b]], threshold, floor, alpha, every_p=False) for a, b in zip(runs, runs[1:])]
+    values = np.array([r.values.sum(axis=1) / r.nranks for r in runs]).reshape(len(runs), len(paths))
+    values[~np.array([r.present for r in runs]).reshape(values.shape)] = np.nan
+
+    def stack(key: str) -> np.ndarray:
+        return np.array([getattr(j, key) for j in steps]).reshape(len(steps), len(paths))
+
+    flagged = stack("regressed") | stack("improved")
+    p_value = np.where(flagged, stack("p_value"), np.nan)
+    nranks = [r.nranks for r in runs]
+    notes = [f"rank counts differ ({_counts(sorted(set(nranks)))}): values are per rank on average"] \
+        if len(set(nranks)) > 1 else []
+    return History(paths, values, np.array([r.total for r in runs]), nranks, stack("change"),
+                   p_value, stack("regressed"), stack("improved"),
+                   list(dict.fromkeys(j.test for j in steps)), with_mpi and metric == "time", notes)
+
+
+def _intervals(runs: List[_Run]) -> List[_Run]:
+    """Cumulative runs (snapshots of one run) as what each added to the one
+    before, per rank: executions continue across snapshots, ranks stay."""
+    out: List[_Run] = []
+    before: Optional[_Run] = None
+    for r in runs:
+        per_rank = np.zeros((len(r.values), r.nranks))
+        np.add.at(per_rank.T, r.slots[:, 0], r.values.T)
+        slots = np.stack([np.arange(r.nranks), np.zeros(r.nranks, np.int64)], axis=1)
+        now = _Run(r.nranks, slots, per_rank, r.present, r.total, r.mpi)
+        if before is None:
+            out.append(now)
+        elif before.nranks != now.nranks:
+            raise ValueError(f"snapshots of {before.nranks} and {now.nranks} ranks: not one run")
+        else:
+            mpi = None if now.mpi is None or before.mpi is None else \
+                {k: now.mpi[k] - before.mpi[k] for k in now.mpi}
+            out.append(_Run(now.nranks, slots, now.values - before.values, now.present,
+                            now.total - before.total, mpi))
+        before = now
+    return out
+
+
+@dataclass
+class _Judged:
+    """Per callpath of the union: each side's mean per rank and presence, the
+    change, the p-value of ``test`` and the flags."""
+
+    mean: List[np.ndarray]
+    present: List[np.ndarray]
+    change: np.ndarray
+    p_value: np.ndarray
+    regressed: np.ndarray
+    improved: np.ndarray
+    test: str
+
+
+def _judge(runs: List[List[_Run]], threshold: float, floor: float, alpha: float,
+           every_p: bool = True) -> _Judged:
+    """The rule of ``compare`` on two sides of runs of one union of callpaths.
+    ``every_p=False``: the exact p-value only where a row is flagged (where
+    it is needed, fast: see ``_t_columns``); unflagged rows' are not p-values."""
+    mean = [np.mean([r.values.sum(axis=1) / r.nranks for r in side], axis=0) for side in runs]
+    present = [np.any([r.present for r in side], axis=0) for side in runs]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = mean[1] / mean[0] - 1.0
+    both = present[0] & present[1]
+    change[~both] = np.nan
+    total = np.mean([r.total for r in runs[0]])
+    big = np.abs(mean[1] - mean[0]) >= floor * total
+    p_value, test = (_evidence(runs) if every_p else
+                     _evidence(runs, both & big & (np.abs(change) > threshold), alpha))
+    significant = ~(p_value >= alpha)          # NaN: no test possible, not asked for
+    flagged = both & significant & big
+    return _Judged(mean, present, change, p_value, flagged & (change > threshold),
+                   flagged & (change < -threshold), test)
 
 
 def _profiles(side: Runs, name: str) -> List[Profile]:
@@ -192,33 +299,36 @@ def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: b
     return _Run(profile.nranks, slots, values, present, total, mpi)
 
 
-def _evidence(runs: List[List[_Run]]) -> Tuple[np.ndarray, str]:
-    """Per callpath, the two-sided p-value that the sides' means differ, and
-    the test's name."""
+def _evidence(runs: List[List[_Run]], wanted: Optional[np.ndarray] = None,
+              alpha: Optional[float] = None) -> Tuple[np.ndarray, str]:
+    """Per callpath (``wanted`` ones: NaN elsewhere), the two-sided p-value
+    that the sides' means differ (with ``alpha``: exact only below it, see
+    ``_t_columns``), and the test's name."""
     base, new = runs
     if len(base) >= 2 and len(new) >= 2:
         a = np.array([r.values.sum(axis=1) / r.nranks for r in base])
         b = np.array([r.values.sum(axis=1) / r.nranks for r in new])
-        return _welch(a, b), f"Welch's t-test over runs ({len(base)} vs {len(new)})"
+        return _welch(a, b, wanted, alpha), f"Welch's t-test over runs ({len(base)} vs {len(new)})"
     if len(base) == 1 and len(new) == 1 and np.array_equal(base[0].slots, new[0].slots):
         diff = new[0].values - base[0].values
-        return _paired(diff.T), f"paired t-test over (rank, execution) ({diff.shape[1]} pairs)"
+        return _paired(diff.T, wanted, alpha), f"paired t-test over (rank, execution) ({diff.shape[1]} pairs)"
     a = np.concatenate([r.values for r in base], axis=1).T
     b = np.concatenate([r.values for r in new], axis=1).T
-    return _welch(a, b), f"Welch's t-test over (rank, execution) values ({len(a)} vs {len(b)})"
+    return _welch(a, b, wanted, alpha), f"Welch's t-test over (rank, execution) values ({len(a)} vs {len(b)})"
 
 
-def _paired(diff: np.ndarray) -> np.ndarray:
+def _paired(diff: np.ndarray, wanted: Optional[np.ndarray] = None,
+            alpha: Optional[float] = None) -> np.ndarray:
     """p-values of the one-sample t-test that each column of ``diff`` has mean 0."""
     n = diff.shape[0]
     if n < 2:
         return np.full(diff.shape[1], np.nan)
-    mean = diff.mean(axis=0)
     se = np.sqrt(diff.var(axis=0, ddof=1) / n)
-    return np.array([_t_two_sided(m, s, n - 1) for m, s in zip(mean.tolist(), se.tolist())])
+    return _t_columns(diff.mean(axis=0), se, np.full(diff.shape[1], n - 1.0), wanted, alpha)
 
 
-def _welch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _welch(a: np.ndarray, b: np.ndarray, wanted: Optional[np.ndarray] = None,
+           alpha: Optional[float] = None) -> np.ndarray:
     """p-values of Welch's t-test between each column of ``a`` and of ``b``."""
     if len(a) < 2 or len(b) < 2:
         return np.full(a.shape[1], np.nan)
@@ -226,8 +336,39 @@ def _welch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     se = np.sqrt(va + vb)
     with np.errstate(divide="ignore", invalid="ignore"):
         df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    diff = b.mean(axis=0) - a.mean(axis=0)
-    return np.array([_t_two_sided(d, s, f) for d, s, f in zip(diff.tolist(), se.tolist(), df.tolist())])
+    return _t_columns(b.mean(axis=0) - a.mean(axis=0), se, df, wanted, alpha)
+
+
+def _t_columns(diff: np.ndarray, se: np.ndarray, df: np.ndarray, wanted: Optional[np.ndarray],
+               alpha: Optional[float] = None) -> np.ndarray:
+    """``_t_two_sided`` of each column (of the ``wanted`` ones; NaN elsewhere).
+    With ``alpha``, the exact p-value only where it is below ``alpha``, ``alpha``
+    itself elsewhere: decided against the critical value, the same for every
+    column of one degree of freedom (as a paired test's)."""
+    out = np.full(len(diff), np.nan)
+    rows = np.arange(len(diff)) if wanted is None else np.flatnonzero(wanted)
+    if alpha is not None and len(np.unique(df[rows])) <= 4:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.abs(diff[rows] / se[rows])
+        critical = np.array([_t_critical(f, alpha) for f in df[rows].tolist()])
+        beyond = ~(t <= critical)            # no spread (t NaN or inf): the exact rule decides
+        out[rows[~beyond]] = alpha
+        rows = rows[beyond]
+    out[rows] = [_t_two_sided(d, s, f) for d, s, f in
+                 zip(diff[rows].tolist(), se[rows].tolist(), df[rows].tolist())]
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _t_critical(df: float, alpha: float) -> float:
+    """The |t| whose two-sided p-value is ``alpha`` (bisection: p falls as |t| grows)."""
+    lo, hi = 0.0, 1.0
+    while _t_two_sided(hi, 1.0, df) > alpha:
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _t_two_sided(mid, 1.0, df) > alpha else (lo, mid)
+    return lo
 
 
 def _t_two_sided(diff: float, se: float, df: float) -> float:

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..format.encoding import excerpt
 from . import pop
 from .profile import read, snapshots
 
@@ -20,8 +21,10 @@ def pop_history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequenc
     consecutive kept snapshots (the first from the start of the run), from
     the differences of their cumulative values, as a pandas DataFrame. One
     row per (snapshot, callpath) with values recorded in that interval;
-    ``numbers``: the snapshots to use (default: every complete one, oldest
-    first); ``hosts`` as for ``Profile.pop`` (None: the recorded ones)."""
+    ``numbers``: the snapshots to use (default: every complete one; taken
+    oldest first whatever their order); ``hosts`` as for ``Profile.pop``
+    (None: the recorded ones). PopError (a ValueError) without snapshots or without MPI data in one;
+    KeyError for a ``callpath`` that no snapshot holds."""
     import pandas as pd
 
     return pd.DataFrame(history(outdir, callpath, hosts, numbers))
@@ -31,7 +34,8 @@ def history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequence[st
             hosts: Optional[pop.Hosts] = None, numbers: Optional[Sequence[int]] = None) -> pop.Columns:
     """The columns of ``pop_history``: lists and numpy arrays."""
     outdir = os.fspath(outdir)
-    numbers = snapshots(outdir) if numbers is None else list(numbers)
+    # oldest first: an interval is the difference with the snapshot before it
+    numbers = snapshots(outdir) if numbers is None else sorted(set(numbers))
     if not numbers:
         raise pop.PopError(f"{outdir}: no complete snapshot: the metrics over time need the snapshots "
                            "of a run kept with Profiler(frequency=..., keep='all')")
@@ -41,15 +45,17 @@ def history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequence[st
     names = HISTORY_COLUMNS + pop.COLUMNS + (pop.HOST_COLUMNS if hosts is not None else [])
     parts: Dict[str, List[Any]] = {name: [] for name in names}
     before: Dict[pop.Callpath, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    known = False           # some snapshot has the callpath
     for i, k in enumerate(numbers):
         snap = first if i == 0 else read(outdir, snapshot=k)
         if not snap.mpi_recorded:
             raise pop.PopError(f"{outdir}: snapshot {k} holds no MPI data: the metrics over time "
-                               "need the MPI time in every snapshot (record with Profiler(mpi=True); "
-                               "the C++ header's snapshots carry none, docs/native.md)")
+                               "need the MPI time in every snapshot (record with Profiler(mpi=True) "
+                               "or TINYPROF_MPI=1; an older C++ header's snapshots hold none)")
         ids = pop.host_ids(hosts, snap.nranks)
         now = dict(zip(snap.callpaths, zip(*pop.per_rank(snap))))
         paths = [p for p, keep in zip(snap.callpaths, pop.below(snap.callpaths, callpath)) if keep]
+        known = known or bool(paths)
         zero = np.zeros(snap.nranks)
         steps = [tuple(a - b for a, b in zip(now[p], before.get(p, (zero, zero, zero))))
                  for p in paths]
@@ -65,5 +71,7 @@ def history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequence[st
             value = cols[name]
             parts[name].append(value[ran] if isinstance(value, np.ndarray) else
                                [v for v, r in zip(value, ran) if r])
+    if callpath is not None and not known:
+        raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in the snapshots of {outdir}")
     return {name: np.concatenate(p) if name not in ("callpath", "created") and p else
             [v for chunk in p for v in chunk] for name, p in parts.items()}

@@ -9,6 +9,7 @@ split of load balance across and within nodes is TALP's.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -19,7 +20,7 @@ from . import trace as _trace
 from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments
 
 Callpath = Tuple[str, ...]
-Hosts = Union[Mapping[int, str], Sequence[str]]
+Hosts = Union[str, Mapping[int, str], Sequence[str]]
 Columns = Dict[str, Any]        # a name -> the list of callpaths, or a numpy array
 
 COLUMNS = ["callpath", "ranks", "runtime", "useful_mean", "useful_max", "load_balance",
@@ -53,19 +54,48 @@ def per_rank(profile: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         count[row, rank] = n
         if len(first):
             inc[row, rank] = np.add.reduceat(f.values.times, first)
+    parents = parent_rows(profile.callpaths)
     mpi = inclusive(mpi_exclusive(profile.mpi_data.ops, profile.callpaths, profile.nranks)["time"],
-                    parent_rows(profile.callpaths))
+                    parents)
+    waiting = sampled_waits(profile.callpaths)
+    if waiting.any():
+        # The capture charges a call to its site, a sibling of the sampled
+        # frames, so below a frame the MPI time is what its samples in MPI
+        # calls stand for; where the capture charged any, it is exact.
+        sampled = inclusive(np.where(waiting[:, None], inc, 0), parents)
+        mpi = np.where(mpi > 0, mpi, sampled)
     # summed in ns as integers, so that useful time subtracts exactly
     scale = PER_SECOND[profile.unit]
     return count, inc / scale, mpi / scale
 
 
+SAMPLED_FRAME = re.compile(r".* \([^()]*:[0-9]+\)\Z", re.S)
+SAMPLED_WAIT = re.compile(r"MPI_[A-Za-z_]+\Z")
+
+
+def sampled_waits(callpaths: Sequence[Callpath]) -> np.ndarray:
+    """Which callpaths are samples of a thread inside an MPI call: an
+    ``MPI_<method>`` below a sampled frame ``function (file:line)``
+    (docs/unannotated.md). An event cannot be one: events hang only below
+    events."""
+    return np.array([len(p) > 1 and SAMPLED_WAIT.match(p[-1]) is not None
+                     and SAMPLED_FRAME.match(p[-2]) is not None for p in callpaths], bool)
+
+
 def host_ids(hosts: Optional[Hosts], nranks: int) -> Optional[np.ndarray]:
     """Each rank's host as a small integer (ranks on one host share it), from
-    a mapping rank -> host name or a sequence of one name per rank; None for None."""
+    a mapping rank -> host name, a sequence of one name per rank, or a
+    string as ``rank_hosts`` and ``--hosts`` write them (``"n1*64,n2*64"``);
+    None for None."""
     if hosts is None:
         return None
-    if isinstance(hosts, Mapping):
+    names: Sequence[Optional[str]]
+    if isinstance(hosts, str):          # a str is a sequence too: of characters, not of hosts
+        try:
+            names = hostlist.decode(hosts, nranks, "hosts")
+        except ValueError as e:
+            raise PopError(str(e)) from None
+    elif isinstance(hosts, Mapping):
         names = [hosts.get(r) for r in range(nranks)]
         if None in names:
             raise PopError(f"hosts: no host for rank {names.index(None)} of the profile's {nranks}")

@@ -220,9 +220,10 @@ class Profile:
         time: inclusive time outside the MPI calls recorded there and below),
         ``load_balance`` (mean over max useful time), ``communication_efficiency``
         (max useful time over runtime) and ``parallel_efficiency`` (their
-        product). With ``hosts`` (a host name per rank: a sequence, or a
-        mapping from rank), also ``hosts`` and TALP's ``load_balance_in`` and
-        ``load_balance_out`` (within and across nodes); by default the hosts
+        product). With ``hosts`` (a host name per rank: a sequence, a
+        mapping from rank, or ``"n1*64,n2*64"`` as ``--hosts``), also
+        ``hosts`` and TALP's ``load_balance_in`` and ``load_balance_out``
+        (within and across nodes); by default the hosts
         the run metadata records (``rank_hosts``), when the run spanned
         several. With ``trace=True``
         (a traced profile), also ``ideal_runtime`` (the runtime replayed on an

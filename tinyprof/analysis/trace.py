@@ -116,7 +116,7 @@ def from_files(files: Sequence[Any], callpaths: Sequence[Callpath], nranks: int,
             ncalls += len(c)
     evs = np.concatenate(ev) if ev else np.zeros((0, 5), np.int64)
     cls = np.concatenate(calls) if calls else np.zeros((0, 9), np.int64)
-    origin = min([int(a[:, 3].min()) for a in (evs, cls) if len(a)], default=0)
+    origin = min([int(np.min(a[:, 3])) for a in (evs, cls) if len(a)], default=0)
     evs[:, 3:5] -= origin
     cls[:, 3:5] -= origin
     trace = Trace(nranks, unit, list(callpaths), list(ops), list(comms), origin,
@@ -224,7 +224,7 @@ def collective_instances(trace: Trace) -> Tuple[np.ndarray, int]:
     seq = np.arange(len(order)) - first                    # k on its (comm, rank)
     _, ids = np.unique(pair_key(c["comm"][order], seq), return_inverse=True)
     inst[order] = ids.ravel()
-    return inst, int(ids.max()) + 1
+    return inst, int(np.max(ids)) + 1
 
 
 def _dependencies(trace: Trace) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -169,7 +169,7 @@ def _check_size(profile: Profile, samples: np.ndarray) -> None:
     entries = int((depth * samples).sum())
     if entries > MAX_STACK_ENTRIES:
         raise ConvertError(f"profile {excerpt(profile.name)}: its pprof stacks would hold {entries} "
-                           f"location ids (callpaths up to {depth.max()} levels deep, "
+                           f"location ids (callpaths up to {np.max(depth)} levels deep, "
                            f"{int(samples.sum())} samples), more than {MAX_STACK_ENTRIES}: pprof "
                            "repeats the whole callpath in every sample")
 

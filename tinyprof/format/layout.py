@@ -29,6 +29,13 @@ def file_name(name: str, index: int, count: int) -> str:
     return f"{safe}.{index:0{len(str(count))}d}-of-{count}{SUFFIX}"
 
 
+def set_key(name: str) -> Optional[Tuple[str, int]]:
+    """The (stem, file count) of the set that the file named ``name`` (no
+    directory) belongs to, None when it is not a set file's name."""
+    m = _SET_RE.match(name)
+    return (m["name"], int(m["count"])) if m else None
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """One write to a temporary file, then rename: readers never see half a
     file, and a failure leaves no temporary file behind. The temporary file

@@ -272,7 +272,7 @@ def _event_rows(r: _Reader, n: int, nthreads: int, nlines: int) -> np.ndarray:
     # fromstring saturates at 2^64-1, which the bound below rejects
     rows = np.fromstring(region.replace(b"|", b" "), dtype=np.uint64, sep=" ").reshape(-1, 4) \
         if n else np.zeros((0, 4), np.uint64)
-    if len(rows) and rows.max() > _INT64_MAX:
+    if len(rows) and np.max(rows) > _INT64_MAX:
         raise r.fail("a number in an event row exceeds 2^63-1")
     rows = rows.astype(np.int64)
     bad = np.flatnonzero((rows[:, 0] >= nthreads) | (rows[:, 1] >= nlines))

@@ -12,25 +12,31 @@
  * Python object or takes the GIL on that path. Only CPython 3.11's frame
  * layout is known (sites_supported()).
  *
- * The sampler's helpers: `stacks()` gives each thread's frames (as code
- * objects) and current context, in which the C core's ContextVar names the
- * thread's innermost open event; `contexts()` the contexts alone, for the
- * sampler's slower path on other Pythons.
+ * Sampled stacks: `Samples` (below) counts every thread's stack and
+ * innermost open event, per sample, in C; `contexts()` gives the threads'
+ * contexts alone, for the sampler's pure-Python path on other Pythons.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <structmember.h>
+
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(PYPY_VERSION)
 #define SITES 1
 #define Py_BUILD_CORE 1
 #include <internal/pycore_frame.h>
+#undef _PyGC_FINALIZED          /* Python.h's, redefined by the internal headers */
+#include <internal/pycore_interp.h>
+#include <internal/pycore_runtime.h>
 #undef Py_BUILD_CORE
 #endif
 
@@ -347,56 +353,585 @@ sites_read(PyObject *m, PyObject *unused)
     return Py_BuildValue("(Ni)", out, atomic_load(&full));
 }
 
-/* {thread id: (its context or None, key, codes, lasti)}: each thread's
- * frames, innermost first, as a tuple of code objects, a bytes key of them
- * (their addresses: the sampler's cache key), and the byte offset of the
- * innermost one's instruction. Holding the GIL, no frame object is made. */
-static PyObject *
-stacks(PyObject *m, PyObject *unused)
+/* ---- sampled stacks -------------------------------------------------------
+ *
+ * A Samples object counts one process's sampled stacks: `run` sleeps and
+ * takes a sample, HZ times a second, in the sampler thread; `take` reads,
+ * holding the GIL, every thread's frames and innermost open event and adds
+ * the time since the previous sample to the count of (execution, parent
+ * node id, thread, innermost instruction, code objects): C arrays of
+ * pointers in an open-addressing table, no Python object made (a new key
+ * keeps references to its code objects, so that their addresses stay
+ * theirs). `drain` hands the counts over and starts afresh; the names are
+ * made from them then, in Python (stacks.Sampler), not per sample. Python
+ * code runs only before the table is touched (the thread names, and finding
+ * the core's ContextVar), so a drain from another thread never sees it half
+ * changed. */
+
+typedef struct {
+    unsigned long ident;
+    PyObject *name;             /* owned; NULL: tinyprof's thread, never sampled */
+} Thread;
+
+typedef struct {
+    uint64_t hash;
+    int64_t execution, ns;
+    int32_t parent;
+    int lasti, n;
+    PyObject *thread;           /* owned name; NULL: the main thread */
+    PyObject **codes;           /* owned, innermost first */
+} Entry;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *executions;       /* () -> executions started (the core's) */
+    PyObject *names;            /* () -> {thread id: name, None for tinyprof's} */
+    PyObject *node_type;        /* the core's Node */
+    PyObject *var;              /* the ContextVar holding a thread's node, once seen */
+    unsigned long main;
+    _Atomic(PyThreadState *) main_ts;  /* once seen; only compared, without the GIL */
+    PyInterpreterState *interp;
+    atomic_int want;            /* a sample asked of the main thread's pending call */
+    atomic_int queued;          /* that pending call is queued */
+    atomic_int names_due;       /* the thread names need Python code: the sampler's own turn */
+    atomic_int failed;          /* the pending call's sample failed: its exception below */
+    int call_ref;               /* the queued call holds a reference (run() has returned) */
+    PyObject *error[3];
+    int dflt;                   /* parent of threads with no open event (0: the main thread's outermost) */
+    long long taken, by_main, main_ns;
+    int64_t last;
+    atomic_int stopped;
+    Thread *threads;
+    Py_ssize_t nthreads;
+    Entry *entries;
+    size_t n, cap;
+    uint32_t *slots;            /* entry index + 1, 0: empty; a power of two, at most 3/4 used */
+    size_t nslots;
+    PyObject **scratch;         /* one stack's code objects */
+    size_t scap;
+} Samples;
+
+static PyObject *str_parent, *str_id;
+
+static int64_t
+monotonic_ns(void)
 {
-    (void)m;
-    (void)unused;
-    PyObject *out = PyDict_New();
-    if (out == NULL)
-        return NULL;
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get()); ts != NULL;
-         ts = PyThreadState_Next(ts)) {
-        _PyInterpreterFrame *top = ts->cframe ? ts->cframe->current_frame : NULL;
-        Py_ssize_t n = 0;
-        for (_PyInterpreterFrame *f = top; f != NULL; f = f->previous)
-            n += !_PyFrame_IsIncomplete(f);
-        PyObject *codes = PyTuple_New(n);
-        PyObject *key = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(void *));
-        PyObject *ident = PyLong_FromUnsignedLong(ts->thread_id);
-        PyObject *row = NULL;
-        if (codes != NULL && key != NULL && ident != NULL) {
-            void **at = (void **)PyBytes_AS_STRING(key);
-            Py_ssize_t i = 0;
-            int lasti = -1;
-            for (_PyInterpreterFrame *f = top; f != NULL; f = f->previous) {
-                if (_PyFrame_IsIncomplete(f))
-                    continue;
-                if (i == 0)
-                    lasti = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
-                Py_INCREF(f->f_code);
-                PyTuple_SET_ITEM(codes, i, (PyObject *)f->f_code);
-                at[i++] = f->f_code;
-            }
-            row = Py_BuildValue("(OOOi)", ts->context ? ts->context : Py_None, key, codes, lasti);
-        }
-        Py_XDECREF(codes);
-        Py_XDECREF(key);
-        if (row == NULL || PyDict_SetItem(out, ident, row) < 0) {
-            Py_XDECREF(row);
-            Py_XDECREF(ident);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(row);
-        Py_DECREF(ident);
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);     /* time.perf_counter_ns's clock */
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void
+threads_clear(Thread *t, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(t[i].name);
+    PyMem_Free(t);
+}
+
+static void
+entries_clear(Entry *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        Py_XDECREF(e[i].thread);
+        for (int j = 0; j < e[i].n; j++)
+            Py_DECREF(e[i].codes[j]);
+        PyMem_Free(e[i].codes);
     }
+    PyMem_Free(e);
+}
+
+static Thread *
+thread_find(Samples *self, unsigned long ident)
+{
+    for (Py_ssize_t i = 0; i < self->nthreads; i++)
+        if (self->threads[i].ident == ident)
+            return &self->threads[i];
+    return NULL;
+}
+
+/* Thread names afresh from names(). Runs Python code. */
+static int
+threads_refresh(Samples *self)
+{
+    PyObject *d = PyObject_CallNoArgs(self->names);
+    if (d == NULL)
+        return -1;
+    if (!PyDict_Check(d)) {
+        Py_DECREF(d);
+        PyErr_SetString(PyExc_TypeError, "names() must return a dict");
+        return -1;
+    }
+    Thread *t = PyMem_Calloc((size_t)PyDict_GET_SIZE(d) + 1, sizeof(Thread));
+    if (t == NULL) {
+        Py_DECREF(d);
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t pos = 0, n = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        t[n].ident = PyLong_AsUnsignedLong(k);
+        if (t[n].ident == (unsigned long)-1 && PyErr_Occurred()) {
+            threads_clear(t, n);
+            Py_DECREF(d);
+            return -1;
+        }
+        t[n].name = v == Py_None ? NULL : Py_NewRef(v);
+        n++;
+    }
+    Py_DECREF(d);
+    threads_clear(self->threads, self->nthreads);
+    self->threads = t;
+    self->nthreads = n;
+    return 0;
+}
+
+/* A thread names() did not know: named after its id, until the next refresh.
+ * Makes no tracked object (no collection, so no Python code, runs). */
+static Thread *
+thread_add(Samples *self, unsigned long ident)
+{
+    PyObject *name = PyUnicode_FromFormat("%lu", ident);
+    if (name == NULL)
+        return NULL;
+    Thread *t = PyMem_Realloc(self->threads, (size_t)(self->nthreads + 1) * sizeof(Thread));
+    if (t == NULL) {
+        Py_DECREF(name);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    self->threads = t;
+    t[self->nthreads].ident = ident;
+    t[self->nthreads].name = name;
+    return &t[self->nthreads++];
+}
+
+/* The ContextVar whose values are the core's nodes, from the first context
+ * that holds one. Runs Python code (iterates contexts). */
+static void
+find_var(Samples *self)
+{
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(PyInterpreterState_Get());
+         ts != NULL && self->var == NULL; ts = PyThreadState_Next(ts)) {
+        if (ts->context == NULL)
+            continue;
+        PyObject *ctx = Py_NewRef(ts->context), *it = PyObject_GetIter(ctx), *key;
+        while (it != NULL && self->var == NULL && (key = PyIter_Next(it)) != NULL) {
+            PyObject *value = PyObject_GetItem(ctx, key);
+            if (value != NULL && Py_TYPE(value) == (PyTypeObject *)self->node_type)
+                self->var = Py_NewRef(key);
+            Py_XDECREF(value);
+            Py_DECREF(key);
+        }
+        Py_XDECREF(it);
+        Py_DECREF(ctx);
+        PyErr_Clear();
+    }
+}
+
+/* The node a context holds as its thread's innermost open event (a new
+ * reference), or NULL: none, or the root. */
+static PyObject *
+context_node(Samples *self, PyObject *ctx)
+{
+    if (ctx == NULL || self->var == NULL || PySequence_Contains(ctx, self->var) != 1)
+        return NULL;
+    PyObject *node = PyObject_GetItem(ctx, self->var);
+    if (node == NULL || Py_TYPE(node) != (PyTypeObject *)self->node_type) {
+        PyErr_Clear();
+        Py_XDECREF(node);
+        return NULL;
+    }
+    PyObject *parent = PyObject_GetAttr(node, str_parent);
+    int root = parent == NULL || parent == Py_None;
+    PyErr_Clear();
+    Py_XDECREF(parent);
+    if (root)
+        Py_CLEAR(node);
+    return node;
+}
+
+static int32_t
+node_id(PyObject *node)
+{
+    PyObject *id = PyObject_GetAttr(node, str_id);
+    long v = id ? PyLong_AsLong(id) : 0;
+    Py_XDECREF(id);
+    PyErr_Clear();              /* unreadable: counted under the root */
+    return (int32_t)v;
+}
+
+/* The id of the outermost open event above `node` (stolen; NULL: 0). */
+static int32_t
+outermost(PyObject *node)
+{
+    while (node != NULL) {
+        PyObject *parent = PyObject_GetAttr(node, str_parent);
+        PyObject *grand = parent && parent != Py_None ? PyObject_GetAttr(parent, str_parent) : NULL;
+        int top = grand == NULL || grand == Py_None;
+        PyErr_Clear();
+        Py_XDECREF(grand);
+        if (top) {
+            Py_XDECREF(parent);
+            break;
+        }
+        Py_SETREF(node, parent);
+    }
+    int32_t id = node ? node_id(node) : 0;
+    Py_XDECREF(node);
+    return id;
+}
+
+static int
+slots_grow(Samples *self)
+{
+    size_t nslots = self->nslots ? self->nslots * 2 : 256;
+    uint32_t *slots = PyMem_Calloc(nslots, sizeof(uint32_t));
+    if (slots == NULL)
+        return -1;
+    for (size_t j = 0; j < self->n; j++) {
+        size_t i = (size_t)self->entries[j].hash & (nslots - 1);
+        while (slots[i])
+            i = (i + 1) & (nslots - 1);
+        slots[i] = (uint32_t)(j + 1);
+    }
+    PyMem_Free(self->slots);
+    self->slots = slots;
+    self->nslots = nslots;
+    return 0;
+}
+
+/* Adds `ns` to the count of a stack, a new entry if it was not seen. */
+static int
+count(Samples *self, uint64_t hash, int64_t execution, int32_t parent, PyObject *thread, int lasti,
+      int n, int64_t ns)
+{
+    if ((self->n + 1) * 4 > self->nslots * 3 && slots_grow(self) < 0)
+        return -1;
+    size_t mask = self->nslots - 1, i = (size_t)hash & mask;
+    for (; self->slots[i]; i = (i + 1) & mask) {
+        Entry *e = &self->entries[self->slots[i] - 1];
+        if (e->hash == hash && e->execution == execution && e->parent == parent && e->thread == thread
+            && e->lasti == lasti && e->n == n
+            && memcmp(e->codes, self->scratch, (size_t)n * sizeof(PyObject *)) == 0) {
+            e->ns += ns;
+            return 0;
+        }
+    }
+    if (self->n == self->cap) {
+        size_t cap = self->cap ? self->cap * 2 : 64;
+        Entry *entries = PyMem_Realloc(self->entries, cap * sizeof(Entry));
+        if (entries == NULL)
+            return -1;
+        self->entries = entries;
+        self->cap = cap;
+    }
+    PyObject **codes = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(PyObject *));
+    if (codes == NULL)
+        return -1;
+    for (int j = 0; j < n; j++)
+        codes[j] = Py_NewRef(self->scratch[j]);
+    self->entries[self->n] = (Entry){hash, execution, ns, parent, lasti, n, Py_XNewRef(thread), codes};
+    self->slots[i] = (uint32_t)++self->n;
+    return 0;
+}
+
+/* One sample of every thread but tinyprof's. `own`: in the sampler's
+ * thread, which may run the thread names' Python code; else (the main
+ * thread's pending call, which may have interrupted threading's own code
+ * holding its lock) a sample that needs them is left to the sampler's next
+ * turn (0, names_due set), its time carried over to that sample. 1: taken. */
+static int
+take(Samples *self, int own)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    int refresh = self->taken % 100 == 0;    /* renamed threads, reused ids */
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL && !refresh;
+         ts = PyThreadState_Next(ts))
+        refresh = thread_find(self, ts->thread_id) == NULL;
+    if (refresh && !own) {
+        atomic_store(&self->names_due, 1);
+        return 0;
+    }
+    /* Python code first: the table is not touched yet */
+    PyObject *r = PyObject_CallNoArgs(self->executions);
+    long long execution = r ? PyLong_AsLongLong(r) - 1 : -2;
+    Py_XDECREF(r);
+    if (execution == -2 && PyErr_Occurred())
+        return -1;
+    if (execution < 0)
+        execution = 0;
+    if (refresh && threads_refresh(self) < 0)
+        return -1;
+    atomic_store(&self->names_due, 0);
+    if (self->var == NULL)
+        find_var(self);
+
+    int64_t now = monotonic_ns(), weight = now - self->last;
+    self->last = now;
+    int32_t dflt = -1;          /* threads with no open event: computed when first needed */
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (ts->thread_id == self->main)
+            self->main_ts = ts;
+        Thread *t = thread_find(self, ts->thread_id);
+        if (t == NULL && (t = thread_add(self, ts->thread_id)) == NULL)
+            return -1;
+        if (t->name == NULL)
+            continue;
+        int n = 0, lasti = -1;
+        for (_PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL; f != NULL; f = f->previous) {
+            if (_PyFrame_IsIncomplete(f))
+                continue;
+            if ((size_t)n == self->scap) {
+                size_t scap = self->scap ? self->scap * 2 : 64;
+                PyObject **scratch = PyMem_Realloc(self->scratch, scap * sizeof(PyObject *));
+                if (scratch == NULL) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                self->scratch = scratch;
+                self->scap = scap;
+            }
+            if (n == 0)
+                lasti = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
+            self->scratch[n++] = (PyObject *)f->f_code;
+        }
+        PyObject *node = context_node(self, ts->context);
+        int32_t parent;
+        if (node != NULL) {
+            parent = node_id(node);
+            Py_DECREF(node);
+        } else {
+            if (dflt < 0) {
+                dflt = self->dflt;
+                for (PyThreadState *m = PyInterpreterState_ThreadHead(interp); m != NULL && dflt == 0;
+                     m = PyThreadState_Next(m))
+                    if (m->thread_id == self->main)
+                        dflt = outermost(context_node(self, m->context));
+            }
+            parent = dflt;
+        }
+        PyObject *thread = ts->thread_id == self->main ? NULL : t->name;
+        uint64_t hash = mix(mix(mix(mix((uint64_t)execution, (uint32_t)parent), (uintptr_t)thread),
+                                (uint32_t)lasti), (uint32_t)n);
+        for (int j = 0; j < n; j++)
+            hash = mix(hash, (uintptr_t)self->scratch[j]);
+        if (count(self, hash, execution, parent, thread, lasti, n, weight) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    self->taken++;
+    return 1;
+}
+
+static PyObject *
+samples_take(Samples *self, PyObject *unused)
+{
+    (void)unused;
+    if (take(self, 1) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The main thread's pending call: the sample asked, taken by the thread
+ * that runs Python, between two of its instructions. Never fails into the
+ * program: a failure is kept for the sampler thread to report. */
+static int
+pending_sample(void *arg)
+{
+    Samples *self = arg;
+    atomic_store(&self->queued, 0);
+    if (atomic_exchange(&self->want, 0) && !self->stopped && !atomic_load(&self->failed)) {
+        int64_t start = monotonic_ns();
+        int r = take(self, 0);
+        self->main_ns += monotonic_ns() - start;
+        if (r < 0) {
+            PyErr_Fetch(&self->error[0], &self->error[1], &self->error[2]);
+            atomic_store(&self->failed, 1);
+        }
+        self->by_main += r > 0;
+    }
+    if (self->call_ref) {
+        self->call_ref = 0;
+        Py_DECREF(self);
+    }
+    return 0;
+}
+
+/* run(interval ns, limit): sleep, take a sample, until stop() (False) or
+ * the table holds `limit` stacks or more (True: drain it, run again); in the sampler
+ * thread. While the main thread runs Python (it holds the GIL), the sample
+ * is asked of it as a pending call, which it runs at its next instruction:
+ * taking the GIL from it instead would make it hand the GIL over, wait
+ * until this thread is scheduled and wait again for it back, which on a
+ * loaded machine costs it far more than the sample. Else (the main thread
+ * waits in MPI, sleeps or has ended; or the call is refused) this thread
+ * takes the GIL and the sample. */
+static PyObject *
+samples_run(Samples *self, PyObject *args)
+{
+    long long interval;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "Ln", &interval, &limit))
+        return NULL;
+    if (interval <= 0 || limit <= 0)
+        return PyErr_Format(PyExc_ValueError, "the interval and the limit must be > 0");
+    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
+    int ok = 1, full = 0;
+    PyThreadState *me = PyEval_SaveThread();
+    while (!self->stopped && !atomic_load(&self->failed)) {
+        struct timespec t = {(time_t)(interval / 1000000000), (long)(interval % 1000000000)};
+        while (nanosleep(&t, &t) != 0 && errno == EINTR)
+            ;
+        if (self->stopped)
+            break;
+        PyThreadState *main = self->main_ts;
+        if (main != NULL && !atomic_load(&self->names_due) && _Py_atomic_load(&gil->locked)
+            && (PyThreadState *)_Py_atomic_load(&gil->last_holder) == main) {
+            atomic_store(&self->want, 1);
+            if (atomic_exchange(&self->queued, 1) || Py_AddPendingCall(pending_sample, self) == 0) {
+                /* 3.11 wakes the main thread's eval loop only when the main thread adds the call */
+                _Py_atomic_store_relaxed(&self->interp->ceval.eval_breaker, 1);
+                continue;
+            }
+            atomic_store(&self->queued, 0);
+        }
+        atomic_store(&self->want, 0);
+        PyEval_RestoreThread(me);
+        ok = take(self, 1) >= 0;
+        full = self->n >= (size_t)limit;    /* read here, holding the GIL: at least each 100th sample */
+        me = PyEval_SaveThread();
+        if (!ok || full)
+            break;
+    }
+    PyEval_RestoreThread(me);
+    if (atomic_load(&self->queued) && !self->call_ref) {
+        Py_INCREF(self);        /* the queued call's, dropped when it runs */
+        self->call_ref = 1;
+    }
+    if (ok && atomic_load(&self->failed) && self->error[0] != NULL) {
+        PyErr_Restore(self->error[0], self->error[1], self->error[2]);
+        self->error[0] = self->error[1] = self->error[2] = NULL;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(full);
+}
+
+static PyObject *
+samples_stop(Samples *self, PyObject *unused)
+{
+    (void)unused;
+    atomic_store(&self->stopped, 1);
+    Py_RETURN_NONE;
+}
+
+/* [(execution, parent node id, thread name or None (main), byte offset of
+ * the innermost frame's instruction, code objects innermost first, ns)]
+ * since the last drain; the table starts afresh. */
+static PyObject *
+samples_drain(Samples *self, PyObject *unused)
+{
+    (void)unused;
+    Entry *e = self->entries;
+    size_t n = self->n;
+    PyMem_Free(self->slots);
+    self->entries = NULL;
+    self->slots = NULL;
+    self->n = self->cap = self->nslots = 0;
+    /* making the list may collect, and so run the sampler: it counts afresh */
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    size_t i = 0;
+    for (; out != NULL && i < n; i++) {
+        PyObject *codes = PyTuple_New(e[i].n);
+        if (codes == NULL)
+            break;
+        for (int j = 0; j < e[i].n; j++)
+            PyTuple_SET_ITEM(codes, j, e[i].codes[j]);  /* the entry's references */
+        e[i].n = 0;
+        PyObject *row = Py_BuildValue("(LiOiNL)", (long long)e[i].execution, e[i].parent,
+                                      e[i].thread ? e[i].thread : Py_None, e[i].lasti, codes,
+                                      (long long)e[i].ns);
+        if (row == NULL)
+            break;
+        PyList_SET_ITEM(out, (Py_ssize_t)i, row);
+    }
+    entries_clear(e, n);
+    if (out != NULL && i < n)
+        Py_CLEAR(out);
     return out;
 }
+
+static int
+samples_init(Samples *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"executions", "names", "node_type", "main", NULL};
+    PyObject *executions, *names, *node_type;
+    unsigned long main;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!k", kwlist, &executions, &names, &PyType_Type,
+                                     &node_type, &main))
+        return -1;
+    Py_XSETREF(self->executions, Py_NewRef(executions));
+    Py_XSETREF(self->names, Py_NewRef(names));
+    Py_XSETREF(self->node_type, Py_NewRef(node_type));
+    self->main = main;
+    self->interp = PyInterpreterState_Get();
+    self->last = monotonic_ns();
+    return 0;
+}
+
+static void
+samples_dealloc(Samples *self)
+{
+    Py_XDECREF(self->executions);
+    Py_XDECREF(self->names);
+    Py_XDECREF(self->node_type);
+    Py_XDECREF(self->var);
+    for (int j = 0; j < 3; j++)
+        Py_XDECREF(self->error[j]);
+    threads_clear(self->threads, self->nthreads);
+    entries_clear(self->entries, self->n);
+    PyMem_Free(self->slots);
+    PyMem_Free(self->scratch);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef samples_methods[] = {
+    {"take", (PyCFunction)samples_take, METH_NOARGS, "One sample of every thread but tinyprof's."},
+    {"run", (PyCFunction)samples_run, METH_VARARGS,
+     "run(interval ns, limit): sleep, take a sample, until stop() (False) or `limit` stacks are held (True)."},
+    {"stop", (PyCFunction)samples_stop, METH_NOARGS, "run() returns after its current sleep."},
+    {"drain", (PyCFunction)samples_drain, METH_NOARGS,
+     "[(execution, parent node id, thread name or None, innermost instruction's byte offset, "
+     "code objects innermost first, ns)] since the last drain."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef samples_members[] = {
+    {"default", T_INT, offsetof(Samples, dflt), 0,
+     "Parent node id of threads with no open event (0: the main thread's outermost open event)."},
+    {"taken", T_LONGLONG, offsetof(Samples, taken), READONLY, "Samples taken."},
+    {"by_main", T_LONGLONG, offsetof(Samples, by_main), READONLY,
+     "Of which taken by the main thread's pending call, while it ran Python."},
+    {"main_ns", T_LONGLONG, offsetof(Samples, main_ns), READONLY,
+     "The main thread's time in those pending calls, in ns (what they cost the program)."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject SamplesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tinyprof.runtime._frames.Samples",
+    .tp_basicsize = sizeof(Samples),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Samples(executions, names, node_type, main thread id): sampled stacks, counted.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)samples_init,
+    .tp_dealloc = (destructor)samples_dealloc,
+    .tp_methods = samples_methods,
+    .tp_members = samples_members,
+};
 #endif  /* SITES */
 
 static PyObject *
@@ -444,9 +979,6 @@ static PyMethodDef methods[] = {
      "The node id the sites of threads with no open event go below (0: the root)."},
     {"sites_read", sites_read, METH_NOARGS,
      "([(site id, parent node id, frame names outermost first)], table full?)."},
-    {"stacks", stacks, METH_NOARGS,
-     "{thread id: (context or None, key bytes, code objects innermost first, byte offset of the "
-     "innermost's instruction)}."},
 #endif
     {"contexts", contexts, METH_NOARGS, "{thread id: the thread's current context, or None}."},
     {NULL, NULL, 0, NULL},
@@ -454,12 +986,22 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "tinyprof.runtime._frames",
-    "Python call sites of MPI calls, read without the GIL, and other threads' contexts.", -1,
+    "Python call sites of MPI calls, read without the GIL, and sampled stacks.", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
 PyInit__frames(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+#ifdef SITES
+    str_parent = PyUnicode_InternFromString("parent");
+    str_id = PyUnicode_InternFromString("id");
+    if (m == NULL || str_parent == NULL || str_id == NULL || PyType_Ready(&SamplesType) < 0
+        || PyModule_AddObjectRef(m, "Samples", (PyObject *)&SamplesType) < 0) {
+        Py_XDECREF(m);
+        return NULL;
+    }
+#endif
+    return m;
 }

@@ -232,7 +232,7 @@ class Capture:
         finally:
             self.lib.tinyprof_mpi_free(calls)
             self.lib.tinyprof_mpi_free(eps)
-        ops = [self._op(op) for op in range(int(rows[:, 4].max(initial=-1)) + 1)]
+        ops = [self._op(op) for op in range(int(np.max(rows[:, 4], initial=-1)) + 1)]
         comms, index = self._comms({})
         return CallTrace(rows, ends, dropped.value, ops,
                          {i: comms[pos].name for i, pos in index.items()})

@@ -11,17 +11,21 @@ converter shows them; nothing is added to Event enter and exit.
   returns a site id for (current node, K innermost frames of the program),
   and ``Added`` names the site's callpath ``function (file:line)`` of the
   calling line, below that node.
-- **Samples** (``Profiler(sample=HZ)``): a helper thread reads every
-  thread's stack HZ times a second (``_frames.stacks``, else
-  ``sys._current_frames``) and counts
-  (execution, the thread's innermost open event, thread, frames): a frame is
-  ``function (file:line)`` of the function's definition, a thread other than
-  the main one adds ``thread <name>`` above its frames, and a thread inside
-  an mpi4py call ends in ``MPI_<method>``. A sample stands for the time
-  since the previous one: the interval when the helper thread keeps up (it
-  needs the GIL, which a busy thread gives up every ``sys.getswitchinterval()``),
-  more when it could not. Each callpath's value per execution is the time of
-  its samples and those below it.
+- **Samples** (``Profiler(sample=HZ)``): a helper thread wakes HZ times a
+  second; every thread's stack is read and counted by (execution, the
+  thread's innermost open event, thread, code objects, innermost
+  instruction), in C (``_frames.Samples``; ``PySamples`` from
+  ``sys._current_frames`` on other Pythons). While the main thread runs
+  Python, it takes the sample itself, asked by a pending call, so that it
+  never hands the GIL over for a sample; else the helper thread takes the
+  GIL. The counts are named when read (``Sampler.counts``, at a flush or
+  snapshot): a frame is ``function (file:line)`` of the function's
+  definition, a thread other than the main one adds ``thread <name>``
+  above its frames, and a thread inside an mpi4py call ends in
+  ``MPI_<method>``. A sample stands for the time since the previous one:
+  the interval when the sampler keeps up, more when it could not. Each
+  callpath's value per execution is the time of its samples and those
+  below it.
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ _TINYPROF = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _NONE: Dict[str, Any] = {}
 PREFIX = "tinyprof-"        # tinyprof's own threads: never sampled
 _STACKS = 10_000            # distinct stacks named, then named afresh
+_TABLE = 50_000             # stacks counted, then named (Sampler.counts) and counted afresh
 
 
 def skipped_prefixes() -> Tuple[str, ...]:
@@ -233,85 +238,178 @@ def lines(events: Sequence[LocalEvent]) -> Dict[int, int]:
     return out
 
 
-class Sampler:
-    """This process's threads' Python stacks, read every ``interval_ns`` by
-    a helper thread that makes no MPI call; each stack's time in ns."""
+def thread_names() -> Dict[int, Optional[str]]:
+    """{thread id: name}, None for tinyprof's threads (never sampled)."""
+    return {t.ident: None if t.name.startswith(PREFIX) else t.name
+            for t in threading.enumerate() if t.ident is not None}
 
-    def __init__(self, interval_ns: int) -> None:
-        self.interval = interval_ns / 1e9
+
+Raw = Tuple[int, int, Optional[str], int, Tuple[Any, ...], int]
+
+
+class PySamples:
+    """``_frames.Samples`` in Python, from ``sys._current_frames()``: where
+    the frames cannot be read directly (other Pythons than 3.11, or the
+    extension not built: then every sample is below the default parent)."""
+
+    def __init__(self, executions: Any, names: Any, node_type: Any, main: int) -> None:
+        self._executions, self._names, self._node_type, self._main = executions, names, node_type, main
+        self.default = 0
         self.taken = 0
         self._last = time.perf_counter_ns()
-        self.default = 0                # parent of threads with no open event (0: see take)
+        self._stopped = False
+        self._threads: Dict[int, Optional[str]] = {}
+        self._lock = threading.Lock()       # a drain from another thread, between two counts
+        # (execution, parent, thread, lasti, ids of the codes) -> [ns, codes]
+        self._counts: Dict[Tuple[int, int, Optional[str], int, Tuple[int, ...]], List[Any]] = {}
+
+    def take(self) -> None:
+        contexts = _frames.contexts() if _frames is not None else {}
+        frames = sys._current_frames()
+        if self.taken % 100 == 0 or not self._threads.keys() >= frames.keys():
+            self._threads = self._names()
+        execution = max(self._executions() - 1, 0)
+        now = time.perf_counter_ns()
+        weight, self._last = now - self._last, now
+        default: Optional[int] = None      # of threads with no open event, when first needed
+        keys = []
+        for ident, top in frames.items():
+            thread = self._threads.get(ident, str(ident))
+            if thread is None:
+                continue
+            codes: List[Any] = []
+            frame: Any = top
+            while frame is not None:
+                codes.append(frame.f_code)
+                frame = frame.f_back
+            node = _node_in(contexts.get(ident), self._node_type)
+            if node is not None:
+                parent: int = node.id
+            else:
+                if default is None:
+                    default = self.default or _outermost(_node_in(contexts.get(self._main), self._node_type))
+                parent = default
+            keys.append(((execution, parent, None if ident == self._main else thread, top.f_lasti,
+                          tuple(map(id, codes))), codes))
+        with self._lock:
+            for key, codes in keys:
+                entry = self._counts.get(key)
+                if entry is None:
+                    entry = self._counts[key] = [0, tuple(codes)]
+                entry[0] += weight
+            self.taken += 1
+
+    def run(self, interval_ns: int, limit: int) -> bool:
+        while not self._stopped:
+            # time.sleep, not Event.wait: a wake-up runs no Python code of threading's
+            time.sleep(interval_ns / 1e9)
+            if not self._stopped:
+                self.take()
+                if len(self._counts) >= limit:
+                    return True
+        return False
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    def drain(self) -> List[Raw]:
+        with self._lock:
+            counts, self._counts = self._counts, {}
+        return [(x, parent, thread, lasti, codes, ns)
+                for (x, parent, thread, lasti, _), (ns, codes) in counts.items()]
+
+
+def samples_type() -> Any:
+    """What counts the samples here: ``_frames.Samples``, else ``PySamples``."""
+    return _frames.Samples if _frames is not None and _frames.sites_supported() else PySamples
+
+
+class Sampler:
+    """This process's threads' Python stacks, read every ``interval_ns`` by
+    a helper thread that makes no MPI call; each stack's time in ns. A
+    sample only counts the stack's code objects (``samples``, in C where
+    it can: ``_frames.Samples``); they are named when read (``counts``)."""
+
+    def __init__(self, interval_ns: int, samples: Any = None) -> None:
+        self.interval_ns = interval_ns
+        self._samples = (samples or samples_type())(annotate.impl.executions, thread_names,
+                                                    type(annotate.impl.root()),
+                                                    threading.main_thread().ident)
         self._counts: Dict[Tuple[int, int, Tuple[str, ...]], int] = {}
         self._lock = threading.Lock()
-        self.stopped = False
-        self._threads: Dict[int, str] = {}         # ident -> name, of the threads seen
-        self._main = threading.main_thread().ident
-        self._stacks: Dict[Any, Tuple[Tuple[str, ...], bool, Sequence[Any]]] = {}  # key -> _names
+        self._stacks: Dict[Tuple[int, ...], Tuple[Tuple[str, ...], bool, Sequence[Any]]] = {}
         # (id(code), lasti) -> (code, leaf)
         self._calls: Dict[Tuple[int, int], Tuple[Any, Optional[str]]] = {}
         self._skipped = skipped_prefixes()
         self._mpi_names: Optional[frozenset] = None     # known once mpi4py is loaded
         self.thread: Optional[threading.Thread] = None
 
+    @property
+    def taken(self) -> int:
+        return int(self._samples.taken)
+
+    @property
+    def by_main(self) -> int:
+        """Samples taken by the main thread itself, asked while it ran Python (C table only)."""
+        return int(getattr(self._samples, "by_main", 0))
+
+    @property
+    def main_ns(self) -> int:
+        """The main thread's time in the samples it took (``by_main``), in ns."""
+        return int(getattr(self._samples, "main_ns", 0))
+
+    @property
+    def default(self) -> int:
+        """Parent of threads with no open event (0: the main thread's outermost open event)."""
+        return int(self._samples.default)
+
+    @default.setter
+    def default(self, node: int) -> None:
+        self._samples.default = node
+
     def start(self) -> None:
         self.thread = lifecycle.start_thread(self._loop, (), PREFIX + "sampler")
 
     def stop(self) -> None:
         """The thread ends within one interval."""
-        self.stopped = True
-
-    def counts(self) -> Dict[Tuple[int, int, Tuple[str, ...]], int]:
-        with self._lock:
-            return dict(self._counts)
-
-    def _loop(self) -> None:
-        # time.sleep, not Event.wait: a wake-up runs no Python code of threading's
-        while not self.stopped:
-            time.sleep(self.interval)
-            try:
-                self.take()
-            except Exception as e:  # never into the application: say so, stop sampling
-                warnings.warn(f"tinyprof: sampling stopped: {type(e).__name__}: {e}", RuntimeWarning,
-                              stacklevel=1)
-                return
+        self._samples.stop()
 
     def take(self) -> None:
         """One sample of every thread but tinyprof's."""
-        impl = annotate.impl
-        raw = _frames.stacks() if _frames is not None and _frames.sites_supported() else _stacks()
-        # names anew for a thread not seen yet, and every 100 samples (renamed, reused idents)
-        if self.taken % 100 == 0 or not self._threads.keys() >= raw.keys():
-            self._threads = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
-        main = self._main
-        execution = max(impl.executions() - 1, 0)
-        now = time.perf_counter_ns()
-        weight, self._last = now - self._last, now
-        node_type = type(impl.root())
-        default = self.default or _outermost(_node_in(raw[main][0] if main is not None and main in raw
-                                                         else None, node_type))
-        counts = []
-        for ident, (context, key, codes, lasti) in raw.items():
-            thread = self._threads.get(ident, str(ident))
-            if thread.startswith(PREFIX):
-                continue
-            known = self._stacks.get(key)
-            if known is None:
-                if len(self._stacks) >= _STACKS:
-                    self._stacks.clear()
-                known = self._stacks[key] = self._names(codes)
-            names, top, _ = known
-            leaf = self._leaf(codes[0], lasti) if top else None
-            if leaf is not None:
-                names = (*names, leaf)
-            if ident != main:
-                names = (f"thread {thread}", *names)
-            node = _node_in(context, node_type)
-            counts.append((execution, node.id if node is not None else default, names))
+        self._samples.take()
+
+    def _loop(self) -> None:
+        try:
+            while self._samples.run(self.interval_ns, _TABLE):
+                self.counts()       # the table, full, named and emptied
+        except Exception as e:  # never into the application: say so, stop sampling
+            warnings.warn(f"tinyprof: sampling stopped: {type(e).__name__}: {e}", RuntimeWarning,
+                          stacklevel=1)
+
+    def counts(self) -> Dict[Tuple[int, int, Tuple[str, ...]], int]:
+        """ns per (execution, parent node id, names outermost first): a
+        frame is ``function (file:line)``, a thread other than the main one
+        adds ``thread <name>`` above its frames, a thread in an MPI call
+        ends in ``MPI_<method>``."""
         with self._lock:
-            for key in counts:
-                self._counts[key] = self._counts.get(key, 0) + weight
-            self.taken += 1
+            for execution, parent, thread, lasti, codes, ns in self._samples.drain():
+                names = self._named(codes, lasti)
+                if thread is not None:
+                    names = (f"thread {thread}", *names)
+                key = (execution, parent, names)
+                self._counts[key] = self._counts.get(key, 0) + ns
+            return dict(self._counts)
+
+    def _named(self, codes: Tuple[Any, ...], lasti: int) -> Tuple[str, ...]:
+        key = tuple(map(id, codes))
+        known = self._stacks.get(key)
+        if known is None:
+            if len(self._stacks) >= _STACKS:
+                self._stacks.clear()
+            known = self._stacks[key] = self._names(codes)
+        names, top, _ = known
+        leaf = self._leaf(codes[0], lasti) if top else None
+        return (*names, leaf) if leaf is not None else names
 
     def _names(self, codes: Sequence[Any]) -> Tuple[Tuple[str, ...], bool, Sequence[Any]]:
         """The names of the program's frames of a stack (code objects,
@@ -344,22 +442,6 @@ class Sampler:
             leaf = f"MPI_{name}" if name is not None and name.lower() in self._mpi_names else None
             known = self._calls[(id(code), lasti)] = (code, leaf)
         return known[1]
-
-
-def _stacks() -> Dict[int, Tuple[Any, Any, Tuple[Any, ...], int]]:
-    """``_frames.stacks()`` from ``sys._current_frames()``, where the frames
-    cannot be read directly (other Pythons than 3.11)."""
-    contexts = _frames.contexts() if _frames is not None else {}
-    out: Dict[int, Tuple[Any, Any, Tuple[Any, ...], int]] = {}
-    for ident, top in sys._current_frames().items():
-        codes, lasti = [], top.f_lasti
-        frame: Any = top
-        while frame is not None:
-            codes.append(frame.f_code)
-            frame = frame.f_back
-        out[ident] = (contexts.get(ident), tuple(map(id, codes)), tuple(codes), lasti)
-    return out
-
 
 def _node_in(context: Any, node_type: Any) -> Any:
     """The C core's current node in a thread's context (its ContextVar's value), or None."""

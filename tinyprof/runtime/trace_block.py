@@ -37,7 +37,7 @@ def block(records: Records, lines: Dict[int, int]) -> bytes:
     (node 0) have no line."""
     rank, clock, core, mpi = records.rank, records.clock, records.core, records.mpi
     ids = np.fromiter(lines.keys(), np.int64, len(lines))
-    lookup = np.full(int(ids.max(initial=0)) + 1, NONE, np.int64)
+    lookup = np.full(int(np.max(ids, initial=0)) + 1, NONE, np.int64)
     lookup[ids] = np.fromiter(lines.values(), np.int64, len(lines))
 
     def line_of(nodes: np.ndarray) -> np.ndarray:

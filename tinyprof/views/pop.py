@@ -35,12 +35,17 @@ def _unit(frame: Columns) -> Tuple[str, float]:
     return next(((u, s) for u, s in UNITS if biggest >= s), UNITS[-1])
 
 
+def several_hosts(frame: Columns) -> bool:
+    """Whether ``frame`` splits load balance over nodes and some callpath
+    ran on more than one: else there is nothing to split."""
+    return "hosts" in frame and bool((frame["hosts"] > 1).any())
+
+
 def _ratios(frame: Columns) -> Tuple[Tuple[str, str], ...]:
     """The efficiency columns of ``frame`` to print: the split of
     communication efficiency when traced, the nodes' when on several."""
-    hosts = "hosts" in frame and bool((frame["hosts"] > 1).any())
     return EFFICIENCIES[:2] + (SPLIT if "transfer_efficiency" in frame else ()) + \
-        EFFICIENCIES[2:] + (HOSTS if hosts else ())
+        EFFICIENCIES[2:] + (HOSTS if several_hosts(frame) else ())
 
 
 def _rows(frame: Columns, order: Sequence[Tuple[str, ...]], nranks: int, scale: float,

@@ -1,25 +1,10 @@
-// The page of `tinyprof report` (tinyprof/views/report.py): draws the data of the
-// element #tinyprof-data with plotly.js, inlined beside it. No network.
+// The page of `tinyprof report` for one run (tinyprof/views/report.py): draws the
+// data of the element #tinyprof-data with plotly.js, inlined beside it. No network.
 "use strict";
 (function () {
-  const D = JSON.parse(document.getElementById("tinyprof-data").textContent);
+  const { CONFIG, el, sum, esc, UNITS, unitOf, secondsColumn, fmtS, BELOW, plot, caption, listTable } = TP;
+  const D = TP.data();
   const P = D.nranks, N = D.callpaths.length;
-  const CONFIG = { displaylogo: false, responsive: true };
-  const el = (tag, attrs, ...kids) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, v);
-    }
-    for (const k of kids) e.append(k);
-    return e;
-  };
-  const sum = (a) => a.reduce((s, v) => s + (v || 0), 0);
-  // Plotly reads its text fields (labels, names, ticks, hover) as pseudo-HTML
-  // (<b>, <a href>, <br>, entities, $...$ as LaTeX): a name goes in escaped,
-  // so it shows as the text it is. The DOM gets names as text nodes only.
-  const esc = (t) => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
-    .replace(/\$/g, "&#36;");
   // Ranks are integers: ticks at whole steps, about ten of them at most.
   const rankAxis = (title, n) => {
     const step = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000].find((d) => n / d <= 10) || Math.ceil(n / 10);
@@ -43,15 +28,8 @@
   const children = D.callpaths.map(() => []), roots = [];
   D.callpaths.forEach((c, i) => (c.parent < 0 ? roots : children[c.parent]).push(i));
   const biggest = Math.max(0, ...stats.map((s) => s.max));
-  const UNITS = [["s", 1], ["ms", 1e-3], ["us", 1e-6], ["ns", 1e-9]];
   const [unit, scale] = UNITS.find(([, s]) => biggest >= s) || UNITS[3];
   const fmt = (v) => (v / scale).toFixed(3);
-  const unitOf = (values) => UNITS.find(([, s]) => values.reduce((a, v) => Math.max(a, v), 0) >= s) || UNITS[3];
-  // A table column of seconds in one unit, the largest value's: [heading, cells].
-  const secondsColumn = (head, values) => {
-    const [u, s] = unitOf(values);
-    return [`${head} (${u})`, values.map((v) => (v / s).toFixed(3))];
-  };
   const BYTES = ["B", "KiB", "MiB", "GiB", "TiB"];
   const bytesColumn = (head, values) => {
     let i = 0;
@@ -61,7 +39,6 @@
   };
   // A callpath is flagged for imbalance only when it is a share of the run worth a look.
   const HOT_IMBALANCE = 1.25, HOT_SHARE = 0.01, GOOD_EFFICIENCY = 0.8;
-  const BELOW = { orientation: "h", y: -0.3 };   // the legend, clear of the x axis title
 
   // -- the page -------------------------------------------------------------------------
   const main = el("main");
@@ -74,20 +51,7 @@
         el("span", {}, `created ${D.created}`), el("span", {}, `tinyprof ${D.version}`),
         ...(D.run ? [el("span", { id: "run" }, D.run)] : []))),
     main);
-  const section = (id, title, hint) => {
-    const s = el("section", { id }, el("h2", {}, title));
-    if (hint) s.append(el("div", { class: "hint" }, hint));
-    main.append(s); return s;
-  };
-  const note = (s, text) => s.append(el("p", { class: "note" }, text));
-  // A chart's title is a caption above it, not Plotly's: Plotly's toolbar would cover it.
-  const plot = (parent, id, title) => {
-    const d = el("div", { id, class: "plot" });
-    const caption = el("figcaption", { id: `${id}-title` }, title || "");
-    parent.append(el("figure", { class: "chart" }, caption, d));
-    return d;
-  };
-  const caption = (p, text) => { document.getElementById(`${p.id}-title`).textContent = text; };
+  const { section, note } = TP.sections(main);
 
   // -- call tree ------------------------------------------------------------------------
   const COLUMNS = [
@@ -227,7 +191,7 @@
     "outside MPI calls. Load balance = mean / max useful time; communication efficiency = max useful " +
     "time / runtime (the longest rank's time), traced: serialization (max useful time / runtime on an " +
     "ideal network) x transfer (ideal / real runtime); parallel efficiency = load balance x communication " +
-    "efficiency (docs/pop.md). " +
+    "efficiency (docs/pop.md); on several hosts, load balance = within nodes x across nodes (TALP). " +
     "Siblings: the worst parallel efficiency first; in red below 0.8 (POP's rule of thumb for a good efficiency).");
   if (D.pop) {
     const E = D.pop, eff = (v) => (v === null ? "-" : v.toFixed(2));
@@ -235,28 +199,39 @@
     const useful = (k) => E.rows.map((r) => (r[k] === null ? "-" : fmt(r[k])));
     const means = useful(3), maxes = useful(4);
     const depth = (i) => { let d = 0; for (let p = D.callpaths[i].parent; p >= 0; p = D.callpaths[p].parent) d++; return d; };
-    const split = E.columns.length > 7;     // traced: serialization and transfer efficiency
+    const at = (name) => E.columns.indexOf(name) + 1;      // a row: [callpath, ...columns]
+    const has = (name) => E.columns.includes(name);
+    const split = has("transfer_efficiency");             // traced: serialization and transfer
+    const nodes = has("load_balance_out");                // on several hosts: within and across nodes
+    const ratios = [["load_balance", "load balance"], ["communication_efficiency", "comm. efficiency"],
+      ...(split ? [["serialization_efficiency", "serialization"], ["transfer_efficiency", "transfer"]] : []),
+      ...(nodes ? [["load_balance_in", "LB within nodes"], ["load_balance_out", "LB across nodes"]] : []),
+      ["parallel_efficiency", "parallel efficiency"]];
     const t = listTable("pop-table", ["callpath", "ranks", runHead, `useful mean (${unit})`,
-      `useful max (${unit})`, "load balance", "comm. efficiency",
-      ...(split ? ["serialization", "transfer"] : []), "parallel efficiency"],
+      `useful max (${unit})`, ...ratios.map(([, head]) => head)],
     E.rows.map((r, k) => [D.callpaths[r[0]].path, `${r[1]}/${P}`, r[1] ? runCells[k] : "-",
-      means[k], maxes[k], eff(r[5]), eff(r[6]), ...(split ? [eff(r[8]), eff(r[9])] : []), eff(r[7])]));
+      means[k], maxes[k], ...ratios.map(([name]) => eff(r[at(name)]))]));
     t.querySelectorAll("tbody tr").forEach((tr, k) => {
       const i = E.rows[k][0], cell = tr.firstChild;
       cell.textContent = D.callpaths[i].name;
       cell.title = D.callpaths[i].path;
       cell.style.paddingLeft = `${8 + 16 * depth(i)}px`;
       tr.dataset.callpath = D.callpaths[i].path;
-      const pe = E.rows[k][7];
+      const pe = E.rows[k][at("parallel_efficiency")];
       if (pe !== null && pe < GOOD_EFFICIENCY) tr.lastChild.classList.add("hot");
     });
     effSection.append(t);
+    if (E.problem) note(effSection, `No efficiencies over time: ${E.problem}`);
     if (E.history) {
       const H = E.history, x = H.numbers, g = el("div", { class: "grid" });
       effSection.append(el("div", { class: "hint" }, `Over time: each point is one interval between ` +
         `kept snapshots (what ran since the previous one), for the ${H.series.length} callpaths that ran longest.`), g);
       [["parallel_efficiency", "pop-history-pe", "Parallel efficiency per interval"],
-        ["load_balance", "pop-history-lb", "Load balance per interval"]].forEach(([key, id, title]) =>
+        ["load_balance", "pop-history-lb", "Load balance per interval"],
+        ...("load_balance_out" in (H.series[0] || {}) ?
+          [["load_balance_in", "pop-history-lb-in", "Load balance within nodes per interval"],
+            ["load_balance_out", "pop-history-lb-out", "Load balance across nodes per interval"]] : [])
+      ].forEach(([key, id, title]) =>
         Plotly.newPlot(plot(g, id, title), H.series.map((s) => ({
           x, y: s[key], mode: "lines+markers", name: esc(D.callpaths[s.callpath].path),
           text: H.created.map(esc), hovertemplate: "snapshot %{x} (%{text})<br>%{y:.3f}" })),
@@ -357,17 +332,6 @@
     const t = n > 1 ? (j / (n - 1)) * (stops.length - 1) : 0, k = Math.min(Math.floor(t), stops.length - 2);
     const c = stops[k].map((v, i) => Math.round(v + (stops[k + 1][i] - v) * (t - k)));
     return `rgb(${c.join(",")})`;
-  }
-  function fmtS(seconds) {
-    const [u, s] = UNITS.find(([, s]) => seconds >= s) || UNITS[3];
-    return `${(seconds / s).toFixed(3)} ${u}`;
-  }
-  function listTable(id, heads, rows) {
-    const t = el("table", { id }, el("thead", {}, el("tr", {}, ...heads.map((h) => el("th", {}, h)))));
-    const b = el("tbody");
-    rows.forEach((r) => b.append(el("tr", {}, ...r.map((c) => el("td", {}, c)))));
-    t.append(b);
-    return el("div", { class: "scroll" }, t);
   }
 
   // Start on the callpath with the largest mean exclusive time.

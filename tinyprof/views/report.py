@@ -78,8 +78,9 @@ def plotly_js() -> str:
         return f.read()
 
 
-def render(data: Dict[str, Any]) -> str:
-    """The HTML page of ``build``'s data."""
+def render(data: Dict[str, Any], script: str = "report.js") -> str:
+    """The HTML page of ``build``'s data (``script``: the page's script,
+    ``history.js`` for ``views.history``'s data); its title names ``data["name"]``."""
     def asset(name: str) -> str:
         with open(os.path.join(_HERE, name), encoding="utf-8") as f:
             return f.read()
@@ -91,7 +92,7 @@ def render(data: Dict[str, Any]) -> str:
             f"<title>{title}</title><style>{asset('report.css')}</style>"
             f"<script>{plotly_js()}</script></head>\n<body>"
             f'<script type="application/json" id="tinyprof-data">{payload}</script>\n'
-            f"<script>{asset('report.js')}</script></body></html>\n")
+            f"<script>{asset('common.js')}{asset(script)}</script></body></html>\n")
 
 
 def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
@@ -110,7 +111,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
         "inc": _rows(agg.time_inc[index]), "exc": _rows(agg.time_exc[index]),
         "count": agg.count[index].tolist(),
-        "runtime": _numbers(run_times(profile, agg)),
+        "runtime": rounded(run_times(profile, agg)),
         "iterations": _iterations(profile, row, position),
         "snapshots": _snapshots(profile, source, position),
         "mpi": _mpi(profile, index),
@@ -120,7 +121,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
     return data
 
 
-def _numbers(values: np.ndarray) -> List[Optional[float]]:
+def rounded(values: np.ndarray) -> List[Optional[float]]:
     """Five significant digits (the page's precision), NaN as null. Rounded
     as the quotient or product of an integer and a power of ten exact in
     binary (up to 1e22), so each number's JSON is its shortest decimal: what
@@ -142,7 +143,7 @@ def _numbers(values: np.ndarray) -> List[Optional[float]]:
 
 
 def _rows(matrix: np.ndarray) -> List[List[Optional[float]]]:
-    return [_numbers(r) for r in matrix]
+    return [rounded(r) for r in matrix]
 
 
 def _iterations(profile: Profile, row: Dict[tuple, int], position: Dict[tuple, int]) -> Dict[str, Any]:
@@ -185,9 +186,9 @@ def _iterations(profile: Profile, row: Dict[tuple, int], position: Dict[tuple, i
         out[str(position[profile.callpaths[i]])] = {
             "occurrence": edges.tolist(),     # the x axis: the first occurrence of each bin
             "execution": execs[edges].tolist(), "iteration": its[edges].tolist(),
-            "min": _numbers(np.minimum.reduceat(lo, edges) * scale),
-            "mean": _numbers(np.add.reduceat(mean, edges) / sizes * scale),
-            "max": _numbers(np.maximum.reduceat(hi, edges) * scale),
+            "min": rounded(np.minimum.reduceat(lo, edges) * scale),
+            "mean": rounded(np.add.reduceat(mean, edges) / sizes * scale),
+            "max": rounded(np.maximum.reduceat(hi, edges) * scale),
             "binned": bool((sizes > 1).any())}
     return out
 
@@ -232,10 +233,10 @@ def _snapshots(profile: Profile, source: Optional[str], position: Dict[tuple, in
         created.append(snap.created)
     steps = np.diff(np.vstack([np.zeros(len(position)), totals]), axis=0)
     top = np.argsort(-totals[-1], kind="stable")[:TOP_SNAPSHOT_PATHS]
-    series = [{"callpath": int(i), "values": _numbers(steps[:, i])} for i in top]
+    series = [{"callpath": int(i), "values": rounded(steps[:, i])} for i in top]
     rest = np.setdiff1d(np.arange(len(position)), top)
     if len(rest):
-        series.append({"callpath": -1, "values": _numbers(steps[:, rest].sum(axis=1))})
+        series.append({"callpath": -1, "values": rounded(steps[:, rest].sum(axis=1))})
     return {"numbers": numbers, "created": created, "series": series}
 
 
@@ -243,8 +244,9 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
          ) -> Optional[Dict[str, Any]]:
     """The POP efficiencies: per callpath (rows in tree order, worst parallel
     efficiency first among siblings), with the split of communication
-    efficiency when traced, and, with kept snapshots, those of the callpaths
-    that ran longest per interval. None without MPI capture."""
+    efficiency when traced and of load balance within and across nodes when
+    the run spanned several, and, with kept snapshots, those of the
+    callpaths that ran longest per interval. None without MPI capture."""
     if not profile.mpi_recorded:
         return None
     values: Tuple[str, ...]
@@ -253,39 +255,54 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
         values = POP_VALUES + SPLIT_VALUES
     except ValueError:          # no trace (or one that cannot be replayed): no split
         frame, values = pop_analysis.pop(profile), POP_VALUES
+    if pop_view.several_hosts(frame):
+        values += HOST_VALUES
     at = {path: i for i, path in enumerate(frame["callpath"])}
     table = np.array([frame[v] for v in values], np.float64).T
-    rows = [[position[path], *_numbers(table[at[path]])] for path in pop_view.worst_first(frame)]
+    rows = [[position[path], *rounded(table[at[path]])] for path in pop_view.worst_first(frame)]
     numbers = _kept(source)
     history: Optional[Dict[str, Any]] = None
+    problem = ""
     if len(numbers) >= 2:
         assert source is not None
-        steps = over_time.history(source, numbers=numbers)
-        total: Dict[tuple, float] = {}
-        for path, runtime in zip(steps["callpath"], steps["runtime"]):
-            if path in position:
-                total[path] = total.get(path, 0.0) + runtime
-        top = sorted(total, key=lambda p: -total[p])[:TOP_SNAPSHOT_PATHS]
-        created = dict(zip(steps["snapshot"].tolist(), steps["created"]))
-        slot = {k: j for j, k in enumerate(numbers)}
-        series = []
-        for path in top:
-            mine = np.array([p == path for p in steps["callpath"]], bool)
-            where = [slot[k] for k in steps["snapshot"][mine].tolist()]
-            line = {}
-            for key in POP_VALUES[4:]:
-                values_k = np.full(len(numbers), np.nan)
-                values_k[where] = steps[key][mine]
-                line[key] = _numbers(values_k)
-            series.append({"callpath": position[path], **line})
-        history = {"numbers": numbers, "created": [created.get(k, "") for k in numbers],
-                   "series": series}
-    return {"columns": list(values), "rows": rows, "history": history}
+        try:
+            history = _pop_history(source, numbers, position)
+        except pop_analysis.PopError as e:      # a snapshot without MPI data: the table still stands
+            problem = str(e)
+    return {"columns": list(values), "rows": rows, "history": history, "problem": problem}
+
+
+def _pop_history(source: str, numbers: List[int], position: Dict[tuple, int]) -> Dict[str, Any]:
+    """The efficiencies per interval between the snapshots ``numbers`` of the
+    callpaths that ran longest (with the load balance within and across
+    nodes when the run recorded several hosts); PopError if a snapshot holds
+    no MPI data."""
+    steps = over_time.history(source, numbers=numbers)
+    total: Dict[tuple, float] = {}
+    for path, runtime in zip(steps["callpath"], steps["runtime"]):
+        if path in position:
+            total[path] = total.get(path, 0.0) + runtime
+    top = sorted(total, key=lambda p: -total[p])[:TOP_SNAPSHOT_PATHS]
+    created = dict(zip(steps["snapshot"].tolist(), steps["created"]))
+    slot = {k: j for j, k in enumerate(numbers)}
+    keys = POP_VALUES[4:] + (HOST_VALUES if HOST_VALUES[0] in steps else ())
+    series = []
+    for path in top:
+        mine = np.array([p == path for p in steps["callpath"]], bool)
+        where = [slot[k] for k in steps["snapshot"][mine].tolist()]
+        line = {}
+        for key in keys:
+            values_k = np.full(len(numbers), np.nan)
+            values_k[where] = steps[key][mine]
+            line[key] = rounded(values_k)
+        series.append({"callpath": position[path], **line})
+    return {"numbers": numbers, "created": [created.get(k, "") for k in numbers], "series": series}
 
 
 POP_VALUES = ("ranks", "runtime", "useful_mean", "useful_max", "load_balance",
               "communication_efficiency", "parallel_efficiency")
 SPLIT_VALUES = ("serialization_efficiency", "transfer_efficiency")
+HOST_VALUES = ("load_balance_in", "load_balance_out")
 
 
 def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
@@ -298,7 +315,7 @@ def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
 
     groups = sorted(mpi.group(profile, ("comm", "op", "bucket")), key=lambda g: -g[3])
     per_second = PER_SECOND[profile.unit]
-    times = _numbers(np.array([g[3] for g in groups], dtype=np.float64) / per_second)
+    times = rounded(np.array([g[3] for g in groups], dtype=np.float64) / per_second)
     rows = [[comm or "(completion)", op, mpi.size_range(bucket), calls, nbytes, time]
             for ((comm, op, bucket), calls, nbytes, _), time in zip(groups, times)]
     per_node = mpi_per_node(profile)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "../tinyprof.hpp"   // TINYPROF_VERSION
+#include "capture.hpp"
 #include "collect.hpp"
 #include "encoding.hpp"
 #include "settings.hpp"
@@ -118,7 +119,8 @@ inline std::string merge_consistent(const std::vector<std::string_view>& ranks) 
 // assemble: the union of their callpaths in order of first
 // appearance, the lowest rank's loop mode (mode 2 gives way) and consistent
 // values; the listed rank fields in the event lines, or for a delta
-// (set.over >= 0) in a `delta` section.
+// (set.over >= 0) in a `delta` section; the parts' `mpi` sections merged
+// into the file's, their lines moved to the file's.
 inline std::string assemble(const Settings& s, const SetId& set, FileHeader h, const std::vector<Part>& parts) {
     Callpaths paths;
     std::vector<std::vector<int>> line_of(parts.size());
@@ -144,6 +146,14 @@ inline std::string assemble(const Settings& s, const SetId& set, FileHeader h, c
     std::vector<std::string> consistent;
     for (const auto& g : given) consistent.push_back(merge_consistent(g));
     Sections sections;
+    MpiFile mpi;
+    bool captured = false;
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+        if (parts[r].mpi.empty()) continue;
+        mpi.add_rank(h.first + static_cast<std::int64_t>(r), parts[r].mpi, &line_of[r]);
+        captured = true;
+    }
+    if (captured) sections.emplace_back("mpi", mpi.payload());
     if (set.over >= 0) {        // the delta section (docs/format.md): rows, then their bytes
         std::sort(splices.begin(), splices.end());
         std::string payload = "fields " + std::to_string(splices.size()) + "\n";

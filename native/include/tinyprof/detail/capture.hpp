@@ -272,7 +272,14 @@ inline std::string encode_rank_mpi(const MpiLib& lib, const MpiTables& t, LineOf
 // order: a communicator is described by the lowest rank that knows it.
 class MpiFile {
   public:
-    void add_rank(std::int64_t rank, std::string_view part) {
+    // `moved`: the file's line of each line of `part` (a snapshot's part,
+    // whose lines are the rank's entries: the Python side's assemble.moved);
+    // none: they are the file's already.
+    void add_rank(std::int64_t rank, std::string_view part, const std::vector<int>* moved = nullptr) {
+        auto line = [moved](std::string_view f) {
+            const std::int64_t i = parse_int(f);
+            return moved == nullptr || i == mpisection::kNone ? i : std::int64_t{(*moved)[static_cast<std::size_t>(i)]};
+        };
         std::vector<std::string_view> lines = split(part, '\n');
         const auto counts = split(lines[0], ' ');
         const auto ncomms = static_cast<std::size_t>(parse_int(counts[0]));
@@ -283,7 +290,7 @@ class MpiFile {
         for (std::size_t i = 1; i <= ncomms; ++i) {
             const auto f = split(lines[i], '|');
             const auto [it, added] = index_.try_emplace(std::string(f[0]), static_cast<std::int64_t>(comms_.size()));
-            if (added) comms_.push_back({std::string(f[0]), parse_int(f[1]), std::string(f[2]), parse_int(f[3])});
+            if (added) comms_.push_back({std::string(f[0]), parse_int(f[1]), std::string(f[2]), line(f[3])});
             at.push_back(it->second);
         }
         auto comm = [&](std::string_view c) {
@@ -292,17 +299,17 @@ class MpiFile {
         };
         for (std::size_t i = 1 + ncomms; i < 1 + ncomms + nops; ++i) {
             const auto f = split(lines[i], '|');
-            ops_.push_back({rank, parse_int(f[0]), comm(f[1]), std::string(f[2]), parse_int(f[3]), parse_int(f[4]),
+            ops_.push_back({rank, line(f[0]), comm(f[1]), std::string(f[2]), parse_int(f[3]), parse_int(f[4]),
                             parse_int(f[5]), parse_int(f[6])});
         }
         const std::size_t peers_end = 1 + ncomms + nops + npeers;
         for (std::size_t i = 1 + ncomms + nops; i < peers_end; ++i) {
             const auto f = split(lines[i], '|');
-            peers_.push_back({rank, parse_int(f[0]), comm(f[1]), parse_int(f[2]), parse_int(f[3]), parse_int(f[4])});
+            peers_.push_back({rank, line(f[0]), comm(f[1]), parse_int(f[2]), parse_int(f[3]), parse_int(f[4])});
         }
         for (std::size_t i = peers_end; i + 1 < lines.size(); ++i) {
             const auto f = split(lines[i], '|');
-            transport_.push_back({rank, parse_int(f[0]), std::string(f[1]), std::string(f[2]), std::string(f[3]),
+            transport_.push_back({rank, line(f[0]), std::string(f[1]), std::string(f[2]), std::string(f[3]),
                                   std::string(f[4]), parse_int(f[5]), parse_int(f[6])});
         }
     }

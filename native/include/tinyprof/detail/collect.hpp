@@ -228,9 +228,12 @@ inline void put(std::string& out, std::string_view v) {
     out.append(v);
 }
 
-inline std::string encode_part(const Local& local, std::int64_t executions) {
+// A snapshot's part of one rank: `mpi` is its part of the `mpi` section
+// (capture.hpp's encode_rank_mpi, lines: entries of `local`), or empty.
+inline std::string encode_part(const Local& local, std::int64_t executions, std::string_view mpi = {}) {
     std::string out;
     put(out, executions);
+    put(out, mpi);
     put(out, static_cast<std::int64_t>(local.paths.size()));
     for (std::size_t i = 0; i < local.paths.size(); ++i) {
         put(out, local.paths.parent[i]);
@@ -250,6 +253,7 @@ struct Part {
     std::vector<int> parent, loop, listed;
     std::vector<std::int64_t> keep;
     std::vector<std::string_view> name, consistent, field;
+    std::string_view mpi;                  // its part of the `mpi` section (lines: its entries), or empty
 };
 
 inline Part decode_part(std::string_view in) {
@@ -267,6 +271,7 @@ inline Part decode_part(std::string_view in) {
     };
     Part p;
     p.executions = number();
+    p.mpi = text();
     for (std::int64_t i = number(); i > 0; --i) {
         p.parent.push_back(static_cast<int>(number()));
         p.loop.push_back(static_cast<int>(number()));

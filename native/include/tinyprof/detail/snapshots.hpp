@@ -1,4 +1,5 @@
-// Python twin: tinyprof/runtime/snapshots.py; identity: tests/native/test_vectors.py
+// Python twin: tinyprof/runtime/snapshots.py (the mpi section: runtime/session.py, _snapshot_extras);
+// identity: tests/native/test_vectors.py, tests/native/test_pop.py (the mpi section)
 //
 // Snapshots (docs/native.md, "Snapshots"): a helper thread per process that
 // writes full and delta snapshots while the run goes on.
@@ -68,6 +69,7 @@ class Snapshotter {
         start_ = wall();
         rank_ = 0;
         size_ = 1;
+        lib_ = nullptr;
 #ifdef TINYPROF_SMPI
         // A thread of a simulated rank runs outside the simulation, and its first
         // call into SMPI (getpid, nanosleep: macros of smpicxx) crashes the run.
@@ -80,6 +82,11 @@ class Snapshotter {
         if (mpi_live()) {
             MPI_Comm_rank(comm, &rank_);
             MPI_Comm_size(comm, &size_);
+            // The flush's rule (flushes_world): the `mpi` section's rows name world ranks.
+            int same = MPI_UNEQUAL;
+            MPI_Comm_compare(comm, MPI_COMM_WORLD, &same);
+            if (reg.mpi_capture && (same == MPI_IDENT || same == MPI_CONGRUENT)) lib_ = mpi_lib();
+            ucx_ = reg.ucx;
             MPI_Bcast(&start_, 1, MPI_DOUBLE, 0, comm);
             int level = MPI_THREAD_SINGLE;
             MPI_Query_thread(&level);
@@ -216,11 +223,19 @@ class Snapshotter {
     }
 
     // This rank's part of a snapshot: whole, or since the last complete one
-    // (base_); `now` gets what its fields then hold.
+    // (base_); `now` gets what its fields then hold. With MPI capture, its
+    // part of the `mpi` section too, whole (never a delta: docs/format.md),
+    // its lines this part's entries, as the Python side's snapshot extras.
     std::string cut(bool full, Bases& now) {
         const Bases none;
+        const MpiTables tables = lib_ ? read_mpi(*lib_, ucx_) : MpiTables();   // every node named is in `local`
         const Local local = collect_local(*reg_, full ? &none : &base_, &now);
-        return encode_part(local, executions_now());     // after the cut: never fewer than the fields hold
+        const std::string mpi = lib_ ? encode_rank_mpi(*lib_, tables, [&](std::int64_t node) {
+            const auto id = static_cast<std::size_t>(node);
+            const int entry = node > 0 && id < local.entry_of_node.size() ? local.entry_of_node[id] : -1;
+            return entry < 0 ? mpisection::kNone : std::int64_t{entry};
+        }) : std::string();
+        return encode_part(local, executions_now(), mpi);     // after the cut: never fewer than the fields hold
     }
 
     // Deltas before the next full snapshot: `chain` after the first full
@@ -423,6 +438,8 @@ class Snapshotter {
     double start_ = 0;                     // rank 0's wall clock at start (s)
     double frequency_ = 0;                 // the period (s)
     int rank_ = 0, size_ = 1;
+    const MpiLib* lib_ = nullptr;          // MPI capture on, over MPI_COMM_WORLD: snapshots get `mpi`
+    std::string ucx_;                      // ... and the transport view's state (Registry::ucx)
     std::int64_t last_ = 0;                // per rank: the newest number written
     // What this rank's fields held at the last complete snapshot (over_, -1:
     // none), deltas since the last full one, full ones so far, the chain.

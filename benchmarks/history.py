@@ -1,0 +1,51 @@
+"""The history page of many runs: ``tinyprof report RUNS_DIR -o page.html``'s
+work (``views.history.write``: read_many, the regressions between consecutive
+runs, the page's data and the HTML), timed.
+
+    .venv/bin/python benchmarks/history.py [--runs 1000] [--ranks 8] [--callpaths 200] [--repeats 3]
+
+The runs are benchmarks/many_runs.py's (one file each, with run metadata).
+Prints the median of each step over the repeats and the page's size
+(docs/performance.md, "The history page").
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+
+import many_runs
+
+from tinyprof.views import history, report
+
+
+def main() -> None:
+    parser = many_runs.parser_of(__doc__)
+    parser.add_argument("--keep", metavar="FILE", help="copy the page there (to open it)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        where = os.path.join(scratch, "runs")
+        many_runs.write_runs(where, args.runs, args.ranks, args.callpaths)
+        out = os.path.join(scratch, "page.html")
+        report.plotly_js()                              # imports and caches warm
+        loaded = history.load([where])
+        parts = {"load (read_many, sort)": lambda: history.load([where]),
+                 "build (regressions, data)": lambda: history.build(*loaded),
+                 "whole: report RUNS -o page.html": lambda: history.write([where], out)}
+        times = {name: many_runs.median_s(call, args.repeats) for name, call in parts.items()}
+        size = os.path.getsize(out)
+        if args.keep:
+            shutil.copy(out, args.keep)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"{args.runs} runs of {args.ranks} ranks, {args.callpaths} callpaths; {cores} cores; "
+          f"load average {os.getloadavg()[0]:.1f}; median of {args.repeats}")
+    print("| " + " | ".join(times) + " | page |")
+    print("| " + " | ".join("---:" for _ in range(len(times) + 1)) + " |")
+    print("| " + " | ".join(f"{t:.2f} s" for t in times.values()) + f" | {size / 1e6:.1f} MB |")
+
+
+if __name__ == "__main__":
+    start = time.perf_counter()
+    main()
+    print(f"(the benchmark took {time.perf_counter() - start:.0f} s, writing the runs included)")

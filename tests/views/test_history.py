@@ -1,0 +1,301 @@
+"""``tinyprof report R1 R2 ...``: the history page of many runs (or of the
+snapshots of one). Its data against the runs it comes from (exact times,
+start order, the regressions flagged by compare's rule), the command's
+errors, and the page in a real headless Chromium: no script error, the diff
+of two runs picked on the page, the metadata filter, hostile names as text."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _browser import Browser
+
+import tinyprof
+from tinyprof.cli import main
+from tinyprof.format import layout, meta_section
+from tinyprof.format.encoding import Header
+from tinyprof.runtime import assemble
+from tinyprof.runtime.collect import LocalEvent
+from tinyprof.views import history
+
+pytest.importorskip("plotly")
+
+NRANKS = 4
+US = 1000                                    # ns
+COMPUTE = np.array([200, 220, 240, 260]) * US   # per rank
+SOLVE = np.array([100, 110, 105, 120]) * US
+OWN = 10 * US                                 # main's own time on every rank
+HOSTILE = '<img src=x onerror="window.pwned=1">'
+
+
+def write_run(directory, start: str, slow: float = 1.0, names=("compute", "solve"), commit: str = "a" * 40,
+              app: str = "app", nranks: int = NRANKS) -> str:
+    """One run of ``nranks`` ranks (at most NRANKS), one file: main (OWN)
+    holding ``names[0]`` (COMPUTE) and ``names[1]`` (SOLVE x ``slow``), with
+    run metadata."""
+    solve = np.round(SOLVE * slow).astype(np.int64)
+    ranks = []
+    for r in range(nranks):
+        times = {names[0]: COMPUTE[r], names[1]: solve[r]}
+        main_time = OWN + sum(times.values())
+        ranks.append([LocalEvent(("main",), 1, True, np.array([main_time]), np.array([0, 0]), {}, {}),
+                      *(LocalEvent(("main", n), 1, True, np.array([t]), np.array([0, 0]), {}, {})
+                        for n, t in times.items())])
+    header = Header(name=app, nranks=nranks, first_rank=0, rank_count=nranks, file_index=0,
+                    file_count=1, metrics=[])
+    meta = meta_section.encode({"start": start, "nranks": nranks, "git": commit, "case": "c<1>"})
+    os.makedirs(directory, exist_ok=True)
+    layout.write_atomic(os.path.join(directory, layout.file_name(app, 0, 1)),
+                        assemble.build_file(header, ranks, [1] * nranks, [("meta", meta)]))
+    return str(directory)
+
+
+# Written in name order a, b, c, d; started in the order b, c, a, d. From c on, solve is 25% slower.
+STARTS = {"a": ("2026-03-01T03:00:00Z", 1.25), "b": ("2026-03-01T01:00:00Z", 1.0),
+          "c": ("2026-03-01T02:00:00Z", 1.0), "d": ("2026-03-01T04:00:00Z", 1.25)}
+ORDER = ["b", "c", "a", "d"]
+
+
+@pytest.fixture
+def runs(tmp_path):
+    where = tmp_path / "runs"
+    for name, (start, slow) in STARTS.items():
+        write_run(where / name, start, slow, commit=name * 40)
+    return str(where)
+
+
+def test_the_page_data_is_the_runs_in_start_order(runs):
+    data = history.build(*history.load([runs]))
+    assert data["kind"] == "runs" and data["name"] == "app"
+    assert data["runs"] == ORDER and data["nranks"] == [NRANKS] * 4
+    paths = [c["path"] for c in data["callpaths"]]
+    assert paths == ["main", "main<compute", "main<solve"]
+    assert [c["parent"] for c in data["callpaths"]] == [-1, 0, 0]
+    for k, name in enumerate(ORDER):                  # exclusive seconds per rank on average
+        slow = STARTS[name][1]
+        solve = np.round(SOLVE * slow).mean() / 1e9
+        assert data["exc"][k] == pytest.approx([OWN / 1e9, COMPUTE.mean() / 1e9, solve], rel=1e-4)
+        assert data["totals"][k] == pytest.approx(OWN / 1e9 + COMPUTE.mean() / 1e9 + solve, rel=1e-4)
+    # Flagged: solve, from c to a (the second step), by +25%; nothing else.
+    [(step, callpath, change, p, kind)] = data["flags"]
+    assert (step, paths[callpath], kind) == (1, "main<solve", 1)
+    assert change == pytest.approx(0.25, rel=1e-3) and p < 0.05
+    assert data["flag_counts"] == [1, 0]
+    assert paths[data["worst"][0]] == "main<solve"
+    meta = data["meta"]
+    assert meta["columns"] == ["run", "start", "name", "ranks", "created", "case", "git"]
+    assert [row[0] for row in meta["rows"]] == ORDER
+    assert [row[1] for row in meta["rows"]] == [STARTS[n][0] for n in ORDER]
+    assert [row[6] for row in meta["rows"]] == [n * 40 for n in ORDER]
+
+
+def test_runs_of_different_rank_counts_are_per_rank_and_say_so(tmp_path):
+    write_run(tmp_path / "two", "2026-03-01T01:00:00Z", nranks=2)
+    write_run(tmp_path / "four", "2026-03-01T02:00:00Z")
+    data = history.build(*history.load([str(tmp_path)]))
+    assert data["runs"] == ["two", "four"] and data["nranks"] == [2, 4]
+    assert data["notes"] == ["rank counts differ (2/4 ranks): values are per rank on average"]
+    assert [row[1] for row in data["exc"]] == pytest.approx([COMPUTE[:2].mean() / 1e9, COMPUTE.mean() / 1e9])
+
+
+def test_the_flags_are_compares_between_consecutive_runs(runs):
+    """Each step flags what ``tinyprof.compare`` of the two runs flags."""
+    data = history.build(*history.load([runs]))
+    paths = [tuple(c["path"].split("<")) for c in data["callpaths"]]
+    for step, (a, b) in enumerate(zip(ORDER, ORDER[1:])):
+        frame = tinyprof.compare(os.path.join(runs, a), os.path.join(runs, b))
+        want = sorted(frame.loc[frame["regressed"], "callpath"])
+        assert sorted(paths[f[1]] for f in data["flags"] if f[0] == step and f[4] == 1) == want
+
+
+def test_a_directory_of_runs_is_its_runs(runs, tmp_path):
+    """A directory of run directories, of the files of several profiles, and
+    the runs named one by one give the same runs."""
+    assert history.runs_in([runs]) == [os.path.join(runs, n) for n in "abcd"]
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for name in "abcd":          # each run's one file, renamed apart, in one directory
+        os.rename(os.path.join(runs, name, layout.file_name("app", 0, 1)),
+                  flat / layout.file_name(f"app-{name}", 0, 1))
+    assert history.runs_in([str(flat)]) == [str(flat / layout.file_name(f"app-{n}", 0, 1)) for n in "abcd"]
+    profiles, labels, cumulative = history.load([str(flat)])
+    assert labels == [layout.file_name(f"app-{n}", 0, 1) for n in ORDER] and not cumulative
+    one = tmp_path / "one"
+    write_run(one, "2026-03-01T00:00:00Z")
+    assert history.runs_in([str(one)]) == [str(one)]             # one run's directory
+
+
+def test_snapshots_of_one_run_are_its_history(tmp_path, step_snapshots):
+    """The snapshots, cumulative, are taken as intervals: what each added."""
+    out = tmp_path / "s"
+    step_snapshots(out, [3, 0, 5, 5])
+    data = history.build(*history.load([str(out)], of_snapshots=True))
+    assert data["kind"] == "snapshots"
+    assert data["runs"] == ["snapshot 1", "snapshot 2", "snapshot 3", "snapshot 4"]
+    step = [c["path"] for c in data["callpaths"]].index("main<step")
+    assert [row[step] for row in data["exc"]] == pytest.approx([3e-6, 0, 5e-6, 5e-6])
+    [(_, _, change, p, _)] = [f for f in data["flags"] if f[1] == step and f[4] == 1]
+    assert [f[0] for f in data["flags"] if f[1] == step and f[4] == 1] == [1]   # 0 to 5 us: flagged
+    assert change is None and p is None     # from nothing: no finite change; one rank: no test
+    page = tmp_path / "s.html"
+    assert main(["report", "--snapshots", str(out), "-o", str(page)]) == 0
+    assert json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', page.read_text(), re.S)[1]) == data
+    facts = _page(page, ["[...document.querySelectorAll('#flags-table tbody td')].map((td) => td.textContent)"])
+    assert facts["console"] == [] and facts["sections"] == ["regressions", "history", "diff", "runs"]
+    assert facts["checks"][0][:4] == ["main<step", "snapshot 2", "snapshot 3", "0.000"]
+    assert facts["checks"][0][5] == "from 0"
+    with pytest.raises(tinyprof.FormatError, match=r"0 complete snapshot\(s\): the history of a run needs at least 2"):
+        history.load([str(out / "snapshots" / "000001")], of_snapshots=True)
+
+
+# -- the command ---------------------------------------------------------------------
+
+def test_the_command_writes_one_page_of_many_runs(runs, tmp_path, capsys):
+    out = tmp_path / "h.html"
+    assert main(["report", runs, "-o", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"tinyprof: wrote {out}")
+    page = out.read_text(encoding="utf-8")
+    assert not re.search(r"<(script|link)\b[^>]*\b(src|href)=", page)      # nothing fetched
+    data = json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', page, re.S)[1])
+    assert data["runs"] == ORDER
+    named = [os.path.join(runs, n) for n in "dcba"]
+    assert main(["report", *named, "-o", str(out)]) == 0         # the runs one by one: same order
+    data = json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', out.read_text(), re.S)[1])
+    assert data["runs"] == ORDER
+
+
+def test_a_bad_run_among_many_is_named_in_one_line(runs, tmp_path, capsys):
+    out = tmp_path / "h.html"
+    bad = os.path.join(runs, "c", layout.file_name("app", 0, 1))
+    with open(bad, "r+b") as f:
+        f.seek(40)
+        f.write(b"\xff garbage \xff")
+    assert main(["report", runs, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and bad in err and "Traceback" not in err
+    assert not out.exists()
+    missing = str(tmp_path / "nowhere")
+    assert main(["report", os.path.join(runs, "a"), missing, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and missing in err
+    # --skip-bad: the others make the page, the bad one named on stderr
+    assert main(["report", runs, "--skip-bad", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("skipped") == 1 and bad in err
+    data = json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', out.read_text(), re.S)[1])
+    assert data["runs"] == ["b", "a", "d"]
+    assert main(["report", missing, missing + "2", "--skip-bad", "-o", str(out)]) == 2
+    assert "no run could be read" in capsys.readouterr().err
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_compare_app.py")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
+                    reason="needs mpi4py and mpiexec next to the Python executable")
+def test_real_mpi_runs_in_start_order_outside_mpi(tmp_path):
+    """Three real runs on 4 ranks (tests/_compare_app.py), named against their
+    start order; the third's solve twice as long: flagged, on the time outside
+    MPI calls, from the second run to the third."""
+    where = tmp_path / "runs"
+    for name, slow in (("c", 1), ("b", 1), ("a", 2)):         # started in this order
+        subprocess.run([MPIEXEC, "-n", "4", sys.executable, APP, str(where / name), str(slow)],
+                       check=True, capture_output=True, timeout=300)
+    out = tmp_path / "h.html"
+    done = subprocess.run([sys.executable, "-m", "tinyprof.cli", "report", str(where), "-o", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', out.read_text(), re.S)[1])
+    assert data["runs"] == ["c", "b", "a"] and data["outside_mpi"] and data["nranks"] == [4] * 3
+    starts = [row[1] for row in data["meta"]["rows"]]
+    assert starts == sorted(starts) and len(set(starts)) == 3
+    paths = [c["path"] for c in data["callpaths"]]
+    solve = paths.index("main<solve")
+    [(change, p)] = [(f[2], f[3]) for f in data["flags"] if f[:2] == [1, solve] and f[4] == 1]
+    assert 0.5 < change < 1.5 and p < 0.05
+    assert data["exc"][2][solve] == pytest.approx(2 * data["exc"][1][solve], rel=0.3)
+
+
+# -- in a real browser -------------------------------------------------------------
+
+PICK = """(() => {
+  const pick = (id, value) => { const s = document.getElementById(id); s.value = value;
+    s.dispatchEvent(new Event('change')); };
+  pick('diff-base', %d); pick('diff-new', %d);
+  return { title: document.getElementById('diff-title').textContent,
+    rows: [...document.querySelectorAll('#diff-table tbody tr')].map((tr) => [tr.dataset.callpath,
+      tr.dataset.flag || '', ...[...tr.children].slice(1).map((td) => td.textContent)]) };
+})()"""
+FILTER = """(() => { const f = document.getElementById('run-filter'); f.value = %r;
+  f.dispatchEvent(new Event('input'));
+  return [...document.querySelectorAll('#runs-table tbody tr')].filter((tr) => !tr.hidden)
+    .map((tr) => tr.firstChild.textContent); })()"""
+CLICK_FLAG = """(() => { document.querySelector('#flags-table tbody tr').click();
+  return [document.getElementById('diff-title').textContent,
+          document.getElementById('history-plot-title').textContent]; })()"""
+FACTS = """(() => ({
+  sections: [...document.querySelectorAll('section')].map((s) => s.id),
+  flags: [...document.querySelectorAll('#flags-table tbody tr')].map((tr) => tr.dataset.callpath),
+  history: [...document.querySelectorAll('#history-table tbody tr')].map((tr) => tr.dataset.callpath),
+  sparks: document.querySelectorAll('#history-table svg.spark polyline').length,
+  chart: document.getElementById('history-plot').data.length,
+  pwned: window.pwned === 1, images: document.querySelectorAll('body img').length,
+  names: [...document.querySelectorAll('#diff-table tbody td:first-child')].map((td) => td.textContent) }))()"""
+
+
+def _page(path, checks):
+    with Browser(1500, 1400) as b:
+        b.open(f"file://{path}")
+        b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)
+        facts = b.evaluate(FACTS)
+        facts["checks"] = [b.evaluate(c) for c in checks]
+        facts["console"], facts["blocked"], facts["requests"] = b.console, b.blocked, b.requests
+    return facts
+
+
+def test_the_page_renders_and_diffs_two_runs_picked_on_it(tmp_path):
+    """60 runs; solve 25% slower from run 30 on; the page picks runs 10 and 40."""
+    where = tmp_path / "many"
+    for k in range(60):
+        write_run(where / f"r{k:02d}", f"2026-03-{1 + k // 24:02d}T{k % 24:02d}:00:00Z", 1.25 if k >= 30 else 1.0,
+                  commit=f"{k // 10:040x}")
+    out = tmp_path / "many.html"
+    history.write([str(where)], out)
+    facts = _page(out, [PICK % (10, 40), FILTER % f"{3:040x}", PICK % (0, 1), CLICK_FLAG])
+    assert facts["console"] == [] and facts["blocked"] == [] and facts["requests"] == [f"file://{out}"]
+    assert facts["sections"] == ["regressions", "history", "diff", "runs"]
+    assert facts["flags"] == ["main<solve"] and facts["history"][0] == "main<solve"
+    assert facts["sparks"] == 3 and facts["chart"] == 3
+    picked, filtered, same, clicked = facts["checks"]
+    assert picked["title"].startswith("r40 against r10: 1 callpath(s) slower, 0 faster")
+    rows = {r[0]: r[1:] for r in picked["rows"]}
+    assert rows["main<solve"][0] == "hot" and rows["main<solve"][3] == "+25.0%"
+    assert rows["main<compute"][0] == "" and rows["main<compute"][3] == "+0.0%"
+    assert rows["main"][6] == f"+{100 * (SOLVE.mean() * 0.25) / (OWN + COMPUTE.mean() + SOLVE.mean()):.1f}%"
+    assert filtered == [f"r{k}" for k in range(30, 40)]         # the runs of commit 3
+    assert same["title"].startswith("r01 against r00: 0 callpath(s) slower")
+    assert clicked[0].startswith("r30 against r29: 1 callpath(s) slower") and clicked[1].startswith("main<solve: ")
+
+
+def test_hostile_names_are_text_on_the_page(tmp_path):
+    where = tmp_path / "h"
+    for k, slow in enumerate([1.0, 1.0, 1.5]):
+        write_run(where / f"r{k}", f"2026-03-01T0{k}:00:00Z", slow, names=(HOSTILE, "</script><b>x"),
+                  app="<b>app</b>")
+    out = tmp_path / "h.html"
+    history.write([str(where)], out)
+    payload = re.search(r'id="tinyprof-data">(.*?)</script>', out.read_text(), re.S)[1]
+    assert not set(payload) & set("<>&")
+    assert "<title>tinyprof report: &lt;b>app&lt;/b></title>" in out.read_text()
+    facts = _page(out, [PICK % (0, 2)])
+    assert facts["console"] == [] and not facts["pwned"] and facts["images"] == 0
+    assert facts["flags"] == ["main<</script><b>x"]
+    assert sorted(facts["names"]) == sorted(["main", HOSTILE, "</script><b>x"])
+    assert {r[0] for r in facts["checks"][0]["rows"]} == {"main", f"main<{HOSTILE}", "main<</script><b>x"}

@@ -1,0 +1,190 @@
+// The history page of `tinyprof report R1 R2 ...` (tinyprof/views/history.py): many runs,
+// or the snapshots of one, from the data of #tinyprof-data. No network.
+"use strict";
+(function () {
+  const { CONFIG, el, esc, UNITS, fmtS, BELOW, plot, listTable } = TP;
+  const D = TP.data();
+  const R = D.runs.length, N = D.callpaths.length, SNAPS = D.kind === "snapshots";
+  const RUN = SNAPS ? "interval" : "run";
+  const RULE = D.rule;
+  // Per run: exclusive (as embedded; null: the callpath is not in the run) and inclusive,
+  // the sum over the callpath's subtree (tree order: children after their parent).
+  const inclusive = (exc) => {
+    const inc = [...exc];
+    for (let i = N - 1; i >= 0; i--) {
+      const p = D.callpaths[i].parent;
+      if (p >= 0 && inc[i] !== null) inc[p] = (inc[p] || 0) + inc[i];
+    }
+    return inc;
+  };
+  const INC = D.exc.map(inclusive);
+  const biggest = D.exc.reduce((m, row) => row.reduce((a, v) => (v !== null && Math.abs(v) > a ? Math.abs(v) : a), m), 0);
+  const [unit, scale] = UNITS.find(([, s]) => biggest >= s) || UNITS[3];
+  const fmt = (v) => (v === null || v === undefined ? "-" : (v / scale).toFixed(3));
+  const pct = (v) => (v === null || !isFinite(v) ? "-" : `${v >= 0 ? "+" : ""}${(100 * v).toFixed(1)}%`);
+  const change = (a, b) => (a === null || b === null || a === 0 ? null : b / a - 1);
+  const what = `exclusive time${D.outside_mpi ? " outside MPI calls" : ""} per rank on average`;
+
+  const main = el("main");
+  const ranks = [...new Set(D.nranks)];
+  document.body.append(
+    el("header", {}, el("h1", {}, `tinyprof history: ${D.name}`),
+      el("div", { class: "facts", id: "facts" },
+        el("span", {}, SNAPS ? `${R} snapshots of one run, as intervals` : `${R} runs, by start time`),
+        el("span", {}, `${N} callpaths`), el("span", {}, `${ranks.join("/")} ranks`),
+        el("span", {}, `${D.flag_counts[0]} regression(s), ${D.flag_counts[1]} improvement(s) flagged`),
+        ...D.notes.map((n) => el("span", {}, n)))),
+    main);
+  const { section, note } = TP.sections(main);
+
+  // -- the regressions flagged -------------------------------------------------------------
+  const flagged = section("regressions", "Regressions",
+    `Each ${RUN} against the one before it (consecutive ${SNAPS ? "intervals" : "runs, in start order"}), ` +
+    `by the rule of tinyprof compare: ${what}; flagged when p < ${RULE.alpha}, the change beyond ` +
+    `${100 * RULE.threshold}% and |new - old| at least ${100 * RULE.floor}% of the earlier ${RUN}'s time. ` +
+    `Evidence: ${RULE.tests.join("; ") || "none (one run)"}. Worst first.`);
+  const regs = D.flags.filter((f) => f[4] > 0);
+  if (regs.length) {
+    flagged.append(listTable("flags-table", ["callpath", "from", "to", `before (${unit})`, `after (${unit})`,
+      "change", "p"], regs.map(([s, c, ch, p]) => [D.callpaths[c].path, D.runs[s], D.runs[s + 1],
+      fmt(D.exc[s][c]), fmt(D.exc[s + 1][c]), ch === null ? "from 0" : pct(ch), p === null ? "-" : p.toPrecision(2)])));
+    flagged.querySelectorAll("#flags-table tbody tr").forEach((tr, k) => {
+      tr.dataset.callpath = D.callpaths[regs[k][1]].path;
+      tr.addEventListener("click", () => {       // its chart, and the diff of its two runs
+        select(regs[k][1]);
+        baseSel.value = String(regs[k][0]); newSel.value = String(regs[k][0] + 1); drawDiff();
+      });
+    });
+    if (D.flag_counts[0] > regs.length) note(flagged, `${D.flag_counts[0] - regs.length} more not shown.`);
+  } else note(flagged, `No regression flagged between consecutive ${SNAPS ? "intervals" : "runs"}.`);
+
+  // -- each callpath over the runs ---------------------------------------------------------
+  const over = section("history", `Callpaths over the ${SNAPS ? "snapshots" : "runs"}`,
+    `${what[0].toUpperCase()}${what.slice(1)}${SNAPS ? ", recorded in each interval between snapshots" : ""}; ` +
+    "the worst regression first (the largest flagged change; then the change from first to last). " +
+    "Red dots: flagged regressions. Click a row for its chart (a regression above: also the diff of its two runs).");
+  const flagsOf = D.callpaths.map(() => []);
+  D.flags.forEach((f) => { if (f[4] > 0) flagsOf[f[1]].push(f[0] + 1); });
+  const SVG = "http://www.w3.org/2000/svg", W = 240, H = 28;
+  const spark = (c) => {
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("class", "spark");
+    const ys = D.exc.map((row) => row[c]), given = ys.filter((v) => v !== null);
+    if (!given.length) return svg;
+    const lo = Math.min(...given), hi = Math.max(...given), span = hi - lo || 1;
+    const x = (k) => (R > 1 ? (k * (W - 4)) / (R - 1) + 2 : W / 2), y = (v) => H - 3 - ((v - lo) * (H - 6)) / span;
+    const line = document.createElementNS(SVG, "polyline");
+    line.setAttribute("points", ys.map((v, k) => (v === null ? null : `${x(k).toFixed(1)},${y(v).toFixed(1)}`))
+      .filter((p) => p).join(" "));
+    svg.append(line);
+    for (const k of flagsOf[c]) {
+      if (ys[k] === null) continue;
+      const dot = document.createElementNS(SVG, "circle");
+      dot.setAttribute("cx", x(k).toFixed(1)); dot.setAttribute("cy", y(ys[k]).toFixed(1)); dot.setAttribute("r", 2.5);
+      svg.append(dot);
+    }
+    return svg;
+  };
+  const first = (c) => { for (let k = 0; k < R; k++) if (D.exc[k][c] !== null) return D.exc[k][c]; return null; };
+  const last = (c) => { for (let k = R - 1; k >= 0; k--) if (D.exc[k][c] !== null) return D.exc[k][c]; return null; };
+  const histTable = el("table", { id: "history-table" });
+  histTable.append(el("thead", {}, el("tr", {}, ...["callpath", `over the ${SNAPS ? "intervals" : "runs"}`,
+    `first (${unit})`, `last (${unit})`, "first to last", "regressions"].map((h) => el("th", {}, h)))));
+  const histBody = el("tbody");
+  const ROWS = 300;     // sparklines drawn: the worst; the chart and the diff have every callpath
+  for (const c of D.worst.slice(0, ROWS)) {
+    const tr = el("tr", { "data-callpath": D.callpaths[c].path, onclick: () => select(c) },
+      el("td", { title: D.callpaths[c].path }, D.callpaths[c].path), el("td", {}, spark(c)),
+      el("td", {}, fmt(first(c))), el("td", {}, fmt(last(c))), el("td", {}, pct(change(first(c), last(c)))),
+      el("td", flagsOf[c].length ? { class: "hot" } : {}, String(flagsOf[c].length)));
+    histBody.append(tr);
+  }
+  histTable.append(histBody);
+  over.append(el("div", { class: "scroll" }, histTable));
+  if (N > ROWS) note(over, `The ${ROWS} worst of ${N} callpaths.`);
+  const chart = plot(over, "history-plot", "");
+  const x = D.runs.map((_, k) => k), text = D.runs.map(esc);
+  function select(c) {
+    histBody.querySelectorAll("tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.callpath === D.callpaths[c].path));
+    TP.caption(chart, `${D.callpaths[c].path}: ${what}`);
+    const y = (rows) => rows.map((row) => (row[c] === null ? null : row[c] / scale));
+    const marks = flagsOf[c];
+    Plotly.react(chart, [
+      { x, y: y(D.exc), text, name: "exclusive", mode: "lines+markers", hovertemplate: `%{text}<br>%{y:.3f} ${unit}` },
+      { x, y: y(INC), text, name: "inclusive", mode: "lines", line: { dash: "dot" }, hovertemplate: `%{text}<br>%{y:.3f} ${unit}` },
+      { x: marks, y: marks.map((k) => (D.exc[k][c] === null ? null : D.exc[k][c] / scale)), text: marks.map((k) => text[k]),
+        name: "regression flagged", mode: "markers", marker: { color: "#c22", size: 10 }, hovertemplate: "%{text}" }],
+    { margin: { t: 10 }, legend: BELOW, yaxis: { title: { text: unit }, rangemode: "tozero" },
+      xaxis: { title: { text: SNAPS ? "interval (snapshot), in order" : "run, in start order" }, tickformat: "d" } }, CONFIG);
+  }
+
+  // -- the diff of two runs ------------------------------------------------------------------
+  const diff = section("diff", `Diff of two ${SNAPS ? "intervals" : "runs"}`,
+    `Pick the two to compare: ${what}, and inclusive (the subtree's sum). Siblings: the largest ` +
+    `inclusive difference first. Red: slower by more than ${100 * RULE.threshold}% and by at least ` +
+    `${100 * RULE.floor}% of the base's time; green: as much faster (no test: one ${RUN} a side).`);
+  const choose = (id, pick) => {
+    const s = el("select", { id }, ...D.runs.map((r, k) => el("option", { value: String(k) }, r)));
+    s.value = String(pick);
+    s.addEventListener("change", drawDiff);
+    return s;
+  };
+  const baseSel = choose("diff-base", 0), newSel = choose("diff-new", R - 1);
+  const diffTitle = el("p", { id: "diff-title" });
+  const diffTable = el("table", { id: "diff-table" });
+  diffTable.append(el("thead", {}, el("tr", {}, ...["callpath", `base exclusive (${unit})`, `new exclusive (${unit})`,
+    "change", `base inclusive (${unit})`, `new inclusive (${unit})`, "change"].map((h) => el("th", {}, h)))));
+  const diffBody = el("tbody");
+  diffTable.append(diffBody);
+  diff.append(el("label", {}, "base:", baseSel), " ", el("label", {}, "new:", newSel), diffTitle,
+    el("div", { class: "scroll" }, diffTable));
+  const children = D.callpaths.map(() => []), roots = [];
+  D.callpaths.forEach((c, i) => (c.parent < 0 ? roots : children[c.parent]).push(i));
+  function drawDiff() {
+    const a = +baseSel.value, b = +newSel.value, floor = RULE.floor * (D.totals[a] || 0);
+    const ea = D.exc[a], eb = D.exc[b], ia = INC[a], ib = INC[b];
+    let slower = 0, faster = 0;
+    diffBody.textContent = "";
+    const delta = (i) => Math.abs((ib[i] || 0) - (ia[i] || 0));
+    const visit = (ids, depth) => {
+      for (const i of [...ids].sort((p, q) => delta(q) - delta(p))) {
+        if (ea[i] === null && eb[i] === null) continue;
+        const ch = change(ea[i], eb[i]), big = Math.abs((eb[i] || 0) - (ea[i] || 0)) >= floor;
+        const hot = ch !== null && big && ch > RULE.threshold, good = ch !== null && big && ch < -RULE.threshold;
+        slower += hot; faster += good;
+        const name = el("td", { style: `padding-left:${8 + 16 * depth}px`, title: D.callpaths[i].path },
+          D.callpaths[i].name);
+        const cls = hot ? { class: "hot" } : good ? { class: "good" } : {};
+        diffBody.append(el("tr", { "data-callpath": D.callpaths[i].path, ...(cls.class ? { "data-flag": cls.class } : {}) },
+          name, el("td", {}, ea[i] === null ? "(none)" : fmt(ea[i])), el("td", {}, eb[i] === null ? "(none)" : fmt(eb[i])),
+          el("td", cls, pct(ch)), el("td", {}, fmt(ia[i])), el("td", {}, fmt(ib[i])), el("td", {}, pct(change(ia[i], ib[i])))));
+        visit(children[i], depth + 1);
+      }
+    };
+    visit(roots, 0);
+    diffTitle.textContent = `${D.runs[b]} against ${D.runs[a]}: ${slower} callpath(s) slower, ` +
+      `${faster} faster beyond the threshold; total ${fmtS(D.totals[a] || 0)} to ${fmtS(D.totals[b] || 0)} per rank.`;
+  }
+
+  // -- the runs' metadata --------------------------------------------------------------------
+  const runs = section("runs", SNAPS ? "Snapshots" : "Runs",
+    "The run metadata (docs/api.md, \"Run metadata\"), one row per " + (SNAPS ? "snapshot" : "run") +
+    " in the order above. Type to keep the rows holding the text (in any column).");
+  const filter = el("input", { id: "run-filter", type: "search", placeholder: "filter", size: "40" });
+  const metaTable = listTable("runs-table", D.meta.columns, D.meta.rows);
+  const count = el("span", { id: "run-count", class: "hint" }, `${R} of ${R}`);
+  runs.append(el("label", {}, "Filter: ", filter), " ", count, metaTable);
+  const lower = D.meta.rows.map((row) => row.join("\u0000").toLowerCase());
+  filter.addEventListener("input", () => {
+    const want = filter.value.toLowerCase();
+    let shown = 0;
+    metaTable.querySelectorAll("tbody tr").forEach((tr, k) => {
+      const keep = lower[k].includes(want);
+      tr.hidden = !keep; shown += keep;
+    });
+    count.textContent = `${shown} of ${R}`;
+  });
+
+  if (N) { drawDiff(); select(D.worst[0]); }
+  document.body.dataset.ready = "1";
+})();
