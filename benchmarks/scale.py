@@ -44,6 +44,20 @@ PLATFORM = ROOT / "benchmarks" / "fattree.xml"
 NODES, CORES = 512, 64       # of PLATFORM
 COMPUTE = 4                  # compute/0 .. compute/3 under step
 RARE_EVERY = 64              # rare<r> on every 64th rank
+# SMPI's configuration. The mpich selector's allreduce, bcast and reduce first run
+# Comm::init_smp on their communicator, whose ring allgather (P - 1 rounds, P^2
+# messages) costs the simulator ~P^3 CPU (192 s at 2,048 ranks for one
+# MPI_Comm_split, whose new communicator bcasts its id): those three are named,
+# and the allgather, whose ring has the same cost.
+SMPI_CONFIG = (
+    "--cfg=smpi/host-speed:1Gf",            # a rank's CPU time charged 1:1
+    "--cfg=smpi/coll-selector:mpich",       # its gather is cheap; the default selector's allgather is not
+    "--cfg=smpi/allgather:rdb",             # mpich's takes over 90 s at 4,096 x 129 B (a ring, by size), rdb 6.5 s
+    "--cfg=smpi/allreduce:rdb",             # mpich's allreduce runs Comm::init_smp (SMP set-up): ~P^3 simulator CPU
+    "--cfg=smpi/bcast:binomial_tree",       # mpich's bcast does too, in every new communicator (MPI_Comm_split)
+    "--cfg=smpi/reduce:binomial",           # and mpich's reduce (the workload's report of the phases)
+    "--log=root.thres:warning",
+)
 
 
 def smpicxx() -> Tuple[Optional[str], str]:
@@ -81,8 +95,7 @@ def run(exe: Path, ranks: int, outdir: Path, iterations: int, aggregators: int =
     hostfile = outdir.parent / f"{outdir.name}.hosts"
     hostfile.write_text("".join(f"node-{n}:{CORES}\n" for n in range(-(-ranks // CORES))))
     cmd = ["timeout", "-k", "10", str(timeout), "smpirun", "-np", str(ranks), "-platform", str(PLATFORM), "-hostfile", str(hostfile),
-           "--cfg=smpi/host-speed:1Gf", "--cfg=smpi/coll-selector:mpich", "--log=root.thres:warning",
-           str(exe), str(outdir), str(iterations), str(aggregators), mode]
+           *SMPI_CONFIG, str(exe), str(outdir), str(iterations), str(aggregators), mode]
     env = dict(os.environ, TINYPROF_MPI="0")
     logs = outdir.parent / f"{outdir.name}.out", outdir.parent / f"{outdir.name}.err"
     with open(logs[0], "w") as out, open(logs[1], "w") as err:
