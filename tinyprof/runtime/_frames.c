@@ -366,11 +366,26 @@ sites_read(PyObject *m, PyObject *unused)
  * made from them then, in Python (stacks.Sampler), not per sample. Python
  * code runs only before the table is touched (the thread names, and finding
  * the core's ContextVar), so a drain from another thread never sees it half
- * changed. */
+ * changed.
+ *
+ * Thread names come from threading, which registers a thread only once it
+ * runs (Thread._bootstrap_inner), or never (_thread.start_new_thread). A
+ * thread state the names do not know (a miss: the names are refreshed, in
+ * the sampler's own turn) is counted under a stand-in, its id as a str,
+ * named by a later refresh that finds it named while it lives (the next
+ * sample's, every 100th, each drain's); the drain hands the stand-in's
+ * samples over under that name. So all of a thread's samples are named
+ * alike, and only a thread that ends unnamed keeps its id. A thread is its
+ * id and its thread state's unique id: a reused id is a new thread (a
+ * miss), not the old one. Thread states with no frame are not sampled: a
+ * new thread's state is made by the thread that starts it, with the
+ * starter's id, before the new thread runs. */
 
 typedef struct {
     unsigned long ident;
+    uint64_t uid;               /* its thread state's id once seen (0: not yet) */
     PyObject *name;             /* owned; NULL: tinyprof's thread, never sampled */
+    int standin;                /* name is its id, until threading names it */
 } Thread;
 
 typedef struct {
@@ -394,6 +409,9 @@ typedef struct {
     atomic_int want;            /* a sample asked of the main thread's pending call */
     atomic_int queued;          /* that pending call is queued */
     atomic_int names_due;       /* the thread names need Python code: the sampler's own turn */
+    int retry;                  /* the last refresh made a stand-in: refresh at the next sample too */
+    PyObject **renamed;         /* owned pairs (stand-in, its name since), until the next drain */
+    Py_ssize_t nrenamed, renamed_cap;
     atomic_int failed;          /* the pending call's sample failed: its exception below */
     int call_ref;               /* the queued call holds a reference (run() has returned) */
     PyObject *error[3];
@@ -441,16 +459,58 @@ entries_clear(Entry *e, size_t n)
     PyMem_Free(e);
 }
 
-static Thread *
-thread_find(Samples *self, unsigned long ident)
+static int
+has_frame(PyThreadState *ts)
 {
-    for (Py_ssize_t i = 0; i < self->nthreads; i++)
-        if (self->threads[i].ident == ident)
-            return &self->threads[i];
+    return ts->cframe != NULL && ts->cframe->current_frame != NULL;
+}
+
+static void
+renamed_clear(PyObject **renamed, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(renamed[i]);
+    PyMem_Free(renamed);
+}
+
+/* The table's entry of a thread state (an entry made from names() adopts
+ * the first state seen with its id), or NULL. */
+static Thread *
+thread_find(Samples *self, PyThreadState *ts)
+{
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        Thread *t = &self->threads[i];
+        if (t->ident == ts->thread_id && (t->uid == ts->id || t->uid == 0)) {
+            t->uid = ts->id;
+            return t;
+        }
+    }
     return NULL;
 }
 
-/* Thread names afresh from names(). Runs Python code. */
+/* Remembers that `standin`'s samples are `name`'s (references taken). */
+static int
+renamed_add(Samples *self, PyObject *standin, PyObject *name)
+{
+    if (self->nrenamed + 2 > self->renamed_cap) {
+        Py_ssize_t cap = self->renamed_cap ? self->renamed_cap * 2 : 8;
+        PyObject **r = PyMem_Realloc(self->renamed, (size_t)cap * sizeof(PyObject *));
+        if (r == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->renamed = r;
+        self->renamed_cap = cap;
+    }
+    self->renamed[self->nrenamed++] = Py_NewRef(standin);
+    self->renamed[self->nrenamed++] = Py_NewRef(name);
+    return 0;
+}
+
+/* Thread names afresh from names() (Python code), for every thread state
+ * with a frame: threading's name; else the name or stand-in the table had
+ * for that state (a thread not registered yet, or ending); else a new
+ * stand-in. A stand-in of a state now named by threading takes its name. */
 static int
 threads_refresh(Samples *self)
 {
@@ -462,7 +522,11 @@ threads_refresh(Samples *self)
         PyErr_SetString(PyExc_TypeError, "names() must return a dict");
         return -1;
     }
-    Thread *t = PyMem_Calloc((size_t)PyDict_GET_SIZE(d) + 1, sizeof(Thread));
+    /* no Python code from here: the table and the thread states stay as read */
+    Py_ssize_t nts = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(self->interp); ts != NULL; ts = PyThreadState_Next(ts))
+        nts++;
+    Thread *t = PyMem_Calloc((size_t)(PyDict_GET_SIZE(d) + nts) + 1, sizeof(Thread));
     if (t == NULL) {
         Py_DECREF(d);
         PyErr_NoMemory();
@@ -481,30 +545,42 @@ threads_refresh(Samples *self)
         n++;
     }
     Py_DECREF(d);
+    Py_ssize_t named = n;
+    int made = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(self->interp); ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (!has_frame(ts))
+            continue;
+        Thread *old = thread_find(self, ts), *now = NULL;
+        for (Py_ssize_t i = 0; i < named && now == NULL; i++)
+            if (t[i].ident == ts->thread_id && t[i].uid == 0)
+                now = &t[i];
+        if (now != NULL) {
+            now->uid = ts->id;
+            if (old != NULL && old->standin && now->name != NULL && renamed_add(self, old->name, now->name) < 0) {
+                threads_clear(t, n);
+                return -1;
+            }
+            continue;
+        }
+        t[n].ident = ts->thread_id;
+        t[n].uid = ts->id;
+        if (old != NULL) {
+            t[n].standin = old->standin;
+            t[n++].name = Py_XNewRef(old->name);
+            continue;
+        }
+        /* a str: no tracked object, so no collection and no Python code */
+        if ((t[n].name = PyUnicode_FromFormat("%lu", ts->thread_id)) == NULL) {
+            threads_clear(t, n);
+            return -1;
+        }
+        t[n++].standin = made = 1;
+    }
     threads_clear(self->threads, self->nthreads);
     self->threads = t;
     self->nthreads = n;
+    self->retry = made;
     return 0;
-}
-
-/* A thread names() did not know: named after its id, until the next refresh.
- * Makes no tracked object (no collection, so no Python code, runs). */
-static Thread *
-thread_add(Samples *self, unsigned long ident)
-{
-    PyObject *name = PyUnicode_FromFormat("%lu", ident);
-    if (name == NULL)
-        return NULL;
-    Thread *t = PyMem_Realloc(self->threads, (size_t)(self->nthreads + 1) * sizeof(Thread));
-    if (t == NULL) {
-        Py_DECREF(name);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    self->threads = t;
-    t[self->nthreads].ident = ident;
-    t[self->nthreads].name = name;
-    return &t[self->nthreads++];
 }
 
 /* The ContextVar whose values are the core's nodes, from the first context
@@ -646,10 +722,10 @@ static int
 take(Samples *self, int own)
 {
     PyInterpreterState *interp = PyInterpreterState_Get();
-    int refresh = self->taken % 100 == 0;    /* renamed threads, reused ids */
+    int refresh = self->taken % 100 == 0 || self->retry;    /* renamed threads; stand-ins named */
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL && !refresh;
          ts = PyThreadState_Next(ts))
-        refresh = thread_find(self, ts->thread_id) == NULL;
+        refresh = has_frame(ts) && thread_find(self, ts) == NULL;
     if (refresh && !own) {
         atomic_store(&self->names_due, 1);
         return 0;
@@ -672,12 +748,14 @@ take(Samples *self, int own)
     self->last = now;
     int32_t dflt = -1;          /* threads with no open event: computed when first needed */
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (!has_frame(ts))
+            continue;
         if (ts->thread_id == self->main)
             self->main_ts = ts;
-        Thread *t = thread_find(self, ts->thread_id);
-        if (t == NULL && (t = thread_add(self, ts->thread_id)) == NULL)
-            return -1;
-        if (t->name == NULL)
+        Thread *t = thread_find(self, ts);
+        if (t == NULL)              /* started since the refresh (find_var ran Python code) */
+            atomic_store(&self->names_due, 1);
+        if (t == NULL || t->name == NULL)
             continue;
         int n = 0, lasti = -1;
         for (_PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL; f != NULL; f = f->previous) {
@@ -697,6 +775,8 @@ take(Samples *self, int own)
                 lasti = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
             self->scratch[n++] = (PyObject *)f->f_code;
         }
+        if (n == 0)
+            continue;
         PyObject *node = context_node(self, ts->context);
         int32_t parent;
         if (node != NULL) {
@@ -828,15 +908,48 @@ samples_stop(Samples *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* What a stand-in's samples are named: its thread's name if a refresh found it, else its id. */
+static PyObject *
+renamed_find(PyObject **renamed, Py_ssize_t n, PyObject *thread)
+{
+    for (Py_ssize_t i = 0; i < n; i += 2)
+        if (renamed[i] == thread)
+            return renamed[i + 1];
+    return NULL;
+}
+
+/* A drained sample's thread name: the refreshes before the drain's (drained
+ * with it) may have named its stand-in, or one since (the list's
+ * allocation may collect, and so let the sampler thread run). */
+static PyObject *
+named(Samples *self, PyObject **renamed, Py_ssize_t n, PyObject *thread)
+{
+    PyObject *name = renamed_find(renamed, n, thread);
+    if (name == NULL)
+        name = renamed_find(self->renamed, self->nrenamed, thread);
+    return name != NULL ? name : thread;
+}
+
 /* [(execution, parent node id, thread name or None (main), byte offset of
  * the innermost frame's instruction, code objects innermost first, ns)]
- * since the last drain; the table starts afresh. */
+ * since the last drain; the table starts afresh. The names are refreshed
+ * first while a thread is known by its id only. */
 static PyObject *
 samples_drain(Samples *self, PyObject *unused)
 {
     (void)unused;
+    for (Py_ssize_t i = 0; i < self->nthreads; i++)
+        if (self->threads[i].standin) {
+            if (threads_refresh(self) < 0)
+                return NULL;
+            break;
+        }
     Entry *e = self->entries;
     size_t n = self->n;
+    PyObject **renamed = self->renamed;
+    Py_ssize_t nrenamed = self->nrenamed;
+    self->renamed = NULL;
+    self->nrenamed = self->renamed_cap = 0;
     PyMem_Free(self->slots);
     self->entries = NULL;
     self->slots = NULL;
@@ -852,13 +965,15 @@ samples_drain(Samples *self, PyObject *unused)
             PyTuple_SET_ITEM(codes, j, e[i].codes[j]);  /* the entry's references */
         e[i].n = 0;
         PyObject *row = Py_BuildValue("(LiOiNL)", (long long)e[i].execution, e[i].parent,
-                                      e[i].thread ? e[i].thread : Py_None, e[i].lasti, codes,
+                                      e[i].thread ? named(self, renamed, nrenamed, e[i].thread) : Py_None,
+                                      e[i].lasti, codes,
                                       (long long)e[i].ns);
         if (row == NULL)
             break;
         PyList_SET_ITEM(out, (Py_ssize_t)i, row);
     }
     entries_clear(e, n);
+    renamed_clear(renamed, nrenamed);
     if (out != NULL && i < n)
         Py_CLEAR(out);
     return out;
@@ -893,6 +1008,7 @@ samples_dealloc(Samples *self)
         Py_XDECREF(self->error[j]);
     threads_clear(self->threads, self->nthreads);
     entries_clear(self->entries, self->n);
+    renamed_clear(self->renamed, self->nrenamed);
     PyMem_Free(self->slots);
     PyMem_Free(self->scratch);
     Py_TYPE(self)->tp_free((PyObject *)self);

@@ -247,6 +247,18 @@ def thread_names() -> Dict[int, Optional[str]]:
 Raw = Tuple[int, int, Optional[str], int, Tuple[Any, ...], int]
 
 
+class _StandIn:
+    """A thread that ``threading`` did not name when it was sampled (started
+    and not registered yet, or started with ``_thread``): its samples are
+    counted under this, named by a later refresh that finds the thread alive
+    and named (``_frames.Samples``'s stand-in, compared by identity)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, ident: int) -> None:
+        self.name = str(ident)        # until named: a thread that ends unnamed keeps its id
+
+
 class PySamples:
     """``_frames.Samples`` in Python, from ``sys._current_frames()``: where
     the frames cannot be read directly (other Pythons than 3.11, or the
@@ -258,23 +270,24 @@ class PySamples:
         self.taken = 0
         self._last = time.perf_counter_ns()
         self._stopped = False
-        self._threads: Dict[int, Optional[str]] = {}
+        self._threads: Dict[int, Any] = {}     # id -> name, None (tinyprof's) or a _StandIn
+        self._retry = False     # the last refresh made a stand-in: refresh at the next sample too
         self._lock = threading.Lock()       # a drain from another thread, between two counts
         # (execution, parent, thread, lasti, ids of the codes) -> [ns, codes]
-        self._counts: Dict[Tuple[int, int, Optional[str], int, Tuple[int, ...]], List[Any]] = {}
+        self._counts: Dict[Tuple[int, int, Any, int, Tuple[int, ...]], List[Any]] = {}
 
     def take(self) -> None:
         contexts = _frames.contexts() if _frames is not None else {}
         frames = sys._current_frames()
-        if self.taken % 100 == 0 or not self._threads.keys() >= frames.keys():
-            self._threads = self._names()
+        if self.taken % 100 == 0 or self._retry or not self._threads.keys() >= frames.keys():
+            self._refresh(frames)
         execution = max(self._executions() - 1, 0)
         now = time.perf_counter_ns()
         weight, self._last = now - self._last, now
         default: Optional[int] = None      # of threads with no open event, when first needed
         keys = []
         for ident, top in frames.items():
-            thread = self._threads.get(ident, str(ident))
+            thread = self._threads.get(ident)
             if thread is None:
                 continue
             codes: List[Any] = []
@@ -299,6 +312,25 @@ class PySamples:
                 entry[0] += weight
             self.taken += 1
 
+    def _refresh(self, frames: Dict[int, Any]) -> None:
+        """The thread names afresh, for the threads with a frame: threading's
+        name, else what the table had (not registered yet, or ending), else a
+        new stand-in; a stand-in of a thread now named takes its name. (Here
+        a thread is told by its id only: one reused between two refreshes is
+        taken for the old one.)"""
+        names: Dict[int, Any] = self._names()
+        threads, made = dict(names), False
+        for ident in frames:
+            old = self._threads.get(ident)
+            if ident in names:
+                if isinstance(old, _StandIn) and names[ident] is not None:
+                    old.name = names[ident]
+            elif ident in self._threads:
+                threads[ident] = old
+            else:
+                threads[ident], made = _StandIn(ident), True
+        self._threads, self._retry = threads, made
+
     def run(self, interval_ns: int, limit: int) -> bool:
         while not self._stopped:
             # time.sleep, not Event.wait: a wake-up runs no Python code of threading's
@@ -313,9 +345,13 @@ class PySamples:
         self._stopped = True
 
     def drain(self) -> List[Raw]:
+        """The counts since the last drain; the names are refreshed first
+        while a thread is known by its id only."""
+        if any(isinstance(t, _StandIn) for t in self._threads.values()):
+            self._refresh(sys._current_frames())
         with self._lock:
             counts, self._counts = self._counts, {}
-        return [(x, parent, thread, lasti, codes, ns)
+        return [(x, parent, thread.name if isinstance(thread, _StandIn) else thread, lasti, codes, ns)
                 for (x, parent, thread, lasti, _), (ns, codes) in counts.items()]
 
 
