@@ -280,10 +280,14 @@ UNNAMED = textwrap.dedent("""
     from tinyprof.runtime import stacks
 
     sampler = stacks.Sampler(10_000_000, stacks.PySamples if sys.argv[1] == "python" else stacks.samples_type())
-    steps = [threading.Lock() for _ in range(3)]
-    ready = [threading.Event() for _ in range(3)]
+    steps = [threading.Lock() for _ in range(4)]
+    ready = [threading.Event() for _ in range(4)]
     for lock in steps:
         lock.acquire()
+
+    def window():
+        ready[3].set()
+        steps[3].acquire()          # sampled: in a Thread's run, never registered
 
     def late():
         ready[0].set()
@@ -296,15 +300,18 @@ UNNAMED = textwrap.dedent("""
         ready[2].set()
         steps[2].acquire()          # sampled: never named
 
-    idents = [_thread.start_new_thread(late, ()), _thread.start_new_thread(anonymous, ())]
-    ready[0].wait()
-    ready[2].wait()
+    # a Thread that runs as between its start and threading's registration of it
+    unregistered = threading.Thread(target=window, name="window")
+    idents = [_thread.start_new_thread(late, ()), _thread.start_new_thread(anonymous, ()),
+              _thread.start_new_thread(unregistered.run, ())]
+    for i in (0, 2, 3):
+        ready[i].wait()
     sampler.take()
     steps[0].release()
     ready[1].wait()
     sampler.take()
-    steps[1].release()
-    steps[2].release()
+    for i in (1, 2, 3):
+        steps[i].release()
     for _ in range(3000):   # a hang guard, not a duration: until both have left Python
         if not any(ident in sys._current_frames() for ident in idents):
             break
@@ -316,10 +323,11 @@ UNNAMED = textwrap.dedent("""
 
 
 def test_a_thread_sampled_before_threading_names_it_is_named(samples, tmp_path):
-    """A thread that threading does not know when it is sampled (as between
-    a Thread's start and its registration; here started with ``_thread``,
-    registered before the next sample) has all its samples under
-    ``thread <name>``, even if it ends before they are read; a thread that
+    """A thread that threading does not know when it is sampled has all its
+    samples under ``thread <name>``, even if it ends before they are read:
+    one running a Thread not registered yet (as between a Thread's start and
+    its registration: here its ``run`` started with ``_thread``, never
+    registered), and one registered before the next sample; a thread that
     ends unnamed keeps its id."""
     (tmp_path / "app.py").write_text(UNNAMED)
     proc = subprocess.run([sys.executable, "app.py", "python" if samples is stacks.PySamples else "c"],
@@ -327,9 +335,9 @@ def test_a_thread_sampled_before_threading_names_it_is_named(samples, tmp_path):
     assert proc.returncode == 0, proc.stderr
     anonymous, *paths = proc.stdout.splitlines()
     lines = UNNAMED.splitlines()
-    leaves = {f"{fn} (app.py:{lines.index(f'def {fn}():') + 1})" for fn in ("late", "anonymous")}
+    leaves = {f"{fn} (app.py:{lines.index(f'def {fn}():') + 1})" for fn in ("late", "anonymous", "window")}
     threads = {path.split("|")[0] for path in paths if path.split("|")[-1] in leaves}
-    assert threads == {"thread late", f"thread {anonymous}"}, proc.stdout
+    assert threads == {"thread late", f"thread {anonymous}", "thread window"}, proc.stdout
 
 
 def test_a_thread_that_ended_before_the_read_keeps_its_name(samples):

@@ -371,10 +371,11 @@ sites_read(PyObject *m, PyObject *unused)
  * Thread names come from threading, which registers a thread only once it
  * runs (Thread._bootstrap_inner), or never (_thread.start_new_thread). A
  * thread state the names do not know (a miss: the names are refreshed, in
- * the sampler's own turn) is counted under a stand-in, its id as a str,
- * named by a later refresh that finds it named while it lives (the next
- * sample's, every 100th, each drain's); the drain hands the stand-in's
- * samples over under that name. So all of a thread's samples are named
+ * the sampler's own turn) is counted under a stand-in: the threading.Thread
+ * its outermost frame runs (self of Thread._bootstrap, before threading
+ * registers it), named by the drain; else its id as a str, named by a
+ * later refresh that finds it named while it lives (the next sample's,
+ * every 100th, each drain's). So all of a thread's samples are named
  * alike, and only a thread that ends unnamed keeps its id. A thread is its
  * id and its thread state's unique id: a reused id is a new thread (a
  * miss), not the old one. Thread states with no frame are not sampled: a
@@ -385,7 +386,7 @@ typedef struct {
     unsigned long ident;
     uint64_t uid;               /* its thread state's id once seen (0: not yet) */
     PyObject *name;             /* owned; NULL: tinyprof's thread, never sampled */
-    int standin;                /* name is its id, until threading names it */
+    int standin;                /* name is a stand-in (a Thread, or its id) until threading names it */
 } Thread;
 
 typedef struct {
@@ -402,6 +403,7 @@ typedef struct {
     PyObject *executions;       /* () -> executions started (the core's) */
     PyObject *names;            /* () -> {thread id: name, None for tinyprof's} */
     PyObject *node_type;        /* the core's Node */
+    PyObject *thread_type;      /* threading.Thread */
     PyObject *var;              /* the ContextVar holding a thread's node, once seen */
     unsigned long main;
     _Atomic(PyThreadState *) main_ts;  /* once seen; only compared, without the GIL */
@@ -507,6 +509,20 @@ renamed_add(Samples *self, PyObject *standin, PyObject *name)
     return 0;
 }
 
+/* The threading.Thread a thread state's outermost frame is a method of
+ * (its first local), as Thread._bootstrap is, or NULL. Runs no Python code. */
+static PyObject *
+started(Samples *self, PyThreadState *ts)
+{
+    _PyInterpreterFrame *f = ts->cframe->current_frame;
+    while (f->previous != NULL)
+        f = f->previous;
+    if (_PyFrame_IsIncomplete(f) || f->f_code->co_argcount < 1 || f->localsplus[0] == NULL
+        || self->thread_type == NULL || !PyObject_TypeCheck(f->localsplus[0], (PyTypeObject *)self->thread_type))
+        return NULL;
+    return f->localsplus[0];
+}
+
 /* Thread names afresh from names() (Python code), for every thread state
  * with a frame: threading's name; else the name or stand-in the table had
  * for that state (a thread not registered yet, or ending); else a new
@@ -569,8 +585,10 @@ threads_refresh(Samples *self)
             t[n++].name = Py_XNewRef(old->name);
             continue;
         }
-        /* a str: no tracked object, so no collection and no Python code */
-        if ((t[n].name = PyUnicode_FromFormat("%lu", ts->thread_id)) == NULL) {
+        PyObject *thread = started(self, ts);
+        /* else a str: no tracked object, so no collection and no Python code */
+        t[n].name = thread ? Py_NewRef(thread) : PyUnicode_FromFormat("%lu", ts->thread_id);
+        if (t[n].name == NULL) {
             threads_clear(t, n);
             return -1;
         }
@@ -918,16 +936,27 @@ renamed_find(PyObject **renamed, Py_ssize_t n, PyObject *thread)
     return NULL;
 }
 
-/* A drained sample's thread name: the refreshes before the drain's (drained
- * with it) may have named its stand-in, or one since (the list's
- * allocation may collect, and so let the sampler thread run). */
+/* A drained sample's thread name (a new reference): the refreshes before
+ * the drain's (drained with it) may have named its stand-in, or one since
+ * (the list's allocation may collect, and so let the sampler thread run);
+ * a Thread stand-in is named by its name now. Runs Python code. */
 static PyObject *
 named(Samples *self, PyObject **renamed, Py_ssize_t n, PyObject *thread)
 {
     PyObject *name = renamed_find(renamed, n, thread);
     if (name == NULL)
         name = renamed_find(self->renamed, self->nrenamed, thread);
-    return name != NULL ? name : thread;
+    if (name != NULL)
+        return Py_NewRef(name);
+    if (PyUnicode_Check(thread))
+        return Py_NewRef(thread);
+    name = PyObject_GetAttrString(thread, "name");
+    if (name == NULL || !PyUnicode_Check(name)) {      /* unreadable: as str() shows it */
+        PyErr_Clear();
+        Py_XDECREF(name);
+        name = PyObject_Str(thread);
+    }
+    return name;
 }
 
 /* [(execution, parent node id, thread name or None (main), byte offset of
@@ -964,10 +993,13 @@ samples_drain(Samples *self, PyObject *unused)
         for (int j = 0; j < e[i].n; j++)
             PyTuple_SET_ITEM(codes, j, e[i].codes[j]);  /* the entry's references */
         e[i].n = 0;
-        PyObject *row = Py_BuildValue("(LiOiNL)", (long long)e[i].execution, e[i].parent,
-                                      e[i].thread ? named(self, renamed, nrenamed, e[i].thread) : Py_None,
-                                      e[i].lasti, codes,
-                                      (long long)e[i].ns);
+        PyObject *thread = e[i].thread ? named(self, renamed, nrenamed, e[i].thread) : Py_NewRef(Py_None);
+        if (thread == NULL) {
+            Py_DECREF(codes);
+            break;
+        }
+        PyObject *row = Py_BuildValue("(LiNiNL)", (long long)e[i].execution, e[i].parent, thread,
+                                      e[i].lasti, codes, (long long)e[i].ns);
         if (row == NULL)
             break;
         PyList_SET_ITEM(out, (Py_ssize_t)i, row);
@@ -991,6 +1023,13 @@ samples_init(Samples *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->executions, Py_NewRef(executions));
     Py_XSETREF(self->names, Py_NewRef(names));
     Py_XSETREF(self->node_type, Py_NewRef(node_type));
+    PyObject *threading = PyImport_ImportModule("threading");
+    Py_XSETREF(self->thread_type, threading ? PyObject_GetAttrString(threading, "Thread") : NULL);
+    Py_XDECREF(threading);
+    if (self->thread_type == NULL || !PyType_Check(self->thread_type)) {
+        Py_CLEAR(self->thread_type);
+        return -1;
+    }
     self->main = main;
     self->interp = PyInterpreterState_Get();
     self->last = monotonic_ns();
@@ -1003,6 +1042,7 @@ samples_dealloc(Samples *self)
     Py_XDECREF(self->executions);
     Py_XDECREF(self->names);
     Py_XDECREF(self->node_type);
+    Py_XDECREF(self->thread_type);
     Py_XDECREF(self->var);
     for (int j = 0; j < 3; j++)
         Py_XDECREF(self->error[j]);

@@ -250,13 +250,28 @@ Raw = Tuple[int, int, Optional[str], int, Tuple[Any, ...], int]
 class _StandIn:
     """A thread that ``threading`` did not name when it was sampled (started
     and not registered yet, or started with ``_thread``): its samples are
-    counted under this, named by a later refresh that finds the thread alive
-    and named (``_frames.Samples``'s stand-in, compared by identity)."""
+    counted under this (compared by identity), as under ``_frames.Samples``'s
+    stand-in. Named by the ``threading.Thread`` its outermost frame runs
+    (``self`` of ``Thread._bootstrap``), when read; else by a later refresh
+    that finds the thread alive and named; else (it ended unnamed) its id."""
 
-    __slots__ = ("name",)
+    __slots__ = ("_name", "thread")
 
-    def __init__(self, ident: int) -> None:
-        self.name = str(ident)        # until named: a thread that ends unnamed keeps its id
+    def __init__(self, ident: int, top: Any) -> None:
+        self._name = str(ident)
+        while top.f_back is not None:
+            top = top.f_back
+        code = top.f_code
+        first = top.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+        self.thread = first if isinstance(first, threading.Thread) else None
+
+    @property
+    def name(self) -> str:
+        return self._name if self.thread is None else self.thread.name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self._name, self.thread = name, None
 
 
 class PySamples:
@@ -328,7 +343,7 @@ class PySamples:
             elif ident in self._threads:
                 threads[ident] = old
             else:
-                threads[ident], made = _StandIn(ident), True
+                threads[ident], made = _StandIn(ident, frames[ident]), True
         self._threads, self._retry = threads, made
 
     def run(self, interval_ns: int, limit: int) -> bool:
