@@ -21,7 +21,9 @@ converter shows them; nothing is added to Event enter and exit.
   GIL. The counts are named when read (``Sampler.counts``, at a flush or
   snapshot): a frame is ``function (file:line)`` of the function's
   definition, a thread other than the main one adds ``thread <name>``
-  above its frames, and a thread inside an mpi4py call ends in
+  above its frames (threading's name; a thread it had not named yet when
+  sampled is counted under a stand-in, ``_StandIn``, named when read), and
+  a thread inside an mpi4py call ends in
   ``MPI_<method>``. A sample stands for the time since the previous one:
   the interval when the sampler keeps up, more when it could not. Each
   callpath's value per execution is the time of its samples and those
