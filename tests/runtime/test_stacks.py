@@ -280,14 +280,14 @@ UNNAMED = textwrap.dedent("""
     from tinyprof.runtime import stacks
 
     sampler = stacks.Sampler(10_000_000, stacks.PySamples if sys.argv[1] == "python" else stacks.samples_type())
-    steps = [threading.Lock() for _ in range(4)]
-    ready = [threading.Event() for _ in range(4)]
+    steps = [threading.Lock() for _ in range(5)]
+    ready = [threading.Event() for _ in range(5)]
     for lock in steps:
         lock.acquire()
 
-    def window():
-        ready[3].set()
-        steps[3].acquire()          # sampled: in a Thread's run, never registered
+    def window(i):
+        ready[i].set()
+        steps[i].acquire()          # sampled: in a Thread's run, never registered
 
     def late():
         ready[0].set()
@@ -300,17 +300,19 @@ UNNAMED = textwrap.dedent("""
         ready[2].set()
         steps[2].acquire()          # sampled: never named
 
-    # a Thread that runs as between its start and threading's registration of it
-    unregistered = threading.Thread(target=window, name="window")
+    # Threads that run as between their start and threading's registration
+    # of them: one of the program's, one named as tinyprof's (never sampled)
+    unregistered = [threading.Thread(target=window, args=(3,), name="window"),
+                    threading.Thread(target=window, args=(4,), name=stacks.PREFIX + "own")]
     idents = [_thread.start_new_thread(late, ()), _thread.start_new_thread(anonymous, ()),
-              _thread.start_new_thread(unregistered.run, ())]
-    for i in (0, 2, 3):
+              *(_thread.start_new_thread(t.run, ()) for t in unregistered)]
+    for i in (0, 2, 3, 4):
         ready[i].wait()
     sampler.take()
     steps[0].release()
     ready[1].wait()
     sampler.take()
-    for i in (1, 2, 3):
+    for i in (1, 2, 3, 4):
         steps[i].release()
     for _ in range(3000):   # a hang guard, not a duration: until both have left Python
         if not any(ident in sys._current_frames() for ident in idents):
@@ -328,14 +330,15 @@ def test_a_thread_sampled_before_threading_names_it_is_named(samples, tmp_path):
     one running a Thread not registered yet (as between a Thread's start and
     its registration: here its ``run`` started with ``_thread``, never
     registered), and one registered before the next sample; a thread that
-    ends unnamed keeps its id."""
+    ends unnamed keeps its id; one of tinyprof's is not sampled."""
     (tmp_path / "app.py").write_text(UNNAMED)
     proc = subprocess.run([sys.executable, "app.py", "python" if samples is stacks.PySamples else "c"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     anonymous, *paths = proc.stdout.splitlines()
     lines = UNNAMED.splitlines()
-    leaves = {f"{fn} (app.py:{lines.index(f'def {fn}():') + 1})" for fn in ("late", "anonymous", "window")}
+    leaves = {f"{fn} (app.py:{lines.index(f'def {fn}({arg}):') + 1})"
+              for fn, arg in (("late", ""), ("anonymous", ""), ("window", "i"))}
     threads = {path.split("|")[0] for path in paths if path.split("|")[-1] in leaves}
     assert threads == {"thread late", f"thread {anonymous}", "thread window"}, proc.stdout
 

@@ -411,7 +411,7 @@ typedef struct {
     atomic_int want;            /* a sample asked of the main thread's pending call */
     atomic_int queued;          /* that pending call is queued */
     atomic_int names_due;       /* the thread names need Python code: the sampler's own turn */
-    int retry;                  /* the last refresh made a stand-in: refresh at the next sample too */
+    int retry;                  /* the last refresh made an id stand-in: refresh at the next sample too */
     PyObject **renamed;         /* owned pairs (stand-in, its name since), until the next drain */
     Py_ssize_t nrenamed, renamed_cap;
     atomic_int failed;          /* the pending call's sample failed: its exception below */
@@ -592,7 +592,8 @@ threads_refresh(Samples *self)
             threads_clear(t, n);
             return -1;
         }
-        t[n++].standin = made = 1;
+        made |= thread == NULL;     /* a Thread names itself: no retry */
+        t[n++].standin = 1;
     }
     threads_clear(self->threads, self->nthreads);
     self->threads = t;

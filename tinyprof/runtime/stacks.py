@@ -288,7 +288,7 @@ class PySamples:
         self._last = time.perf_counter_ns()
         self._stopped = False
         self._threads: Dict[int, Any] = {}     # id -> name, None (tinyprof's) or a _StandIn
-        self._retry = False     # the last refresh made a stand-in: refresh at the next sample too
+        self._retry = False     # the last refresh made an id stand-in: refresh at the next sample too
         self._lock = threading.Lock()       # a drain from another thread, between two counts
         # (execution, parent, thread, lasti, ids of the codes) -> [ns, codes]
         self._counts: Dict[Tuple[int, int, Any, int, Tuple[int, ...]], List[Any]] = {}
@@ -345,7 +345,8 @@ class PySamples:
             elif ident in self._threads:
                 threads[ident] = old
             else:
-                threads[ident], made = _StandIn(ident, frames[ident]), True
+                threads[ident] = standin = _StandIn(ident, frames[ident])
+                made = made or standin.thread is None      # a Thread names itself: no retry
         self._threads, self._retry = threads, made
 
     def run(self, interval_ns: int, limit: int) -> bool:
@@ -446,6 +447,8 @@ class Sampler:
         ends in ``MPI_<method>``."""
         with self._lock:
             for execution, parent, thread, lasti, codes, ns in self._samples.drain():
+                if thread is not None and thread.startswith(PREFIX):
+                    continue    # one of tinyprof's, sampled before threading named it
                 names = self._named(codes, lasti)
                 if thread is not None:
                     names = (f"thread {thread}", *names)
