@@ -131,6 +131,35 @@ def test_a_directory_of_runs_is_its_runs(runs, tmp_path):
     assert history.runs_in([str(one)]) == [str(one)]             # one run's directory
 
 
+def test_a_directory_beside_the_runs_is_no_run(runs, tmp_path, capsys):
+    """logs/ and scripts/ beside the runs are left out (silently); a run's
+    snapshots/ makes it a run; a directory with no run in it is one line."""
+    (tmp_path / "runs" / "logs").mkdir()
+    (tmp_path / "runs" / "logs" / "job.out").write_text("ok\n")
+    (tmp_path / "runs" / "scripts" / "old").mkdir(parents=True)
+    kept = tmp_path / "runs" / "e"                     # only its snapshots: a run
+    (kept / layout.SNAPSHOTS).mkdir(parents=True)
+    assert history.runs_in([runs]) == [os.path.join(runs, n) for n in "abcde"]
+    os.rmdir(kept / layout.SNAPSHOTS)
+    os.rmdir(kept)
+    out = tmp_path / "h.html"
+    assert main(["report", runs, "-o", str(out)]) == 0
+    assert capsys.readouterr().err == ""
+    data = json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', out.read_text(), re.S)[1])
+    assert data["runs"] == ORDER
+    one = tmp_path / "one"                             # one run's directory, with its logs
+    write_run(one, "2026-03-01T00:00:00Z")
+    (one / "logs").mkdir()
+    assert history.runs_in([str(one)]) == [str(one)]
+    none = tmp_path / "none"
+    (none / "logs").mkdir(parents=True)
+    (none / "scripts").mkdir()
+    assert main(["report", str(none), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tinyprof: {none}: no run in it: none of its 2 subdirectories holds a profile "
+                   "(.tp files or snapshots/)\n")
+
+
 def test_snapshots_of_one_run_are_its_history(tmp_path, step_snapshots):
     """The snapshots, cumulative, are taken as intervals: what each added."""
     out = tmp_path / "s"

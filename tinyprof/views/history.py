@@ -31,7 +31,9 @@ MAX_FLAGS = 500         # rows of the regressions table (the worst; the page say
 def runs_in(paths: Sequence[Path]) -> List[str]:
     """The runs named by ``paths``: a directory of runs (one holding run
     output directories, or the files of several profiles) gives each of
-    them, in name order; any other path is one run."""
+    them, in name order; any other path is one run. In a directory of runs,
+    a subdirectory holding no profile (``logs/``, ``scripts/``) is no run:
+    left out; subdirectories but no run in them is a FormatError."""
     out: List[str] = []
     for path in (os.fspath(p) for p in paths):
         out.extend(_directory_of_runs(path) or [path])
@@ -49,9 +51,24 @@ def _directory_of_runs(path: str) -> Optional[List[str]]:
         m = layout.set_key(e)
         if m is not None:
             sets.setdefault(m, os.path.join(path, e))
-    if not dirs and len(sets) < 2:
+    runs = [d for d in dirs if _holds_profile(d)]
+    if not runs and len(sets) == 1:
         return None                             # one run's output directory
-    return dirs + list(sets.values())
+    runs += sets.values()
+    if not runs and dirs:
+        raise FormatError(path, None, f"no run in it: none of its {len(dirs)} subdirectories "
+                                      f"holds a profile ({layout.SUFFIX} files or {layout.SNAPSHOTS}/)")
+    return runs or None                         # empty: read() says so
+
+
+def _holds_profile(directory: str) -> bool:
+    """Whether ``directory`` is a run's output directory: a set file in it, or snapshots."""
+    if os.path.isdir(os.path.join(directory, layout.SNAPSHOTS)):
+        return True
+    try:
+        return any(layout.set_key(e) is not None for e in os.listdir(directory))
+    except OSError:                             # unreadable: a run, which read() names
+        return True
 
 
 def write(paths: Sequence[Path], output: Path, errors: str = "raise",
