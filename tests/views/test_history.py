@@ -328,3 +328,118 @@ def test_hostile_names_are_text_on_the_page(tmp_path):
     assert facts["flags"] == ["main<</script><b>x"]
     assert sorted(facts["names"]) == sorted(["main", HOSTILE, "</script><b>x"])
     assert {r[0] for r in facts["checks"][0]["rows"]} == {"main", f"main<{HOSTILE}", "main<</script><b>x"}
+
+
+# -- the rule on the command line ------------------------------------------------------
+
+def _data(path):
+    return json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', path.read_text(), re.S)[1])
+
+
+def test_the_rule_is_given_on_the_command_line(runs, tmp_path, capsys):
+    """--threshold, --floor, --inclusive, --metric as tinyprof compare's; with
+    one run's report, a one-line usage error."""
+    out = tmp_path / "h.html"
+    paths = ["main", "main<compute", "main<solve"]
+
+    def flagged(*options):
+        assert main(["report", runs, *options, "-o", str(out)]) == 0
+        data = _data(out)
+        return data, sorted((data["runs"][f[0]], paths[f[1]]) for f in data["flags"] if f[4] == 1)
+
+    data, flags = flagged()
+    assert flags == [("c", "main<solve")]
+    assert data["rule"] == {"tests": data["rule"]["tests"], "threshold": 0.05, "floor": 0.01, "alpha": 0.05,
+                            "metric": "time", "inclusive": False}
+    data, flags = flagged("--threshold", "30")                  # solve: +25%
+    assert flags == [] and data["rule"]["threshold"] == 0.3
+    data, flags = flagged("--floor", "8")                       # solve: +26 us of 345 us, 7.6%
+    assert flags == [] and data["rule"]["floor"] == 0.08
+    # Inclusive: main holds solve, +7.8% of its inclusive time: flagged too, but not beyond 10%
+    data, flags = flagged("--inclusive")
+    assert flags == [("c", "main"), ("c", "main<solve")] and data["rule"]["inclusive"]
+    inclusive = OWN + COMPUTE.mean() + np.round(SOLVE * 1.25).mean()
+    assert "exc" not in data and data["inc"][2] == pytest.approx(
+        [inclusive / 1e9, COMPUTE.mean() / 1e9, np.round(SOLVE * 1.25).mean() / 1e9], rel=1e-4)
+    for a, b in zip(ORDER, ORDER[1:]):                           # as compare flags them
+        frame = tinyprof.compare(os.path.join(runs, a), os.path.join(runs, b), inclusive=True)
+        assert sorted("<".join(p) for p in frame.loc[frame["regressed"], "callpath"]) == \
+            [p for run, p in flags if run == a]
+    _, flags = flagged("--inclusive", "--threshold", "10")
+    assert flags == [("c", "main<solve")]
+    assert main(["report", runs, "--metric", "flops", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "no per-occurrence metric 'flops'" in err
+    one = os.path.join(runs, "a")
+    for options in (["--threshold", "0"], ["--floor", "2"], ["--inclusive"], ["--metric", "time"]):
+        assert main(["report", one, *options, "-o", str(out)]) == 2
+        assert capsys.readouterr().err == f"tinyprof report: {options[0]}: for several runs\n"
+    with pytest.raises(SystemExit) as bad:                      # parsed as compare's
+        main(["report", runs, "--floor", "-1", "-o", str(out)])
+    assert bad.value.code == 2 and "'-1' is not a percentage" in capsys.readouterr().err
+
+
+# -- MPI time and bytes per callpath over the runs ----------------------------------------
+
+def _mpi_of(profile, key):
+    """Per callpath, the profile's own MPI ``key`` (exclusive) per rank on average, from
+    ``Profile.mpi``: its rows summed over ranks, communicators, operations and sizes."""
+    table = profile.mpi
+    table = table[table["callpath"].map(len) > 0]
+    return {"<".join(path): value / profile.nranks for path, value in table.groupby("callpath")[key].sum().items()}
+
+
+MPI_PAGE = """(() => {
+  document.querySelector('#history-table tr[data-callpath="main<halo"]').click();
+  const chart = document.getElementById('history-plot');
+  return { unit: chart.layout.yaxis.title.text, facts: document.getElementById('facts').textContent,
+    traces: Object.fromEntries(chart.data.map((t) => [t.name, t.y])),
+    head: [...document.querySelectorAll('#diff-table thead th')].map((th) => th.textContent) };
+})()"""
+
+
+def test_mpi_time_and_bytes_per_callpath_over_the_runs(tmp_path, clock):
+    """Two runs with MPI capture and one without: each callpath's MPI time and
+    bytes per rank, per run (null for the run without), in the data, the
+    chart and the diff of two runs, equal to each profile's own MPI rows."""
+    from test_mpi_convert import make_profile
+
+    where = tmp_path / "runs"
+    for name, mpi in (("r0", True), ("r1", False), ("r2", True)):
+        make_profile(where / name, clock, mpi=mpi)
+    out = tmp_path / "h.html"
+    assert main(["report", str(where), "-o", str(out)]) == 0
+    data = _data(out)
+    assert data["runs"] == ["r0", "r1", "r2"] and not data["outside_mpi"]     # r1 has none
+    paths = [c["path"] for c in data["callpaths"]]
+    profile = tinyprof.read(where / "r0")
+    want = {key: _mpi_of(profile, key) for key in ("time", "bytes")}
+    assert want["bytes"]["main<halo"] == pytest.approx((4296 + 6000) / 3)       # the test's own check
+    for key in ("time", "bytes"):
+        expected = [want[key].get(p, 0.0) for p in paths]
+        assert data["mpi"][key][0] == data["mpi"][key][2] == pytest.approx(expected, rel=1e-4)
+        assert data["mpi"][key][1] is None
+    both_mpi = history.build(*history.load([where / "r0", where / "r2"]))      # times outside MPI
+    assert both_mpi["outside_mpi"] and both_mpi["mpi"] == {key: [data["mpi"][key][0]] * 2 for key in data["mpi"]}
+    without = tmp_path / "none"
+    for k in range(2):
+        write_run(without / f"r{k}", f"2026-03-01T0{k}:00:00Z")
+    assert history.build(*history.load([str(without)]))["mpi"] is None
+    facts = _page(out, [MPI_PAGE, PICK % (0, 2), PICK % (0, 1)])
+    assert facts["console"] == [] and facts["blocked"] == []
+    shown, both, one = facts["checks"]
+    scale = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[shown["unit"]]
+    halo = want["time"]["main<halo"]
+    assert "MPI time and bytes (exclusive) in 2 of 3 runs" in shown["facts"]
+    times = shown["traces"]["MPI time (exclusive)"]
+    assert times[1] is None and [t * scale for t in times[::2]] == pytest.approx([halo, halo], rel=1e-4)
+    sent = shown["traces"]["MPI bytes (exclusive, right)"]
+    assert sent[1] is None and sent[::2] == pytest.approx([want["bytes"]["main<halo"]] * 2, rel=1e-4)
+    assert shown["head"][7:] == [f"base MPI time ({shown['unit']})", f"new MPI time ({shown['unit']})",
+                                 "base MPI bytes", "new MPI bytes"]
+    for path in paths:
+        row = {r[0]: r[2:] for r in both["rows"]}[path]
+        for text in row[6:8]:
+            assert float(text) * scale == pytest.approx(want["time"].get(path, 0.0), rel=1e-4, abs=6e-4 * scale)
+        assert [float(t) for t in row[8:]] == pytest.approx([want["bytes"].get(path, 0.0)] * 2, rel=1e-4)
+        assert {r[0]: r[2:] for r in one["rows"]}[path][6:] == [row[6], "-", row[8], "-"]

@@ -5,8 +5,10 @@ The page is built as the one-run report is (``report.render``: plotly.js, the
 style and the script inlined, the data as JSON in the page), with its own
 script, ``history.js``. The data is compact: the callpaths once (tree order),
 then one array per run of each callpath's exclusive time per rank on average
-(as ``tinyprof.compare`` measures it); the page computes inclusive times, the
-diff of any two runs and the sparklines from them. The regressions are
+(as ``tinyprof.compare`` measures it; inclusive with ``--inclusive``), and
+of its MPI time and bytes when the run recorded them; the page computes the
+other of exclusive and inclusive, the diff of any two runs and the
+sparklines from them. The regressions are
 flagged here, by ``analysis.compare.history``: each run against the one before
 it, with ``compare``'s rule.
 """
@@ -72,12 +74,13 @@ def _holds_profile(directory: str) -> bool:
 
 
 def write(paths: Sequence[Path], output: Path, errors: str = "raise",
-          of_snapshots: bool = False) -> str:
+          of_snapshots: bool = False, **rule: Any) -> str:
     """Write the history page of the runs at ``paths`` (see :func:`runs_in`;
     ``errors="skip"``: leave out those that cannot be read, with a warning), or
     with ``of_snapshots``, of the kept snapshots of the one run at ``paths[0]``;
-    returns its path."""
-    data = build(*load(paths, errors, of_snapshots))
+    returns its path. ``rule``: :func:`build`'s ``metric``, ``inclusive``,
+    ``threshold``, ``floor``, ``alpha``."""
+    data = build(*load(paths, errors, of_snapshots), **rule)
     layout.write_atomic(os.fspath(output), report.render(data, "history.js").encode("utf-8"))
     return os.fspath(output)
 
@@ -136,10 +139,16 @@ def _labels(paths: List[str]) -> List[str]:
 
 
 def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
+          metric: str = "time", inclusive: bool = False,
           threshold: float = 0.05, floor: float = 0.01, alpha: float = 0.05) -> Dict[str, Any]:
-    """The page's data: plain lists and numbers (JSON). The flags as
-    ``tinyprof.compare``'s with ``threshold``, ``floor`` and ``alpha``."""
-    h = compare.history(profiles, cumulative=cumulative, threshold=threshold, floor=floor, alpha=alpha)
+    """The page's data: plain lists and numbers (JSON). The values and flags
+    as ``tinyprof.compare``'s with these arguments: ``exc`` the exclusive
+    values, or with ``inclusive`` (time), ``inc`` the inclusive ones; ``mpi``
+    each run's MPI time and bytes per rank per callpath (exclusive or
+    inclusive as the values; a run without MPI data: null), or null."""
+    h = compare.history(profiles, metric=metric, inclusive=inclusive, cumulative=cumulative,
+                        threshold=threshold, floor=floor, alpha=alpha)
+    inclusive = inclusive and metric == "time"      # compare sums a custom metric as recorded
     order = tree_order(h.callpaths)
     column = {path: i for i, path in enumerate(h.callpaths)}
     index = np.array([column[p] for p in order], dtype=np.int64)
@@ -159,13 +168,17 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
         "nranks": h.nranks,
         "callpaths": [{"name": p[-1], "path": "<".join(p),
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
-        "exc": [report.rounded(row) for row in values],
+        "inc" if inclusive else "exc": [report.rounded(row) for row in values],
+        "mpi": None if h.mpi is None else {key: [
+            None if np.isnan(row).all() else report.rounded(row) for row in series[:, index]]
+            for key, series in h.mpi.items()},
         "totals": report.rounded(h.totals),
         "worst": _worst(values, regressed, change),
         "flags": [[s, c, *report.rounded(np.array([shown[s, c], p_value[s, c]])),
                    1 if regressed[s, c] else -1] for s, c in flags[:MAX_FLAGS]],   # change null: from 0
         "flag_counts": [int(regressed.sum()), int(improved.sum())],
-        "rule": {"tests": h.tests, "threshold": threshold, "floor": floor, "alpha": alpha},
+        "rule": {"tests": h.tests, "threshold": threshold, "floor": floor, "alpha": alpha,
+                 "metric": metric, "inclusive": inclusive},
         "outside_mpi": h.outside_mpi, "notes": h.notes,
         "meta": _metadata(profiles, labels),
     }
