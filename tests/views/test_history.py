@@ -35,20 +35,21 @@ HOSTILE = '<img src=x onerror="window.pwned=1">'
 
 
 def write_run(directory, start: str, slow: float = 1.0, names=("compute", "solve"), commit: str = "a" * 40,
-              app: str = "app", nranks: int = NRANKS) -> str:
+              app: str = "app", nranks: int = NRANKS, flops: bool = False) -> str:
     """One run of ``nranks`` ranks (at most NRANKS), one file: main (OWN)
     holding ``names[0]`` (COMPUTE) and ``names[1]`` (SOLVE x ``slow``), with
-    run metadata."""
+    run metadata; with ``flops``, that metric per occurrence: the time in us."""
     solve = np.round(SOLVE * slow).astype(np.int64)
     ranks = []
+
+    def event(path, t):
+        return LocalEvent(path, 1, True, np.array([t]), np.array([0, 0]), {},
+                          {"flops": np.array([t / US])} if flops else {})
     for r in range(nranks):
         times = {names[0]: COMPUTE[r], names[1]: solve[r]}
-        main_time = OWN + sum(times.values())
-        ranks.append([LocalEvent(("main",), 1, True, np.array([main_time]), np.array([0, 0]), {}, {}),
-                      *(LocalEvent(("main", n), 1, True, np.array([t]), np.array([0, 0]), {}, {})
-                        for n, t in times.items())])
+        ranks.append([event(("main",), OWN + sum(times.values())), *(event(("main", n), t) for n, t in times.items())])
     header = Header(name=app, nranks=nranks, first_rank=0, rank_count=nranks, file_index=0,
-                    file_count=1, metrics=[])
+                    file_count=1, metrics=[("flops", False)] if flops else [])
     meta = meta_section.encode({"start": start, "nranks": nranks, "git": commit, "case": "c<1>"})
     os.makedirs(directory, exist_ok=True)
     layout.write_atomic(os.path.join(directory, layout.file_name(app, 0, 1)),
@@ -443,3 +444,32 @@ def test_mpi_time_and_bytes_per_callpath_over_the_runs(tmp_path, clock):
             assert float(text) * scale == pytest.approx(want["time"].get(path, 0.0), rel=1e-4, abs=6e-4 * scale)
         assert [float(t) for t in row[8:]] == pytest.approx([want["bytes"].get(path, 0.0)] * 2, rel=1e-4)
         assert {r[0]: r[2:] for r in one["rows"]}[path][6:] == [row[6], "-", row[8], "-"]
+
+
+CUSTOM = """(() => ({ head: [...document.querySelectorAll('#flags-table thead th')].map((th) => th.textContent),
+  flag: [...document.querySelectorAll('#flags-table tbody td')].map((td) => td.textContent),
+  rule: document.querySelector('#regressions .hint').textContent,
+  title: document.getElementById('diff-title').textContent }))()"""
+
+
+def test_a_custom_metric_over_the_runs(tmp_path):
+    """--metric flops: its values per rank on average, flagged by compare's rule, in its own unit."""
+    where = tmp_path / "runs"
+    for name, (start, slow) in STARTS.items():
+        write_run(where / name, start, slow, flops=True)
+    out = tmp_path / "h.html"
+    assert main(["report", str(where), "--metric", "flops", "--threshold", "20", "-o", str(out)]) == 0
+    data = _data(out)
+    assert data["rule"]["metric"] == "flops" and data["rule"]["threshold"] == 0.2
+    # As recorded per callpath (a custom metric is not made exclusive): main holds its whole time
+    solve = [np.round(SOLVE * STARTS[n][1]).mean() / US for n in ORDER]
+    assert [row[2] for row in data["exc"]] == pytest.approx(solve, rel=1e-4)
+    assert [(f[0], data["callpaths"][f[1]]["path"]) for f in data["flags"]] == [(1, "main<solve")]
+    facts = _page(out, [CUSTOM])
+    assert facts["console"] == []
+    [shown] = facts["checks"]
+    assert shown["head"][3:5] == ["before (flops)", "after (flops)"]
+    assert shown["flag"][:3] == ["main<solve", "c", "a"] and shown["flag"][5] == "+25.0%"
+    assert [float(v) for v in shown["flag"][3:5]] == pytest.approx(solve[1:3], rel=1e-4)   # 5 digits
+    assert "flops per rank on average" in shown["rule"] and "beyond 20%" in shown["rule"]
+    assert shown["title"].endswith(" flops per rank.")
