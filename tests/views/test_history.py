@@ -18,7 +18,7 @@ from _browser import Browser
 
 import tinyprof
 from tinyprof.cli import main
-from tinyprof.format import layout, meta_section
+from tinyprof.format import layout, meta_section, mpi_section
 from tinyprof.format.encoding import Header
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
@@ -35,10 +35,11 @@ HOSTILE = '<img src=x onerror="window.pwned=1">'
 
 
 def write_run(directory, start: str, slow: float = 1.0, names=("compute", "solve"), commit: str = "a" * 40,
-              app: str = "app", nranks: int = NRANKS, flops: bool = False) -> str:
+              app: str = "app", nranks: int = NRANKS, flops: bool = False, mpi=None) -> str:
     """One run of ``nranks`` ranks (at most NRANKS), one file: main (OWN)
     holding ``names[0]`` (COMPUTE) and ``names[1]`` (SOLVE x ``slow``), with
-    run metadata; with ``flops``, that metric per occurrence: the time in us."""
+    run metadata; with ``flops``, that metric per occurrence: the time in us;
+    with ``mpi``, per rank (calls, bytes per call, ns) of Allreduces in ``names[1]``."""
     solve = np.round(SOLVE * slow).astype(np.int64)
     ranks = []
 
@@ -53,7 +54,12 @@ def write_run(directory, start: str, slow: float = 1.0, names=("compute", "solve
     meta = meta_section.encode({"start": start, "nranks": nranks, "git": commit, "case": "c<1>"})
     os.makedirs(directory, exist_ok=True)
     layout.write_atomic(os.path.join(directory, layout.file_name(app, 0, 1)),
-                        assemble.build_file(header, ranks, [1] * nranks, [("meta", meta)]))
+                        assemble.build_file(header, ranks, [1] * nranks, [("meta", meta)] + ([] if mpi is None else [
+                            ("mpi", mpi_section.encode([mpi_section.Communicator("COMM_WORLD", nranks, tuple(range(nranks)),
+                                                                                 mpi_section.NONE)],
+                                                       [(r, 2, 0, "Allreduce", mpi_section.bucket(size), calls,
+                                                         calls * size, t) for r, (calls, size, t) in enumerate(mpi)],
+                                                       []))])))
     return str(directory)
 
 
@@ -366,6 +372,14 @@ def test_the_rule_is_given_on_the_command_line(runs, tmp_path, capsys):
         frame = tinyprof.compare(os.path.join(runs, a), os.path.join(runs, b), inclusive=True)
         assert sorted("<".join(p) for p in frame.loc[frame["regressed"], "callpath"]) == \
             [p for run, p in flags if run == a]
+    facts = _page(out, [PICK % (0, 3)])                          # b to d, judged inclusive
+    assert facts["console"] == [] and facts["flags"] == ["main<solve", "main"]      # worst first
+    rows = {r[0]: r[1:] for r in facts["checks"][0]["rows"]}
+    exclusive = [OWN, COMPUTE.mean(), SOLVE.mean()]
+    for path, want in zip(paths, exclusive):                     # derived in the page from inclusive
+        assert float(rows[path][1]) == pytest.approx(want / 1e3, abs=2e-3)   # us
+    base = OWN + COMPUTE.mean() + SOLVE.mean()
+    assert rows["main"][0] == "hot" and rows["main"][6] == f"+{100 * (inclusive / base - 1):.1f}%"
     _, flags = flagged("--inclusive", "--threshold", "10")
     assert flags == [("c", "main<solve")]
     assert main(["report", runs, "--metric", "flops", "-o", str(out)]) == 2
@@ -416,16 +430,29 @@ def test_mpi_time_and_bytes_per_callpath_over_the_runs(tmp_path, clock):
     profile = tinyprof.read(where / "r0")
     want = {key: _mpi_of(profile, key) for key in ("time", "bytes")}
     assert want["bytes"]["main<halo"] == pytest.approx((4296 + 6000) / 3)       # the test's own check
+    assert data["mpi"]["columns"] == [paths.index(p) for p in want["time"]] == [0, 1, 2, 3]
     for key in ("time", "bytes"):
-        expected = [want[key].get(p, 0.0) for p in paths]
+        expected = [want[key][p] for p in paths]
         assert data["mpi"][key][0] == data["mpi"][key][2] == pytest.approx(expected, rel=1e-4)
         assert data["mpi"][key][1] is None
     both_mpi = history.build(*history.load([where / "r0", where / "r2"]))      # times outside MPI
-    assert both_mpi["outside_mpi"] and both_mpi["mpi"] == {key: [data["mpi"][key][0]] * 2 for key in data["mpi"]}
+    assert both_mpi["outside_mpi"] and both_mpi["mpi"] == {"columns": [0, 1, 2, 3],
+                                                **{key: [data["mpi"][key][0]] * 2 for key in ("time", "bytes")}}
     without = tmp_path / "none"
     for k in range(2):
         write_run(without / f"r{k}", f"2026-03-01T0{k}:00:00Z")
     assert history.build(*history.load([str(without)]))["mpi"] is None
+    # Only the callpaths where a run made MPI calls are embedded; the page shows 0 for the others
+    solve = tmp_path / "solve"
+    calls = [(3, 8, 1000 * (r + 1)) for r in range(NRANKS)]
+    for k in range(2):
+        write_run(solve / f"r{k}", f"2026-03-01T0{k}:00:00Z", mpi=calls)
+    compact = history.build(*history.load([str(solve)]))
+    assert compact["mpi"] == {"columns": [2], "time": [[2500e-9]] * 2, "bytes": [[24.0]] * 2}
+    picked = _page(history.write([str(solve)], tmp_path / "s.html"), [PICK % (0, 1)])
+    assert picked["console"] == []
+    assert {r[0]: r[-2:] for r in picked["checks"][0]["rows"]} == {
+        "main": ["0", "0"], "main<compute": ["0", "0"], "main<solve": ["24", "24"]}
     facts = _page(out, [MPI_PAGE, PICK % (0, 2), PICK % (0, 1)])
     assert facts["console"] == [] and facts["blocked"] == []
     shown, both, one = facts["checks"]

@@ -33,8 +33,14 @@
   const KIND = RULE.inclusive ? "inclusive" : "exclusive";
   const what = TIME ? `${KIND} time${D.outside_mpi ? " outside MPI calls" : ""} per rank on average`
     : `${RULE.metric} per rank on average`;
-  // MPI time and bytes per rank of callpath c in run k (null: not recorded there).
-  const mpiOf = (key, k, c) => (MPI && MPI[key][k] !== null ? MPI[key][k][c] : null);
+  // MPI time and bytes per rank of callpath c in run k (null: not recorded there, or c not in
+  // run k); embedded for the callpaths with MPI calls in some run only.
+  const MPI_COLUMN = new Map(MPI ? MPI.columns.map((c, j) => [c, j]) : []);
+  const mpiOf = (key, k, c) => {
+    if (!MPI || MPI[key][k] === null) return null;
+    const j = MPI_COLUMN.get(c);
+    return j === undefined ? (EXC[k][c] === null ? null : 0) : MPI[key][k][j];
+  };
   const mpiRuns = MPI ? MPI.time.filter((row) => row !== null).length : 0;
 
   const main = el("main");

@@ -145,7 +145,7 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
     as ``tinyprof.compare``'s with these arguments: ``exc`` the exclusive
     values, or with ``inclusive`` (time), ``inc`` the inclusive ones; ``mpi``
     each run's MPI time and bytes per rank per callpath (exclusive or
-    inclusive as the values; a run without MPI data: null), or null."""
+    inclusive as the values; see ``_mpi``), or null when no run has them."""
     h = compare.history(profiles, metric=metric, inclusive=inclusive, cumulative=cumulative,
                         threshold=threshold, floor=floor, alpha=alpha)
     inclusive = inclusive and metric == "time"      # compare sums a custom metric as recorded
@@ -169,9 +169,7 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
         "callpaths": [{"name": p[-1], "path": "<".join(p),
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
         "inc" if inclusive else "exc": [report.rounded(row) for row in values],
-        "mpi": None if h.mpi is None else {key: [
-            None if np.isnan(row).all() else report.rounded(row) for row in series[:, index]]
-            for key, series in h.mpi.items()},
+        "mpi": _mpi(h.mpi, index),
         "totals": report.rounded(h.totals),
         "worst": _worst(values, regressed, change),
         "flags": [[s, c, *report.rounded(np.array([shown[s, c], p_value[s, c]])),
@@ -182,6 +180,19 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
         "outside_mpi": h.outside_mpi, "notes": h.notes,
         "meta": _metadata(profiles, labels),
     }
+
+
+def _mpi(mpi: Optional[Dict[str, np.ndarray]], index: np.ndarray) -> Optional[Dict[str, Any]]:
+    """Each run's MPI time and bytes per rank (null: the run recorded no MPI
+    calls) on the ``columns`` (callpaths in tree order) where any run made
+    calls; the other callpaths made none (0 where present)."""
+    if mpi is None:
+        return None
+    series = {key: values[:, index] for key, values in mpi.items()}
+    columns = np.flatnonzero(np.any([np.nan_to_num(v) != 0 for v in series.values()], axis=(0, 1)))
+    return {"columns": columns.tolist(),
+            **{key: [None if np.isnan(row).all() else report.rounded(row[columns]) for row in values]
+               for key, values in series.items()}}
 
 
 def _worst(values: np.ndarray, regressed: np.ndarray, change: np.ndarray) -> List[int]:
