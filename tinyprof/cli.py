@@ -286,9 +286,12 @@ def _parser() -> argparse.ArgumentParser:
                     "iterations, a rank x callpath heatmap, the snapshots over time (an output "
                     "directory with keep='all'), the POP efficiencies, MPI communication and the "
                     "critical path and wait states when recorded. Of several PROFILEs, or a directory "
-                    "of runs (or, with --snapshots, the kept snapshots of one run): the history "
-                    "page: each callpath over the runs in start order, the regressions flagged "
-                    "between consecutive runs, the diff of any two runs and the runs' metadata. "
+                    "of runs (its subdirectories holding a profile, and its sets of profile files; "
+                    "others, such as logs/, are left out), or, with --snapshots, the kept snapshots "
+                    "of one run: the history page: each callpath over the runs in start order, with "
+                    "its MPI time and bytes in the runs that recorded them, the regressions flagged "
+                    "between consecutive runs by the rule of tinyprof compare (--threshold, --floor, "
+                    "--metric, --inclusive), the diff of any two runs and the runs' metadata. "
                     "See docs/guide.md.")
     report.add_argument("profiles", nargs="+", metavar="PROFILE",
                         help="a profile's output directory or any one file of it; several, or a "
@@ -299,7 +302,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="the history page of the snapshots of one run (Profiler(keep='all'))")
     report.add_argument("--skip-bad", action="store_true",
                         help="with several runs, leave out (naming them) those that cannot be read")
-    report.add_argument("--metric",
+    report.add_argument("--metric", metavar="M",
                         help="with several runs, the value over the runs and flagged: time (default) "
                              "or a custom per-occurrence metric, summed per rank (as compare's)")
     report.add_argument("--inclusive", action="store_true",

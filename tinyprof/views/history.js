@@ -31,8 +31,8 @@
   const pct = (v) => (v === null || !isFinite(v) ? "-" : `${v >= 0 ? "+" : ""}${(100 * v).toFixed(1)}%`);
   const change = (a, b) => (a === null || b === null || a === 0 ? null : b / a - 1);
   const KIND = RULE.inclusive ? "inclusive" : "exclusive";
-  const what = TIME ? `${KIND} time${D.outside_mpi ? " outside MPI calls" : ""} per rank on average`
-    : `${RULE.metric} per rank on average`;
+  const per = `${TIME ? `time${D.outside_mpi ? " outside MPI calls" : ""}` : RULE.metric} per rank on average`;
+  const what = TIME ? `${KIND} ${per}` : per;
   // MPI time and bytes per rank of callpath c in run k (null: not recorded there, or c not in
   // run k); embedded for the callpaths with MPI calls in some run only.
   const MPI_COLUMN = new Map(MPI ? MPI.columns.map((c, j) => [c, j]) : []);
@@ -148,7 +148,7 @@
 
   // -- the diff of two runs ------------------------------------------------------------------
   const diff = section("diff", `Diff of two ${SNAPS ? "intervals" : "runs"}`,
-    `Pick the two to compare: ${what}, exclusive and inclusive (the subtree's sum)` +
+    `Pick the two to compare: ${per}, exclusive and inclusive (the subtree's sum)` +
     `${MPI ? `, and the MPI time and bytes per rank (${KIND}; - where a ${RUN} recorded none)` : ""}. Siblings: ` +
     `the largest inclusive difference first. Red: ${KIND} slower by more than ${100 * RULE.threshold}% and by at ` +
     `least ${100 * RULE.floor}% of the base's total; green: as much faster (no test: one ${RUN} a side).`);
