@@ -372,8 +372,13 @@ def test_the_rule_is_given_on_the_command_line(runs, tmp_path, capsys):
         frame = tinyprof.compare(os.path.join(runs, a), os.path.join(runs, b), inclusive=True)
         assert sorted("<".join(p) for p in frame.loc[frame["regressed"], "callpath"]) == \
             [p for run, p in flags if run == a]
-    facts = _page(out, [PICK % (0, 3)])                          # b to d, judged inclusive
+    data, flags = flagged("--inclusive", "--threshold", "7")
+    assert flags == [("c", "main"), ("c", "main<solve")] and data["rule"]["threshold"] == 0.07
+    hints = "[...document.querySelectorAll('.hint')].map((h) => h.textContent).join(' ')"
+    facts = _page(out, [PICK % (0, 3), hints])                   # b to d, judged inclusive
     assert facts["console"] == [] and facts["flags"] == ["main<solve", "main"]      # worst first
+    assert "the change beyond 7% and |new - old| at least 1% of the earlier run" in facts["checks"][1]
+    assert "inclusive time per rank on average" in facts["checks"][1]
     rows = {r[0]: r[1:] for r in facts["checks"][0]["rows"]}
     exclusive = [OWN, COMPUTE.mean(), SOLVE.mean()]
     for path, want in zip(paths, exclusive):                     # derived in the page from inclusive
@@ -386,7 +391,7 @@ def test_the_rule_is_given_on_the_command_line(runs, tmp_path, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "no per-occurrence metric 'flops'" in err
     one = os.path.join(runs, "a")
-    for options in (["--threshold", "0"], ["--floor", "2"], ["--inclusive"], ["--metric", "time"]):
+    for options in (["--threshold", "0"], ["--floor", "2"], ["--inclusive"], ["--metric", "time"], ["--skip-bad"]):
         assert main(["report", one, *options, "-o", str(out)]) == 2
         assert capsys.readouterr().err == f"tinyprof report: {options[0]}: for several runs\n"
     with pytest.raises(SystemExit) as bad:                      # parsed as compare's

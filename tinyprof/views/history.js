@@ -28,6 +28,7 @@
   const [unit, scale] = TIME ? UNITS.find(([, s]) => biggest >= s) || UNITS[3] : [RULE.metric, 1];
   const fmt = (v) => (v === null || v === undefined ? "-" : (v / scale).toFixed(3));
   const fmtTotal = (v) => (TIME ? fmtS(v) : `${fmt(v)} ${unit}`);
+  const share = (f) => `${+(100 * f).toPrecision(12)}%`;    // 0.07 as 7%, not 7.000000000000001%
   const pct = (v) => (v === null || !isFinite(v) ? "-" : `${v >= 0 ? "+" : ""}${(100 * v).toFixed(1)}%`);
   const change = (a, b) => (a === null || b === null || a === 0 ? null : b / a - 1);
   const KIND = RULE.inclusive ? "inclusive" : "exclusive";
@@ -60,7 +61,7 @@
   const flagged = section("regressions", "Regressions",
     `Each ${RUN} against the one before it (consecutive ${SNAPS ? "intervals" : "runs, in start order"}), ` +
     `by the rule of tinyprof compare: ${what}; flagged when p < ${RULE.alpha}, the change beyond ` +
-    `${100 * RULE.threshold}% and |new - old| at least ${100 * RULE.floor}% of the earlier ${RUN}'s time. ` +
+    `${share(RULE.threshold)} and |new - old| at least ${share(RULE.floor)} of the earlier ${RUN}'s time. ` +
     `Evidence: ${RULE.tests.join("; ") || "none (one run)"}. Worst first.`);
   const regs = D.flags.filter((f) => f[4] > 0);
   if (regs.length) {
@@ -150,8 +151,8 @@
   const diff = section("diff", `Diff of two ${SNAPS ? "intervals" : "runs"}`,
     `Pick the two to compare: ${per}, exclusive and inclusive (the subtree's sum)` +
     `${MPI ? `, and the MPI time and bytes per rank (${KIND}; - where a ${RUN} recorded none)` : ""}. Siblings: ` +
-    `the largest inclusive difference first. Red: ${KIND} slower by more than ${100 * RULE.threshold}% and by at ` +
-    `least ${100 * RULE.floor}% of the base's total; green: as much faster (no test: one ${RUN} a side).`);
+    `the largest inclusive difference first. Red: ${KIND} slower by more than ${share(RULE.threshold)} and by at ` +
+    `least ${share(RULE.floor)} of the base's total; green: as much faster (no test: one ${RUN} a side).`);
   const choose = (id, pick) => {
     const s = el("select", { id }, ...D.runs.map((r, k) => el("option", { value: String(k) }, r)));
     s.value = String(pick);
