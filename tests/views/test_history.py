@@ -257,6 +257,14 @@ def test_real_mpi_runs_in_start_order_outside_mpi(tmp_path):
     [(change, p)] = [(f[2], f[3]) for f in data["flags"] if f[:2] == [1, solve] and f[4] == 1]
     assert 0.5 < change < 1.5 and p < 0.05
     assert data["exc"][2][solve] == pytest.approx(2 * data["exc"][1][solve], rel=0.3)
+    for k, name in enumerate(data["runs"]):          # each run's MPI calls (the barriers), as it recorded them
+        profile = tinyprof.read(where / name)
+        for key in ("time", "bytes"):
+            want = _mpi_of(profile, key)
+            shown = dict(zip(data["mpi"]["columns"], data["mpi"][key][k]))
+            assert [shown.get(c, 0.0) for c in range(len(paths))] == \
+                pytest.approx([want.get(p, 0.0) for p in paths], rel=1e-4, abs=1e-12)
+    assert data["mpi"]["columns"] and max(data["mpi"]["time"][0]) > 0
 
 
 # -- in a real browser -------------------------------------------------------------
