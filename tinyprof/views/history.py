@@ -146,9 +146,9 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
     values, or with ``inclusive`` (time), ``inc`` the inclusive ones; ``mpi``
     each run's MPI time and bytes per rank per callpath (exclusive or
     inclusive as the values; see ``_mpi``), or null when no run has them."""
+    inclusive = inclusive and metric == "time"      # compare sums a custom metric as recorded
     h = compare.history(profiles, metric=metric, inclusive=inclusive, cumulative=cumulative,
                         threshold=threshold, floor=floor, alpha=alpha)
-    inclusive = inclusive and metric == "time"      # compare sums a custom metric as recorded
     order = tree_order(h.callpaths)
     column = {path: i for i, path in enumerate(h.callpaths)}
     index = np.array([column[p] for p in order], dtype=np.int64)
