@@ -137,9 +137,11 @@
     if (MPI) {      // null where a run recorded no MPI: a gap in the line
       const mpi = (key, k) => mpiOf(key, k, c);
       if (TIME) traces.push({ x, y: D.runs.map((_, k) => (mpi("time", k) === null ? null : mpi("time", k) / scale)), text,
-        name: `MPI time (${KIND})`, mode: "lines+markers", line: { dash: "dash" }, hovertemplate: `%{text}<br>MPI %{y:.3f} ${unit}` });
+        name: `MPI time (${KIND})`, mode: "lines+markers", line: { dash: "dash", color: "#2a8a4a" },
+        marker: { color: "#2a8a4a" }, hovertemplate: `%{text}<br>MPI %{y:.3f} ${unit}` });
       traces.push({ x, y: D.runs.map((_, k) => mpi("bytes", k)), text, name: `MPI bytes (${KIND}, right)`, yaxis: "y2",
-        mode: "lines+markers", line: { dash: "dashdot" }, hovertemplate: "%{text}<br>%{y} bytes" });
+        mode: "lines+markers", line: { dash: "dashdot", color: "#8a4ab0" }, marker: { color: "#8a4ab0" },
+        hovertemplate: "%{text}<br>%{y} bytes" });
     }
     Plotly.react(chart, traces,
     { margin: { t: 10 }, legend: BELOW, yaxis: { title: { text: unit }, rangemode: "tozero" },
