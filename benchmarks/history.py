@@ -2,9 +2,10 @@
 work (``views.history.write``: read_many, the regressions between consecutive
 runs, the page's data and the HTML), timed.
 
-    .venv/bin/python benchmarks/history.py [--runs 1000] [--ranks 8] [--callpaths 200] [--repeats 3]
+    .venv/bin/python benchmarks/history.py [--runs 1000] [--ranks 8] [--callpaths 200] [--repeats 3] [--mpi]
 
-The runs are benchmarks/many_runs.py's (one file each, with run metadata).
+The runs are benchmarks/many_runs.py's (one file each, with run metadata;
+``--mpi``: and MPI calls, so the page holds each callpath's MPI time and bytes).
 Prints the median of each step over the repeats and the page's size
 (docs/performance.md, "The history page").
 """
@@ -26,7 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         where = os.path.join(scratch, "runs")
-        many_runs.write_runs(where, args.runs, args.ranks, args.callpaths)
+        many_runs.write_runs(where, args.runs, args.ranks, args.callpaths, args.mpi)
         out = os.path.join(scratch, "page.html")
         report.plotly_js()                              # imports and caches warm
         loaded = history.load([where])
@@ -38,7 +39,8 @@ def main() -> None:
         if args.keep:
             shutil.copy(out, args.keep)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"{args.runs} runs of {args.ranks} ranks, {args.callpaths} callpaths; {cores} cores; "
+    print(f"{args.runs} runs of {args.ranks} ranks, {args.callpaths} callpaths{', MPI' if args.mpi else ''}; "
+          f"{cores} cores; "
           f"load average {os.getloadavg()[0]:.1f}; median of {args.repeats}")
     print("| " + " | ".join(times) + " | page |")
     print("| " + " | ".join("---:" for _ in range(len(times) + 1)) + " |")

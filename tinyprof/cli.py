@@ -50,21 +50,27 @@ def _report(args: argparse.Namespace) -> int:
     output = args.output or "report.html"
     runs = history.runs_in(args.profiles)
     many = args.snapshots or runs != [os.fspath(args.profiles[0])]
-    if not many and args.skip_bad:
-        print("tinyprof report: --skip-bad is for several runs", file=sys.stderr)
+    given = [option for option, value in (("--skip-bad", args.skip_bad), ("--threshold", args.threshold),
+                                          ("--floor", args.floor), ("--metric", args.metric),
+                                          ("--inclusive", args.inclusive))
+             if value is not None and value is not False]      # --threshold 0 is given
+    if not many and given:
+        print(f"tinyprof report: {', '.join(given)}: for several runs", file=sys.stderr)
         return 2
     try:
         with warnings.catch_warnings(record=True) as skipped:
             warnings.simplefilter("always", RuntimeWarning)
             if many:
                 history.write(args.profiles, output, "skip" if args.skip_bad else "raise",
-                              args.snapshots)
+                              args.snapshots, metric=args.metric or "time", inclusive=args.inclusive,
+                              threshold=(5.0 if args.threshold is None else args.threshold) / 100,
+                              floor=(1.0 if args.floor is None else args.floor) / 100)
             else:
                 _report.write(args.profiles[0], output)
     except _report.ReportError as e:
         print(f"tinyprof: {e}", file=sys.stderr)
         return 1
-    except ValueError as e:             # no run left, --snapshots with several paths
+    except ValueError as e:             # no run left, --snapshots with several paths, a bad --metric
         print(f"tinyprof report: {e}", file=sys.stderr)
         return 2
     finally:
@@ -280,9 +286,12 @@ def _parser() -> argparse.ArgumentParser:
                     "iterations, a rank x callpath heatmap, the snapshots over time (an output "
                     "directory with keep='all'), the POP efficiencies, MPI communication and the "
                     "critical path and wait states when recorded. Of several PROFILEs, or a directory "
-                    "of runs (or, with --snapshots, the kept snapshots of one run): the history "
-                    "page: each callpath over the runs in start order, the regressions flagged "
-                    "between consecutive runs, the diff of any two runs and the runs' metadata. "
+                    "of runs (its subdirectories holding a profile, and its sets of profile files; "
+                    "others, such as logs/, are left out), or, with --snapshots, the kept snapshots "
+                    "of one run: the history page: each callpath over the runs in start order, with "
+                    "its MPI time and bytes in the runs that recorded them, the regressions flagged "
+                    "between consecutive runs by the rule of tinyprof compare (--threshold, --floor, "
+                    "--metric, --inclusive), the diff of any two runs and the runs' metadata. "
                     "See docs/guide.md.")
     report.add_argument("profiles", nargs="+", metavar="PROFILE",
                         help="a profile's output directory or any one file of it; several, or a "
@@ -293,6 +302,16 @@ def _parser() -> argparse.ArgumentParser:
                         help="the history page of the snapshots of one run (Profiler(keep='all'))")
     report.add_argument("--skip-bad", action="store_true",
                         help="with several runs, leave out (naming them) those that cannot be read")
+    report.add_argument("--metric", metavar="M",
+                        help="with several runs, the value over the runs and flagged: time (default) "
+                             "or a custom per-occurrence metric, summed per rank (as compare's)")
+    report.add_argument("--inclusive", action="store_true",
+                        help="with several runs, flag on inclusive time instead of exclusive time")
+    report.add_argument("--threshold", type=_percent, metavar="PCT",
+                        help="with several runs, flag only changes beyond PCT percent (default 5)")
+    report.add_argument("--floor", type=_percent, metavar="PCT",
+                        help="with several runs, flag only changes of at least PCT percent of the "
+                             "earlier run's time (default 1)")
     report.set_defaults(run=_report)
     mpi = commands.add_parser(
         "mpi", help="print the MPI calls per callpath, communicator, operation and size",

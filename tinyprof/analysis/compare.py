@@ -37,7 +37,7 @@ class _Run:
     values: np.ndarray                 # (len(union), S) float64
     present: np.ndarray                # (len(union),) bool: the callpath is in this run
     total: float                       # the run's size per rank (all exclusive values)
-    mpi: Optional[Dict[str, np.ndarray]]   # "time", "bytes": per rank mean per union row
+    mpi: Optional[Dict[str, np.ndarray]]   # "time", "bytes": per rank mean per union row (if recorded)
 
 
 def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False,
@@ -130,6 +130,9 @@ class History:
     tests: List[str]            # the tests used, each once
     outside_mpi: bool           # times are outside MPI calls (every run recorded them)
     notes: List[str]
+    mpi: Optional[Dict[str, np.ndarray]]    # "time", "bytes": (runs, callpaths) per rank on
+    #                             average, as the values (exclusive or inclusive); NaN for the
+    #                             runs without MPI data (or where absent); None when no run has it
 
 
 def history(profiles: Sequence[Profile], metric: str = "time", inclusive: bool = False,
@@ -137,7 +140,8 @@ def history(profiles: Sequence[Profile], metric: str = "time", inclusive: bool =
             alpha: float = 0.05) -> History:
     """The runs ``profiles`` (oldest first) per callpath, each judged against
     the one before it as ``compare(profiles[k], profiles[k + 1])`` judges
-    (one run a side). ``cumulative=True``: the profiles are the snapshots of
+    (one run a side), with each run's MPI time and bytes per callpath when it
+    recorded them. ``cumulative=True``: the profiles are the snapshots of
     one run, each holding all before it: each is taken as its interval since
     the one before (the first: since the start), per rank."""
     if not profiles:
@@ -159,9 +163,14 @@ def history(profiles: Sequence[Profile], metric: str = "time", inclusive: bool =
     nranks = [r.nranks for r in runs]
     notes = [f"rank counts differ ({_counts(sorted(set(nranks)))}): values are per rank on average"] \
         if len(set(nranks)) > 1 else []
+    mpi = None
+    if any(r.mpi is not None for r in runs):
+        mpi = {key: np.array([np.full(len(paths), np.nan) if r.mpi is None else
+                              np.where(r.present, r.mpi[key], np.nan) for r in runs])
+               for key in ("time", "bytes")}
     return History(paths, values, np.array([r.total for r in runs]), nranks, stack("change"),
                    p_value, stack("regressed"), stack("improved"),
-                   list(dict.fromkeys(j.test for j in steps)), with_mpi and metric == "time", notes)
+                   list(dict.fromkeys(j.test for j in steps)), with_mpi and metric == "time", notes, mpi)
 
 
 def _intervals(runs: List[_Run]) -> List[_Run]:
@@ -245,7 +254,8 @@ def _check_metric(profile: Profile, metric: str) -> None:
 def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: bool,
          with_mpi: bool) -> _Run:
     """Per callpath of ``union``, the run's value on each (rank, execution) with
-    values; with MPI time subtracted (``with_mpi`` and time), on each rank."""
+    values; with MPI time subtracted (``with_mpi`` and time), on each rank;
+    its MPI time and bytes when it recorded them."""
     occ = occurrences(profile)
     slot_key = occ.rank.astype(np.int64) << 32 | occ.execution.astype(np.int64)
     keys, slot = np.unique(slot_key, return_inverse=True)
@@ -270,14 +280,14 @@ def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: b
     present = np.zeros(len(union), dtype=bool)
     present[rows] = True
     mpi = None
-    if with_mpi:
+    if profile.mpi_recorded:
         per_node = mpi_per_node(profile)
         suffix = " (inc)" if inclusive else ""
         mpi = {}
         for key in ("time", "bytes"):
             mpi[key] = np.zeros(len(union))
             mpi[key][rows] = per_node[key + suffix].sum(axis=1) / profile.nranks
-        if metric == "time":
+        if with_mpi and metric == "time":
             # MPI time is known per rank, not per execution: one sample per rank, outside
             # MPI. A callpath with no time of its own (an MPI call site, docs/mpi.md) waits
             # inside its nearest timed ancestor: its MPI time comes out of that one's (out of
