@@ -27,6 +27,7 @@ from typing import List, Optional
 
 from . import _command, tune
 from ._version import __version__
+from .analysis.compare import FLOOR, THRESHOLD
 from .analysis.values import STATISTICS
 from .converters import TARGETS, ConvertError
 from .format.encoding import FormatError, excerpt
@@ -61,10 +62,11 @@ def _report(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as skipped:
             warnings.simplefilter("always", RuntimeWarning)
             if many:
+                rule = {name: pct / 100 for name, pct in (("threshold", args.threshold),
+                                                          ("floor", args.floor)) if pct is not None}
                 history.write(args.profiles, output, "skip" if args.skip_bad else "raise",
                               args.snapshots, metric=args.metric or "time", inclusive=args.inclusive,
-                              threshold=(5.0 if args.threshold is None else args.threshold) / 100,
-                              floor=(1.0 if args.floor is None else args.floor) / 100)
+                              **rule)
             else:
                 _report.write(args.profiles[0], output)
     except _report.ReportError as e:
@@ -308,10 +310,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--inclusive", action="store_true",
                         help="with several runs, flag on inclusive time instead of exclusive time")
     report.add_argument("--threshold", type=_percent, metavar="PCT",
-                        help="with several runs, flag only changes beyond PCT percent (default 5)")
+                        help="with several runs, flag only changes beyond PCT percent "
+                             f"(default {THRESHOLD * 100:g})")
     report.add_argument("--floor", type=_percent, metavar="PCT",
                         help="with several runs, flag only changes of at least PCT percent of the "
-                             "earlier run's time (default 1)")
+                             f"earlier run's time (default {FLOOR * 100:g})")
     report.set_defaults(run=_report)
     mpi = commands.add_parser(
         "mpi", help="print the MPI calls per callpath, communicator, operation and size",
@@ -380,10 +383,11 @@ def _parser() -> argparse.ArgumentParser:
                       help="time (default) or a custom per-occurrence metric, summed per rank")
     comp.add_argument("--inclusive", action="store_true",
                       help="compare inclusive time instead of exclusive time")
-    comp.add_argument("--threshold", type=_percent, default=5.0, metavar="PCT",
-                      help="flag only changes beyond PCT percent (default 5)")
-    comp.add_argument("--floor", type=_percent, default=1.0, metavar="PCT",
-                      help="flag only changes of at least PCT percent of the base run's time (default 1)")
+    comp.add_argument("--threshold", type=_percent, default=THRESHOLD * 100, metavar="PCT",
+                      help=f"flag only changes beyond PCT percent (default {THRESHOLD * 100:g})")
+    comp.add_argument("--floor", type=_percent, default=FLOOR * 100, metavar="PCT",
+                      help=f"flag only changes of at least PCT percent of the base run's time "
+                           f"(default {FLOOR * 100:g})")
     comp.add_argument("--limit", type=_count, default=0, metavar="N",
                       help="print at most N rows (default 0: all)")
     comp.set_defaults(run=_compare)

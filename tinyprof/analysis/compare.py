@@ -27,6 +27,10 @@ from .values import mpi_per_node, occurrences
 Callpath = Tuple[str, ...]
 Runs = Union[Profile, str, "os.PathLike[str]", Sequence[Union[Profile, str, "os.PathLike[str]"]]]
 
+# The rule's defaults (compare, history, tinyprof compare and report): a change
+# beyond 5%, at least 1% of the base run's time, significant at 5%.
+THRESHOLD, FLOOR, ALPHA = 0.05, 0.01, 0.05
+
 
 @dataclass
 class _Run:
@@ -41,7 +45,7 @@ class _Run:
 
 
 def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False,
-            threshold: float = 0.05, floor: float = 0.01, alpha: float = 0.05) -> Any:
+            threshold: float = THRESHOLD, floor: float = FLOOR, alpha: float = ALPHA) -> Any:
     """Compare the runs ``new`` against ``base`` per callpath.
 
     ``base`` and ``new`` are each a profile (a ``Profile`` or a path) or a
@@ -70,8 +74,7 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
     """
     import pandas as pd
 
-    if not 0 <= threshold or not 0 <= floor or not 0 < alpha < 1:
-        raise ValueError("threshold and floor must be >= 0 and alpha in (0, 1)")
+    _check_rule(threshold, floor, alpha)
     sides = [_profiles(base, "base"), _profiles(new, "new")]
     paths, with_mpi, flat = _on_union(sides[0] + sides[1], metric, inclusive)
     runs = [flat[:len(sides[0])], flat[len(sides[0]):]]
@@ -98,6 +101,11 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
                        outside_mpi=with_mpi and metric == "time", runs=(len(runs[0]), len(runs[1])),
                        threshold=threshold, floor=floor, alpha=alpha)
     return frame
+
+
+def _check_rule(threshold: float, floor: float, alpha: float) -> None:
+    if not 0 <= threshold or not 0 <= floor or not 0 < alpha < 1:
+        raise ValueError("threshold and floor must be >= 0 and alpha in (0, 1)")
 
 
 def _on_union(profiles: Sequence[Profile], metric: str, inclusive: bool
@@ -136,8 +144,8 @@ class History:
 
 
 def history(profiles: Sequence[Profile], metric: str = "time", inclusive: bool = False,
-            cumulative: bool = False, threshold: float = 0.05, floor: float = 0.01,
-            alpha: float = 0.05) -> History:
+            cumulative: bool = False, threshold: float = THRESHOLD, floor: float = FLOOR,
+            alpha: float = ALPHA) -> History:
     """The runs ``profiles`` (oldest first) per callpath, each judged against
     the one before it as ``compare(profiles[k], profiles[k + 1])`` judges
     (one run a side), with each run's MPI time and bytes per callpath when it
@@ -146,8 +154,7 @@ def history(profiles: Sequence[Profile], metric: str = "time", inclusive: bool =
     the one before (the first: since the start), per rank."""
     if not profiles:
         raise ValueError("history: no profile given")
-    if not 0 <= threshold or not 0 <= floor or not 0 < alpha < 1:
-        raise ValueError("threshold and floor must be >= 0 and alpha in (0, 1)")
+    _check_rule(threshold, floor, alpha)
     paths, with_mpi, runs = _on_union(profiles, metric, inclusive)
     if cumulative:
         runs = _intervals(runs)

@@ -140,7 +140,8 @@ def _labels(paths: List[str]) -> List[str]:
 
 def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
           metric: str = "time", inclusive: bool = False,
-          threshold: float = 0.05, floor: float = 0.01, alpha: float = 0.05) -> Dict[str, Any]:
+          threshold: float = compare.THRESHOLD, floor: float = compare.FLOOR,
+          alpha: float = compare.ALPHA) -> Dict[str, Any]:
     """The page's data: plain lists and numbers (JSON). The values and flags
     as ``tinyprof.compare``'s with these arguments: ``exc`` the exclusive
     values, or with ``inclusive`` (time), ``inc`` the inclusive ones; ``mpi``
