@@ -7,17 +7,21 @@ runs, the page's data and the HTML), timed.
 The runs are benchmarks/many_runs.py's (one file each, with run metadata;
 ``--mpi``: and MPI calls, so the page holds each callpath's MPI time and bytes).
 Prints the median of each step over the repeats and the page's size
-(docs/performance.md, "The history page").
+(docs/performance.md, "The history page"). With ``--mpi``, also the MPI
+sections of all runs read by the C parser and by the pure-Python reference
+(``TINYPROF_PURE=1``), alternating, and their ratio.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import tempfile
 import time
 
 import many_runs
 
+from tinyprof.analysis import mpi_tables
 from tinyprof.views import history, report
 
 
@@ -35,6 +39,15 @@ def main() -> None:
                  "build (regressions, data)": lambda: history.build(*loaded),
                  "whole: report RUNS -o page.html": lambda: history.write([where], out)}
         times = {name: many_runs.median_s(call, args.repeats) for name, call in parts.items()}
+        if args.mpi:
+            files = [f for p in loaded[0] for f in p.parsed]
+            sections: dict = {"mpi sections (C)": [], "mpi sections (reference)": []}
+            for _ in range(args.repeats):           # alternating, so both see the same load
+                for name, pure in zip(sections, ("", "1")):
+                    os.environ["TINYPROF_PURE"] = pure
+                    sections[name].append(many_runs.median_s(lambda: mpi_tables.load(files), 1))
+            del os.environ["TINYPROF_PURE"]
+            times.update({name: statistics.median(t) for name, t in sections.items()})
         size = os.path.getsize(out)
         if args.keep:
             shutil.copy(out, args.keep)
@@ -45,6 +58,9 @@ def main() -> None:
     print("| " + " | ".join(times) + " | page |")
     print("| " + " | ".join("---:" for _ in range(len(times) + 1)) + " |")
     print("| " + " | ".join(f"{t:.2f} s" for t in times.values()) + f" | {size / 1e6:.1f} MB |")
+    if args.mpi:
+        print(f"mpi sections: the C parser {times['mpi sections (reference)'] / times['mpi sections (C)']:.1f}x "
+              "faster than the reference")
 
 
 if __name__ == "__main__":
