@@ -58,8 +58,8 @@ typedef struct {
     locale_t c_locale;
 } Parser;
 
-/* A natural (0 or [1-9][0-9]*) below `bound`, or -1. */
-static int64_t natural(const char *s, const char *e, int64_t bound)
+/* A natural (0 or [1-9][0-9]*) in [low, bound), or -1. 19 digits never overflow a uint64. */
+static int64_t natural(const char *s, const char *e, uint64_t low, uint64_t bound)
 {
     if (s == e || e - s > 19 || (*s == '0' && e - s > 1))
         return -1;
@@ -69,7 +69,7 @@ static int64_t natural(const char *s, const char *e, int64_t bound)
             return -1;
         v = v * 10 + (uint64_t)(*s - '0');
     }
-    return v < (uint64_t)bound ? (int64_t)v : -1;
+    return v >= low && v < bound ? (int64_t)v : -1;
 }
 
 /* A metric value token (not empty). Integers of at most 15 digits, nan and
@@ -250,7 +250,7 @@ static const char *parse_field(Parser *p, const char *q, const char *e, int64_t 
             const char *k = ++q;
             while (q < e && (unsigned)(*q - '0') <= 9)
                 q++;
-            if (q == e || *q != ';' || (step = natural(k, q, nexec)) < 2)
+            if (q == e || *q != ';' || (step = natural(k, q, 0, (uint64_t)nexec)) < 2)
                 return NULL;            /* a gap is followed by an execution */
         }
         if (q == e || *q == '|')
@@ -285,9 +285,9 @@ static int parse_line(Parser *p, const char *s, const char *e, int64_t i, int64_
     for (const char *q = bar; q > s; q--)
         if (q[-1] == ':') { colon = q - 1; break; }
     int64_t parent = -1, id;
-    if (colon && (parent = natural(s, colon, i)) < 0)
+    if (colon && (parent = natural(s, colon, 0, (uint64_t)i)) < 0)
         return -1;
-    if ((id = natural(colon ? colon + 1 : s, bar, nnames)) < 0)
+    if ((id = natural(colon ? colon + 1 : s, bar, 0, (uint64_t)nnames)) < 0)
         return -1;
     if (!pairset_add(seen, parent, id))
         return -1;
@@ -511,24 +511,10 @@ done:
 #define ROW_NONE (-1)               /* an empty optional field (mpi_section.NONE) */
 #define NATURAL_END ((uint64_t)1 << 63)   /* MAX_NATURAL + 1 */
 
-/* A natural in [low, bound), or -1. 19 digits never overflow a uint64. */
-static int64_t natural_in(const char *s, const char *e, uint64_t low, uint64_t bound)
-{
-    if (s == e || e - s > 19 || (*s == '0' && e - s > 1))
-        return -1;
-    uint64_t v = 0;
-    for (; s < e; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    return v >= low && v < bound ? (int64_t)v : -1;
-}
-
 /* An optional natural below `bound` into *out (ROW_NONE when empty); -1 if bad. */
 static int optional_in(const char *s, const char *e, uint64_t bound, int64_t *out)
 {
-    *out = s == e ? ROW_NONE : natural_in(s, e, 0, bound);
+    *out = s == e ? ROW_NONE : natural(s, e, 0, bound);
     return s != e && *out < 0 ? -1 : 0;
 }
 
@@ -555,7 +541,7 @@ static int64_t block_head(const char **s, const char *end, const char *key, int 
     const char *nl = *s < end ? memchr(*s, '\n', (size_t)(end - *s)) : NULL;
     if (!nl || (size_t)(nl - *s) <= klen || memcmp(*s, key, klen) || (*s)[klen] != ' ')
         return -1;
-    int64_t n = natural_in(*s + klen + 1, nl, 0, NATURAL_END);
+    int64_t n = natural(*s + klen + 1, nl, 0, NATURAL_END);
     *s = nl + 1;
     /* a row takes >= nfields bytes: a count the payload cannot hold is refused */
     return n >= 0 && n <= (int64_t)((end - *s) / nfields) ? n : -1;
@@ -598,7 +584,7 @@ static int op_row(const char *data, const char *s, const char *e, const RowBound
 {
     const char *f[8], *fe[8];
     if (split_row(s, e, 8, f, fe) ||
-        (r[OP_RANK] = natural_in(f[0], fe[0], b->first_rank, b->rank_end)) < 0 ||
+        (r[OP_RANK] = natural(f[0], fe[0], b->first_rank, b->rank_end)) < 0 ||
         optional_in(f[1], fe[1], b->nlines, &r[OP_LINE]) ||
         optional_in(f[2], fe[2], b->ncomms, &r[OP_COMM]) || !op_name(f[3], fe[3]))
         return -1;
@@ -607,10 +593,10 @@ static int op_row(const char *data, const char *s, const char *e, const RowBound
         return -1;                          /* completion calls name no communicator */
     r[OP_NAME] = f[3] - data;
     r[OP_NAME_LEN] = fe[3] - f[3];
-    if ((r[OP_BUCKET] = natural_in(f[4], fe[4], 0, 65)) < 0 ||
-        (r[OP_CALLS] = natural_in(f[5], fe[5], 1, NATURAL_END)) < 0 ||
-        (r[OP_BYTES] = natural_in(f[6], fe[6], 0, NATURAL_END)) < 0 ||
-        (r[OP_TIME] = natural_in(f[7], fe[7], 0, NATURAL_END)) < 0)
+    if ((r[OP_BUCKET] = natural(f[4], fe[4], 0, 65)) < 0 ||
+        (r[OP_CALLS] = natural(f[5], fe[5], 1, NATURAL_END)) < 0 ||
+        (r[OP_BYTES] = natural(f[6], fe[6], 0, NATURAL_END)) < 0 ||
+        (r[OP_TIME] = natural(f[7], fe[7], 0, NATURAL_END)) < 0)
         return -1;
     /* the bytes fit the bucket: calls * 2**(k-1) <= bytes <= calls * (2**k - 1),
      * in divisions that cannot overflow (calls, bytes < 2**63) */
@@ -629,12 +615,12 @@ static int peer_row(const char *s, const char *e, const RowBounds *b, int64_t *r
 {
     const char *f[6], *fe[6];
     return split_row(s, e, 6, f, fe) ||
-           (r[0] = natural_in(f[0], fe[0], b->first_rank, b->rank_end)) < 0 ||
+           (r[0] = natural(f[0], fe[0], b->first_rank, b->rank_end)) < 0 ||
            optional_in(f[1], fe[1], b->nlines, &r[1]) ||
            optional_in(f[2], fe[2], b->ncomms, &r[2]) ||
-           (r[3] = natural_in(f[3], fe[3], 0, b->nranks)) < 0 ||
-           (r[4] = natural_in(f[4], fe[4], 1, NATURAL_END)) < 0 ||
-           (r[5] = natural_in(f[5], fe[5], 0, NATURAL_END)) < 0 ? -1 : 0;
+           (r[3] = natural(f[3], fe[3], 0, b->nranks)) < 0 ||
+           (r[4] = natural(f[4], fe[4], 1, NATURAL_END)) < 0 ||
+           (r[5] = natural(f[5], fe[5], 0, NATURAL_END)) < 0 ? -1 : 0;
 }
 
 static int peer_after(const int64_t *prev, const int64_t *r)
