@@ -326,9 +326,10 @@ def parse_data(path: str, data: bytes, parser: str = "auto") -> ParsedFile:
 
 
 def engine(parser: str) -> str:
-    """Which parser ``parser`` (``"auto"``, ``"python"`` or ``"c"``) means here:
-    ``"auto"`` is ``"c"`` when the C parser is built and not switched off
-    (``TINYPROF_PURE=1``), else ``"python"``; ``"c"`` without it is a RuntimeError."""
+    """What ``parser`` (``"auto"``, ``"python"`` or ``"c"``) means here:
+    ``"auto"`` stays (the C parser, the reference naming any error it finds)
+    when the C parser is built and not switched off (``TINYPROF_PURE=1``),
+    else it is ``"python"``; ``"c"`` without it is a RuntimeError."""
     if parser == "auto":
         pure = _parse is None or os.environ.get("TINYPROF_PURE", "") not in ("", "0")
         return "python" if pure else "auto"
