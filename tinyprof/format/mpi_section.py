@@ -17,7 +17,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from .encoding import MAX_NATURAL, FormatError, natural
-from .reader import _parse, engine
+
+try:
+    from . import _parse
+except ImportError:         # not built: the reference reads the rows
+    _parse = None  # type: ignore[assignment]  # a module or None, which mypy cannot type
 
 NONE = -1       # a row's line outside any event, a completion call's communicator
 
@@ -173,6 +177,7 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
     ``first_rank+count-1`` of ``nranks`` and ``nlines`` event lines; the payload
     starts on line ``line`` of the file (for messages). ``parser`` as in
     :func:`reader.parse_file`: the ops and peers rows in C or in Python."""
+    from .reader import engine  # here, not above: the reader loads numpy, which writers must not
     parser = engine(parser)
     p = _Payload(payload, path, line)
     comms: List[Communicator] = []
