@@ -19,7 +19,7 @@ import tinyprof
 from tinyprof import annotate
 from tinyprof.runtime import capture, stacks
 
-# Call sites read CPython 3.11's frames (docs/unannotated.md): elsewhere they are off, with a warning.
+# Call sites read CPython 3.11-3.13's frames (docs/unannotated.md): elsewhere they are off, with a warning.
 needs_sites = pytest.mark.skipif(stacks.sites_unavailable() is not None,
                                  reason=str(stacks.sites_unavailable()))
 
@@ -169,7 +169,7 @@ def test_sites_in_annotated_code_hang_below_the_innermost_event(tmp_path):
             {(("main", "<module> (app.py:18)"), "Barrier", r): 1 for r in (0, 1)}, rows
 
 
-# What counts the samples: the C table (CPython 3.11) and its pure-Python
+# What counts the samples: the C table (CPython 3.11-3.13) and its pure-Python
 # twin (other Pythons, or the extension not built) run the same tests.
 TABLES = [pytest.param(stacks.PySamples, id="python"),
           pytest.param(stacks.samples_type(), id="c",

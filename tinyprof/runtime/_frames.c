@@ -9,8 +9,9 @@
  * (the current node, then the K innermost user frames' code and instruction),
  * found in a table read without a lock; a new site takes a mutex and names
  * its frames then, as `function (file:line)`. Nothing here allocates a
- * Python object or takes the GIL on that path. Only CPython 3.11's frame
- * layout is known (sites_supported()).
+ * Python object or takes the GIL on that path. CPython 3.11 to 3.13's frame
+ * layouts are known (sites_supported(); frame_code() below hides their
+ * differences); not PyPy's, nor the free-threaded build's.
  *
  * Sampled stacks: `Samples` (below) counts every thread's stack and
  * innermost open event, per sample, in C; `contexts()` gives the threads'
@@ -30,13 +31,17 @@
 #include <string.h>
 #include <time.h>
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(PYPY_VERSION)
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(PYPY_VERSION) \
+    && !defined(Py_GIL_DISABLED)
 #define SITES 1
 #define Py_BUILD_CORE 1
 #include <internal/pycore_frame.h>
 #undef _PyGC_FINALIZED          /* Python.h's, redefined by the internal headers */
 #include <internal/pycore_interp.h>
 #include <internal/pycore_runtime.h>
+#if PY_VERSION_HEX >= 0x030D0000
+#include <internal/pycore_ceval.h>
+#endif
 #undef Py_BUILD_CORE
 #endif
 
@@ -48,6 +53,37 @@
 
 #ifdef SITES
 typedef int32_t (*source_fn)(void);
+
+/* A thread's innermost frame, or NULL. */
+static inline _PyInterpreterFrame *
+top_frame(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return ts->current_frame;
+#else
+    return ts->cframe != NULL ? ts->cframe->current_frame : NULL;
+#endif
+}
+
+/* The code a frame runs, or NULL for a frame the program is not in: one
+ * not started yet, or (3.12+) the interpreter's own entry frame. Reads
+ * only the frame and its code: safe without the GIL on the frame's thread. */
+static inline PyCodeObject *
+frame_code(_PyInterpreterFrame *f)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (f->owner == FRAME_OWNED_BY_CSTACK)
+        return NULL;
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    if (!PyCode_Check(f->f_executable))
+        return NULL;
+    PyCodeObject *code = (PyCodeObject *)f->f_executable;
+#else
+    PyCodeObject *code = f->f_code;
+#endif
+    return _PyFrame_IsIncomplete(f) ? NULL : code;
+}
 
 typedef struct {
     _Atomic uint64_t key;       /* hash | 1, published last; 0: empty */
@@ -220,18 +256,17 @@ site_source(void)
     if (parent == 0)
         parent = atomic_load_explicit(&default_parent, memory_order_relaxed);
     PyThreadState *ts = PyGILState_GetThisThreadState();
-    if (ts == NULL || ts->cframe == NULL)
+    if (ts == NULL)
         return parent;
     const void *code[MAX_DEPTH];
     int32_t lasti[MAX_DEPTH];
     int n = 0;
     uint64_t key = mix(0, (uint32_t)parent);
-    for (_PyInterpreterFrame *f = ts->cframe->current_frame; f != NULL && n < depth; f = f->previous) {
-        if (_PyFrame_IsIncomplete(f))
+    for (_PyInterpreterFrame *f = top_frame(ts); f != NULL && n < depth; f = f->previous) {
+        PyCodeObject *c = frame_code(f);
+        if (c == NULL || code_skip(c))
             continue;
-        if (code_skip(f->f_code))
-            continue;
-        code[n] = f->f_code;
+        code[n] = c;
         lasti[n] = _PyInterpreterFrame_LASTI(f);
         key = mix(mix(key, (uintptr_t)code[n]), (uint32_t)lasti[n]);
         n++;
@@ -464,7 +499,7 @@ entries_clear(Entry *e, size_t n)
 static int
 has_frame(PyThreadState *ts)
 {
-    return ts->cframe != NULL && ts->cframe->current_frame != NULL;
+    return top_frame(ts) != NULL;
 }
 
 static void
@@ -514,10 +549,11 @@ renamed_add(Samples *self, PyObject *standin, PyObject *name)
 static PyObject *
 started(Samples *self, PyThreadState *ts)
 {
-    _PyInterpreterFrame *f = ts->cframe->current_frame;
-    while (f->previous != NULL)
-        f = f->previous;
-    if (_PyFrame_IsIncomplete(f) || f->f_code->co_argcount < 1 || f->localsplus[0] == NULL
+    _PyInterpreterFrame *f = NULL;
+    for (_PyInterpreterFrame *g = top_frame(ts); g != NULL; g = g->previous)
+        if (frame_code(g) != NULL)
+            f = g;
+    if (f == NULL || frame_code(f)->co_argcount < 1 || f->localsplus[0] == NULL
         || self->thread_type == NULL || !PyObject_TypeCheck(f->localsplus[0], (PyTypeObject *)self->thread_type))
         return NULL;
     return f->localsplus[0];
@@ -777,8 +813,9 @@ take(Samples *self, int own)
         if (t == NULL || t->name == NULL)
             continue;
         int n = 0, lasti = -1;
-        for (_PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL; f != NULL; f = f->previous) {
-            if (_PyFrame_IsIncomplete(f))
+        for (_PyInterpreterFrame *f = top_frame(ts); f != NULL; f = f->previous) {
+            PyCodeObject *c = frame_code(f);
+            if (c == NULL)
                 continue;
             if ((size_t)n == self->scap) {
                 size_t scap = self->scap ? self->scap * 2 : 64;
@@ -792,7 +829,7 @@ take(Samples *self, int own)
             }
             if (n == 0)
                 lasti = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
-            self->scratch[n++] = (PyObject *)f->f_code;
+            self->scratch[n++] = (PyObject *)c;
         }
         if (n == 0)
             continue;
@@ -859,6 +896,39 @@ pending_sample(void *arg)
     return 0;
 }
 
+/* Whether `main` holds the GIL, read without it (a hint: a stale answer
+ * costs one sample taken the slower way). */
+static int
+holds_gil(Samples *self, PyThreadState *main)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    struct _gil_runtime_state *gil = self->interp->ceval.gil;
+    return _Py_atomic_load_int_relaxed(&gil->locked)
+        && (PyThreadState *)_Py_atomic_load_ptr_relaxed(&gil->last_holder) == main;
+#else
+#if PY_VERSION_HEX >= 0x030C0000
+    struct _gil_runtime_state *gil = self->interp->ceval.gil;
+#else
+    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
+#endif
+    return _Py_atomic_load(&gil->locked) && (PyThreadState *)_Py_atomic_load(&gil->last_holder) == main;
+#endif
+}
+
+/* Makes the main thread's eval loop look at its pending calls: 3.11 and
+ * 3.12 do so only when the main thread adds the call itself. */
+static void
+wake(Samples *self, PyThreadState *main)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    (void)self;
+    _Py_set_eval_breaker_bit(main, _PY_CALLS_TO_DO_BIT);
+#else
+    (void)main;
+    _Py_atomic_store_relaxed(&self->interp->ceval.eval_breaker, 1);
+#endif
+}
+
 /* run(interval ns, limit): sleep, take a sample, until stop() (False) or
  * the table holds `limit` stacks or more (True: drain it, run again); in the sampler
  * thread. While the main thread runs Python (it holds the GIL), the sample
@@ -877,7 +947,6 @@ samples_run(Samples *self, PyObject *args)
         return NULL;
     if (interval <= 0 || limit <= 0)
         return PyErr_Format(PyExc_ValueError, "the interval and the limit must be > 0");
-    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
     int ok = 1, full = 0;
     PyThreadState *me = PyEval_SaveThread();
     while (!self->stopped && !atomic_load(&self->failed)) {
@@ -887,12 +956,10 @@ samples_run(Samples *self, PyObject *args)
         if (self->stopped)
             break;
         PyThreadState *main = self->main_ts;
-        if (main != NULL && !atomic_load(&self->names_due) && _Py_atomic_load(&gil->locked)
-            && (PyThreadState *)_Py_atomic_load(&gil->last_holder) == main) {
+        if (main != NULL && !atomic_load(&self->names_due) && holds_gil(self, main)) {
             atomic_store(&self->want, 1);
             if (atomic_exchange(&self->queued, 1) || Py_AddPendingCall(pending_sample, self) == 0) {
-                /* 3.11 wakes the main thread's eval loop only when the main thread adds the call */
-                _Py_atomic_store_relaxed(&self->interp->ceval.eval_breaker, 1);
+                wake(self, main);
                 continue;
             }
             atomic_store(&self->queued, 0);

@@ -71,7 +71,8 @@ def sites_unavailable() -> Optional[str]:
     if _frames is None:
         return "tinyprof's _frames extension was not built"
     if not _frames.sites_supported():
-        return f"reading call sites needs CPython 3.11 (this is {sys.version.split()[0]})"
+        return ("reading call sites needs CPython 3.11, 3.12 or 3.13 with the GIL "
+                f"(this is {sys.version.split()[0]})")
     return None
 
 
@@ -278,8 +279,9 @@ class _StandIn:
 
 class PySamples:
     """``_frames.Samples`` in Python, from ``sys._current_frames()``: where
-    the frames cannot be read directly (other Pythons than 3.11, or the
-    extension not built: then every sample is below the default parent)."""
+    the frames cannot be read directly (other Pythons than CPython 3.11 to
+    3.13 with the GIL, or the extension not built: then every sample is
+    below the default parent)."""
 
     def __init__(self, executions: Any, names: Any, node_type: Any, main: int) -> None:
         self._executions, self._names, self._node_type, self._main = executions, names, node_type, main
