@@ -73,8 +73,8 @@ test-mpi: install
 		fi; \
 	done
 
-# Python call sites and the C sampler read CPython's frames, laid out anew in each minor
-# version: their tests run again under each other CPython found here (on PATH, or pyenv's),
+# The C core, Python call sites and the C sampler depend on CPython's internals, which change
+# with each minor version: their tests run again under each other CPython found here (on PATH, or pyenv's),
 # in .venv-3.X, with the extension modules built for it beside the .venv's (tinyprof/*/*.so).
 OTHER_PYTHONS ?= 3.12 3.13
 test-pythons: install
@@ -89,10 +89,10 @@ test-pythons: install
 			$$venv/bin/python setup.py -q build_ext -b $$venv/ext && \
 			(cd $$venv/ext && find tinyprof -name '*.cpython-*.so' -exec cp {} $(CURDIR)/{} \;) && \
 			PYTHONPATH=$(CURDIR) $$venv/bin/python -m pytest -q -p no:cacheprovider \
-				tests/runtime/test_stacks.py tests/test_zero_code.py; } > $$log 2>&1; then \
+				tests/annotate tests/runtime/test_stacks.py tests/test_zero_code.py; } > $$log 2>&1; then \
 			cat $$log; echo "== Python $$v ($$py) FAILED (output above)"; exit 1; \
 		fi; \
-		echo "== Python $$v: call sites and sampled stacks: $$(grep -oE '[0-9]+ (passed|failed)[a-z0-9, ]* in [0-9.]+s' $$log | tail -1)"; \
+		echo "== Python $$v: annotations, call sites and sampled stacks: $$(grep -oE '[0-9]+ (passed|failed)[a-z0-9, ]* in [0-9.]+s' $$log | tail -1)"; \
 	done
 
 test-native: install
