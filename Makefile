@@ -11,7 +11,7 @@ DEPS   := setup.cfg setup.py pyproject.toml tinyprof/annotate/_core.c tinyprof/f
 # Rank counts for the MPI test suite (odd ones on purpose).
 MPI_SIZES ?= 1 2 3 5 7 8
 
-.PHONY: install check-build demo test test-serial test-mpi test-native bench bench-native scale clean
+.PHONY: install check-build demo test test-serial test-mpi test-native test-pythons bench bench-native scale clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -53,7 +53,7 @@ demo: $(DEMO)
 	@$(BIN)/tinyprof report demo.tinyprof -o demo-report.html >/dev/null
 	@echo "== the report: $(CURDIR)/demo-report.html (open it in any browser; it works offline)"
 
-test: install test-serial test-mpi test-native
+test: install test-serial test-mpi test-native test-pythons
 
 # Lint and type checks first (settings in pyproject.toml), then the serial suite.
 test-serial: install
@@ -71,6 +71,28 @@ test-mpi: install
 		else \
 			cat $$log; echo "== MPI tests on $$n ranks FAILED (output above)"; rm -f $$log; exit 1; \
 		fi; \
+	done
+
+# The C core, Python call sites and the C sampler depend on CPython's internals, which change
+# with each minor version: their tests run again under each other CPython found here (on PATH, or pyenv's),
+# in .venv-3.X, with the extension modules built for it beside the .venv's (tinyprof/*/*.so).
+OTHER_PYTHONS ?= 3.12 3.13
+test-pythons: install
+	@for v in $(OTHER_PYTHONS); do \
+		py=$$(for c in $$(command -v python$$v) $$HOME/.pyenv/versions/$$v*/bin/python$$v; do \
+			$$c -c '' 2>/dev/null && echo $$c && break; done); \
+		if [ -z "$$py" ]; then echo "== Python $$v: not on this machine, its tests skipped"; continue; fi; \
+		venv=.venv-$$v; log=$$venv/make.log; \
+		[ -x $$venv/bin/python ] || $$py -m venv $$venv || exit 1; \
+		if ! { mkdir -p $$venv/ext && \
+			$$venv/bin/python -m pip install -q mpich mpi4py numpy pandas plotly pytest hypothesis setuptools && \
+			$$venv/bin/python setup.py -q build_ext -b $$venv/ext && \
+			(cd $$venv/ext && find tinyprof -name '*.cpython-*.so' -exec cp {} $(CURDIR)/{} \;) && \
+			PYTHONPATH=$(CURDIR) $$venv/bin/python -m pytest -q -p no:cacheprovider \
+				tests/annotate tests/runtime/test_stacks.py tests/test_zero_code.py; } > $$log 2>&1; then \
+			cat $$log; echo "== Python $$v ($$py) FAILED (output above)"; exit 1; \
+		fi; \
+		echo "== Python $$v: annotations, call sites and sampled stacks: $$(grep -oE '[0-9]+ (passed|failed)[a-z0-9, ]* in [0-9.]+s' $$log | tail -1)"; \
 	done
 
 test-native: install
@@ -105,4 +127,4 @@ scale: install
 	$(PY) benchmarks/scale.py --ranks $(SCALE_RANKS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info tinyprof/*.so tinyprof/*/*.so native/build demo.tinyprof demo-report.html
+	rm -rf $(VENV) .venv-*/ build *.egg-info tinyprof/*.so tinyprof/*/*.so native/build demo.tinyprof demo-report.html

@@ -5,7 +5,8 @@
 
 Each run is one file of RANKS ranks, CALLPATHS callpaths (a tree 3 deep)
 of 10 iterations each, written by the flush's own assembler, with run
-metadata (``start``: an hour apart, ``git``: a commit per 10 runs). Prints the
+metadata (``start``: an hour apart, ``git``: a commit per 10 runs); with
+``--mpi``, an MPI section too (an Allreduce per callpath and rank). Prints the
 median time of each (docs/performance.md, "Many runs").
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 import numpy as np
 
 import tinyprof
-from tinyprof.format import meta_section
+from tinyprof.format import meta_section, mpi_section
 from tinyprof.format.encoding import Header
 from tinyprof.format.layout import file_name, write_atomic
 from tinyprof.runtime import assemble
@@ -37,9 +38,10 @@ def callpaths(n: int):
     return paths[:n]
 
 
-def write_runs(where: str, runs: int, ranks: int, ncallpaths: int) -> list:
+def write_runs(where: str, runs: int, ranks: int, ncallpaths: int, mpi: bool = False) -> list:
     rng = np.random.default_rng(0)
     paths = callpaths(ncallpaths)
+    world = [mpi_section.Communicator("COMM_WORLD", ranks, tuple(range(ranks)), mpi_section.NONE)]
     out = []
     for k in range(runs):
         events = [[LocalEvent(p, 1, True, rng.integers(10**5, 10**6, 10), np.array([0, 0]), {}, {})
@@ -48,10 +50,16 @@ def write_runs(where: str, runs: int, ranks: int, ncallpaths: int) -> list:
                         file_count=1, metrics=[])
         meta = meta_section.encode({"start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1.7e9 + 3600 * k)),
                                     "nranks": ranks, "git": f"{k // 10:040x}"})
+        sections = [("meta", meta)]
+        if mpi:             # on each line (callpath, the ranks' order), in less time than the region's
+            sections.append(("mpi", mpi_section.encode(world, [
+                (r, line, 0, "Allreduce", mpi_section.bucket(8), calls, 8 * calls, t)
+                for r in range(ranks) for line, (calls, t) in enumerate(zip(
+                    rng.integers(1, 100, len(paths)).tolist(), rng.integers(10**4, 10**5, len(paths)).tolist()))], [])))
         directory = os.path.join(where, f"run{k}")
         os.makedirs(directory)
         write_atomic(os.path.join(directory, file_name("run", 0, 1)),
-                     assemble.build_file(header, events, [1] * ranks, [("meta", meta)]))
+                     assemble.build_file(header, events, [1] * ranks, sections))
         out.append(directory)
     return out
 
@@ -72,13 +80,14 @@ def parser_of(doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--callpaths", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--mpi", action="store_true", help="with an MPI section in each run")
     return parser
 
 
 def main() -> None:
     args = parser_of(__doc__).parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        paths = write_runs(scratch, args.runs, args.ranks, args.callpaths)
+        paths = write_runs(scratch, args.runs, args.ranks, args.callpaths, args.mpi)
         profiles = tinyprof.read_many(paths)            # imports and caches warm
         one = median_s(lambda: tinyprof.read_many(paths, threads=1), args.repeats)
         every = median_s(lambda: tinyprof.read_many(paths), args.repeats)

@@ -27,6 +27,7 @@ from typing import List, Optional
 
 from . import _command, tune
 from ._version import __version__
+from .analysis.compare import FLOOR, THRESHOLD
 from .analysis.values import STATISTICS
 from .converters import TARGETS, ConvertError
 from .format.encoding import FormatError, excerpt
@@ -50,21 +51,28 @@ def _report(args: argparse.Namespace) -> int:
     output = args.output or "report.html"
     runs = history.runs_in(args.profiles)
     many = args.snapshots or runs != [os.fspath(args.profiles[0])]
-    if not many and args.skip_bad:
-        print("tinyprof report: --skip-bad is for several runs", file=sys.stderr)
+    given = [option for option, value in (("--skip-bad", args.skip_bad), ("--threshold", args.threshold),
+                                          ("--floor", args.floor), ("--metric", args.metric),
+                                          ("--inclusive", args.inclusive))
+             if value is not None and value is not False]      # --threshold 0 is given
+    if not many and given:
+        print(f"tinyprof report: {', '.join(given)}: for several runs", file=sys.stderr)
         return 2
     try:
         with warnings.catch_warnings(record=True) as skipped:
             warnings.simplefilter("always", RuntimeWarning)
             if many:
+                rule = {name: pct / 100 for name, pct in (("threshold", args.threshold),
+                                                          ("floor", args.floor)) if pct is not None}
                 history.write(args.profiles, output, "skip" if args.skip_bad else "raise",
-                              args.snapshots)
+                              args.snapshots, metric=args.metric or "time", inclusive=args.inclusive,
+                              **rule)
             else:
                 _report.write(args.profiles[0], output)
     except _report.ReportError as e:
         print(f"tinyprof: {e}", file=sys.stderr)
         return 1
-    except ValueError as e:             # no run left, --snapshots with several paths
+    except ValueError as e:             # no run left, --snapshots with several paths, a bad --metric
         print(f"tinyprof report: {e}", file=sys.stderr)
         return 2
     finally:
@@ -280,9 +288,12 @@ def _parser() -> argparse.ArgumentParser:
                     "iterations, a rank x callpath heatmap, the snapshots over time (an output "
                     "directory with keep='all'), the POP efficiencies, MPI communication and the "
                     "critical path and wait states when recorded. Of several PROFILEs, or a directory "
-                    "of runs (or, with --snapshots, the kept snapshots of one run): the history "
-                    "page: each callpath over the runs in start order, the regressions flagged "
-                    "between consecutive runs, the diff of any two runs and the runs' metadata. "
+                    "of runs (its subdirectories holding a profile, and its sets of profile files; "
+                    "others, such as logs/, are left out), or, with --snapshots, the kept snapshots "
+                    "of one run: the history page: each callpath over the runs in start order, with "
+                    "its MPI time and bytes in the runs that recorded them, the regressions flagged "
+                    "between consecutive runs by the rule of tinyprof compare (--threshold, --floor, "
+                    "--metric, --inclusive), the diff of any two runs and the runs' metadata. "
                     "See docs/guide.md.")
     report.add_argument("profiles", nargs="+", metavar="PROFILE",
                         help="a profile's output directory or any one file of it; several, or a "
@@ -293,6 +304,17 @@ def _parser() -> argparse.ArgumentParser:
                         help="the history page of the snapshots of one run (Profiler(keep='all'))")
     report.add_argument("--skip-bad", action="store_true",
                         help="with several runs, leave out (naming them) those that cannot be read")
+    report.add_argument("--metric", metavar="M",
+                        help="with several runs, the value over the runs and flagged: time (default) "
+                             "or a custom per-occurrence metric, summed per rank (as compare's)")
+    report.add_argument("--inclusive", action="store_true",
+                        help="with several runs, flag on inclusive time instead of exclusive time")
+    report.add_argument("--threshold", type=_percent, metavar="PCT",
+                        help="with several runs, flag only changes beyond PCT percent "
+                             f"(default {THRESHOLD * 100:g})")
+    report.add_argument("--floor", type=_percent, metavar="PCT",
+                        help="with several runs, flag only changes of at least PCT percent of the "
+                             f"earlier run's time (default {FLOOR * 100:g})")
     report.set_defaults(run=_report)
     mpi = commands.add_parser(
         "mpi", help="print the MPI calls per callpath, communicator, operation and size",
@@ -361,10 +383,11 @@ def _parser() -> argparse.ArgumentParser:
                       help="time (default) or a custom per-occurrence metric, summed per rank")
     comp.add_argument("--inclusive", action="store_true",
                       help="compare inclusive time instead of exclusive time")
-    comp.add_argument("--threshold", type=_percent, default=5.0, metavar="PCT",
-                      help="flag only changes beyond PCT percent (default 5)")
-    comp.add_argument("--floor", type=_percent, default=1.0, metavar="PCT",
-                      help="flag only changes of at least PCT percent of the base run's time (default 1)")
+    comp.add_argument("--threshold", type=_percent, default=THRESHOLD * 100, metavar="PCT",
+                      help=f"flag only changes beyond PCT percent (default {THRESHOLD * 100:g})")
+    comp.add_argument("--floor", type=_percent, default=FLOOR * 100, metavar="PCT",
+                      help=f"flag only changes of at least PCT percent of the base run's time "
+                           f"(default {FLOOR * 100:g})")
     comp.add_argument("--limit", type=_count, default=0, metavar="N",
                       help="print at most N rows (default 0: all)")
     comp.set_defaults(run=_compare)

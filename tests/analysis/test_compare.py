@@ -259,7 +259,7 @@ def test_the_gate_on_real_mpi_runs(tmp_path):
     assert passed.returncode == 0, passed.stdout + passed.stderr
     frame = tinyprof.compare(base, same)
     assert (frame["base"] >= 0).all() and frame.attrs["outside_mpi"]
-    if stacks.sites_unavailable() is None:      # call sites: CPython 3.11 (docs/unannotated.md)
+    if stacks.sites_unavailable() is None:      # call sites: CPython 3.11-3.13 (docs/unannotated.md)
         # The barrier's wait is charged to its call site, which has no time of its own:
         # it comes out of sync's time, never making a negative time outside MPI.
         site = frame[frame["callpath"].map(len) == 3]

@@ -437,6 +437,26 @@ def test_compute_then_sync_on_real_ranks(tmp_path, capsys):
 def test_growing_imbalance_over_real_snapshots(tmp_path):
     _run_app(tmp_path / "g", "growing", 0.25)
     assert _pop_checks.growing(tmp_path / "g") == []
+    # the history page of these snapshots: each interval's MPI time and bytes
+    # per callpath are what its snapshot added to the one before
+    from tinyprof.views import history
+    data = history.build(*history.load([str(tmp_path / "g")], of_snapshots=True))
+    paths = [tuple(c["path"].split("<")) for c in data["callpaths"]]
+    numbers = tinyprof.snapshots(tmp_path / "g")
+    assert data["runs"] == [f"snapshot {k}" for k in numbers] and len(numbers) == 4
+
+    def mpi_of(k: int, key: str) -> np.ndarray:
+        profile = tinyprof.read(tmp_path / "g", snapshot=k)
+        sums = profile.mpi.groupby("callpath")[key].sum()
+        return np.array([sums.get(p, 0.0) / NRANKS for p in paths])
+    for key in ("time", "bytes"):
+        cumulative = [mpi_of(k, key) for k in numbers]
+        added = [cumulative[0]] + [b - a for a, b in zip(cumulative, cumulative[1:])]
+        shown = [[dict(zip(data["mpi"]["columns"], row)).get(c, 0.0) for c in range(len(paths))]
+                 for row in data["mpi"][key]]
+        assert np.allclose(shown, added, rtol=1e-4, atol=1e-12), key
+    sync = paths.index(("main", "step", "sync"))
+    assert all(dict(zip(data["mpi"]["columns"], row)).get(sync, 0.0) > 0 for row in data["mpi"]["time"])
     # the report's efficiency section: the table, worst sibling first, and the
     # metrics per interval, drawn by real Chromium
     pytest.importorskip("plotly")

@@ -136,21 +136,27 @@ def test_bad_payloads_are_format_errors_naming_file_and_line(bad, line, problem)
 @settings(max_examples=300, deadline=None)
 @given(st.randoms(use_true_random=False))
 def test_corrupted_payloads_never_raise_anything_else(rnd: random.Random):
-    data = bytearray(PAYLOAD)
-    for _ in range(rnd.randint(1, 4)):
+    data = corrupted(rnd, PAYLOAD, 4)
+    try:
+        s = _parse(data)
+    except FormatError:
+        return
+    assert encode(s.comms, s.ops, s.peers) == data      # accepted: it is canonical
+
+
+def corrupted(rnd: random.Random, payload: bytes, most: int) -> bytes:
+    """``payload`` with 1 to ``most`` bytes changed, removed or added."""
+    data = bytearray(payload)
+    for _ in range(rnd.randint(1, most)):
         i = rnd.randrange(len(data))
         op = rnd.randrange(3)
         if op == 0:
-            data[i] = rnd.choice(b"0123456789|\n-,:@abcAZ ")
+            data[i] = rnd.choice(b"0123456789|\n-,:@abcAWZ_ \xff")
         elif op == 1:
             del data[i]
         else:
             data.insert(i, rnd.choice(b"0123456789|\n"))
-    try:
-        s = _parse(bytes(data))
-    except FormatError:
-        return
-    assert encode(s.comms, s.ops, s.peers) == bytes(data)      # accepted: it is canonical
+    return bytes(data)
 
 
 def test_a_resummed_file_with_bytes_outside_their_bucket_is_refused(tmp_path):

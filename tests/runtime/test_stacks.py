@@ -19,7 +19,7 @@ import tinyprof
 from tinyprof import annotate
 from tinyprof.runtime import capture, stacks
 
-# Call sites read CPython 3.11's frames (docs/unannotated.md): elsewhere they are off, with a warning.
+# Call sites read CPython 3.11-3.13's frames (docs/unannotated.md): elsewhere they are off, with a warning.
 needs_sites = pytest.mark.skipif(stacks.sites_unavailable() is not None,
                                  reason=str(stacks.sites_unavailable()))
 
@@ -169,7 +169,7 @@ def test_sites_in_annotated_code_hang_below_the_innermost_event(tmp_path):
             {(("main", "<module> (app.py:18)"), "Barrier", r): 1 for r in (0, 1)}, rows
 
 
-# What counts the samples: the C table (CPython 3.11) and its pure-Python
+# What counts the samples: the C table (CPython 3.11-3.13) and its pure-Python
 # twin (other Pythons, or the extension not built) run the same tests.
 TABLES = [pytest.param(stacks.PySamples, id="python"),
           pytest.param(stacks.samples_type(), id="c",
@@ -272,6 +272,89 @@ def test_threads_with_no_open_event_go_below_the_default(samples):
     assert all(second[k] == v for k, v in first.items() if k[1] == outer and k[2][-1] == parked)
 
 
+# Run in a process of its own: a thread named by threading.current_thread()
+# stays in threading's registry after it ends (3.11's dummy threads), and a
+# later thread given its id would be named after it.
+UNNAMED = textwrap.dedent("""
+    import _thread, sys, threading, time
+    from tinyprof.runtime import stacks
+
+    sampler = stacks.Sampler(10_000_000, stacks.PySamples if sys.argv[1] == "python" else stacks.samples_type())
+    steps = [threading.Lock() for _ in range(5)]
+    ready = [threading.Event() for _ in range(5)]
+    for lock in steps:
+        lock.acquire()
+
+    def window(i):
+        ready[i].set()
+        steps[i].acquire()          # sampled: in a Thread's run, never registered
+
+    def late():
+        ready[0].set()
+        steps[0].acquire()          # sampled: unnamed
+        threading.current_thread().name = "late"    # threading registers it now
+        ready[1].set()
+        steps[1].acquire()          # sampled: named
+
+    def anonymous():
+        ready[2].set()
+        steps[2].acquire()          # sampled: never named
+
+    # Threads that run as between their start and threading's registration
+    # of them: one of the program's, one named as tinyprof's (never sampled)
+    unregistered = [threading.Thread(target=window, args=(3,), name="window"),
+                    threading.Thread(target=window, args=(4,), name=stacks.PREFIX + "own")]
+    idents = [_thread.start_new_thread(late, ()), _thread.start_new_thread(anonymous, ()),
+              *(_thread.start_new_thread(t.run, ()) for t in unregistered)]
+    for i in (0, 2, 3, 4):
+        ready[i].wait()
+    sampler.take()
+    steps[0].release()
+    ready[1].wait()
+    sampler.take()
+    for i in (1, 2, 3, 4):
+        steps[i].release()
+    for _ in range(3000):   # a hang guard, not a duration: until both have left Python
+        if not any(ident in sys._current_frames() for ident in idents):
+            break
+        time.sleep(0.01)
+    print(idents[1])
+    for key in sampler.counts():
+        print("|".join(key[2]))
+""")
+
+
+def test_a_thread_sampled_before_threading_names_it_is_named(samples, tmp_path):
+    """A thread that threading does not know when it is sampled has all its
+    samples under ``thread <name>``, even if it ends before they are read:
+    one running a Thread not registered yet (as between a Thread's start and
+    its registration: here its ``run`` started with ``_thread``, never
+    registered), and one registered before the next sample; a thread that
+    ends unnamed keeps its id; one of tinyprof's is not sampled."""
+    (tmp_path / "app.py").write_text(UNNAMED)
+    proc = subprocess.run([sys.executable, "app.py", "python" if samples is stacks.PySamples else "c"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    anonymous, *paths = proc.stdout.splitlines()
+    lines = UNNAMED.splitlines()
+    leaves = {f"{fn} (app.py:{lines.index(f'def {fn}({arg}):') + 1})"
+              for fn, arg in (("late", ""), ("anonymous", ""), ("window", "i"))}
+    threads = {path.split("|")[0] for path in paths if path.split("|")[-1] in leaves}
+    assert threads == {"thread late", f"thread {anonymous}", "thread window"}, proc.stdout
+
+
+def test_a_thread_that_ended_before_the_read_keeps_its_name(samples):
+    """A thread sampled, then ended (threading forgets it) before the
+    samples are read: named as when it was sampled."""
+    sampler = stacks.Sampler(10_000_000, samples)
+    done = Parked("done")
+    sampler.take()
+    done.release()
+    assert done.thread.ident not in stacks.thread_names()
+    names = {k[2][0] for k in sampler.counts() if k[2][-1] == _line(Parked.parked)}
+    assert names == {"thread done"}, names
+
+
 def test_samples_keep_the_code_of_a_stack_alive(samples):
     """A sampled function's code freed before the samples are read is named
     all the same (a sample holds its code objects, whose addresses key it)."""
@@ -357,9 +440,8 @@ def _spin_until(condition) -> int:
 def test_a_main_thread_running_python_takes_its_own_samples():
     """While the main thread runs Python, the sampler asks it for the sample
     (a pending call) instead of taking the GIL from it; a thread it has not
-    named yet is named by the sampler's own next sample. (Not asserted: that
-    no sample names it by its id. A sample between the thread's start and
-    threading's registration of it does, until the next refresh.)"""
+    named yet is named by the sampler's own next sample, never by its id
+    (even when sampled before threading registered it)."""
     sampler = stacks.Sampler(1_000_000)
     sampler.start()
     newcomer = None
@@ -378,3 +460,4 @@ def test_a_main_thread_running_python_takes_its_own_samples():
     assert sampler.by_main >= 3
     assert any(k[2][:1] == ("thread newcomer",) for k in counts)
     assert any(k[2][-1] == _line(_spin_until) for k in counts)
+    assert not any(k[2][:1] == (f"thread {newcomer.thread.ident}",) for k in counts)

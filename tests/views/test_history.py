@@ -18,7 +18,7 @@ from _browser import Browser
 
 import tinyprof
 from tinyprof.cli import main
-from tinyprof.format import layout, meta_section
+from tinyprof.format import layout, meta_section, mpi_section
 from tinyprof.format.encoding import Header
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
@@ -35,24 +35,31 @@ HOSTILE = '<img src=x onerror="window.pwned=1">'
 
 
 def write_run(directory, start: str, slow: float = 1.0, names=("compute", "solve"), commit: str = "a" * 40,
-              app: str = "app", nranks: int = NRANKS) -> str:
+              app: str = "app", nranks: int = NRANKS, flops: bool = False, mpi=None) -> str:
     """One run of ``nranks`` ranks (at most NRANKS), one file: main (OWN)
     holding ``names[0]`` (COMPUTE) and ``names[1]`` (SOLVE x ``slow``), with
-    run metadata."""
+    run metadata; with ``flops``, that metric per occurrence: the time in us;
+    with ``mpi``, per rank (calls, bytes per call, ns) of Allreduces in ``names[1]``."""
     solve = np.round(SOLVE * slow).astype(np.int64)
     ranks = []
+
+    def event(path, t):
+        return LocalEvent(path, 1, True, np.array([t]), np.array([0, 0]), {},
+                          {"flops": np.array([t / US])} if flops else {})
     for r in range(nranks):
         times = {names[0]: COMPUTE[r], names[1]: solve[r]}
-        main_time = OWN + sum(times.values())
-        ranks.append([LocalEvent(("main",), 1, True, np.array([main_time]), np.array([0, 0]), {}, {}),
-                      *(LocalEvent(("main", n), 1, True, np.array([t]), np.array([0, 0]), {}, {})
-                        for n, t in times.items())])
+        ranks.append([event(("main",), OWN + sum(times.values())), *(event(("main", n), t) for n, t in times.items())])
     header = Header(name=app, nranks=nranks, first_rank=0, rank_count=nranks, file_index=0,
-                    file_count=1, metrics=[])
+                    file_count=1, metrics=[("flops", False)] if flops else [])
     meta = meta_section.encode({"start": start, "nranks": nranks, "git": commit, "case": "c<1>"})
     os.makedirs(directory, exist_ok=True)
     layout.write_atomic(os.path.join(directory, layout.file_name(app, 0, 1)),
-                        assemble.build_file(header, ranks, [1] * nranks, [("meta", meta)]))
+                        assemble.build_file(header, ranks, [1] * nranks, [("meta", meta)] + ([] if mpi is None else [
+                            ("mpi", mpi_section.encode([mpi_section.Communicator("COMM_WORLD", nranks, tuple(range(nranks)),
+                                                                                 mpi_section.NONE)],
+                                                       [(r, 2, 0, "Allreduce", mpi_section.bucket(size), calls,
+                                                         calls * size, t) for r, (calls, size, t) in enumerate(mpi)],
+                                                       []))])))
     return str(directory)
 
 
@@ -129,6 +136,35 @@ def test_a_directory_of_runs_is_its_runs(runs, tmp_path):
     one = tmp_path / "one"
     write_run(one, "2026-03-01T00:00:00Z")
     assert history.runs_in([str(one)]) == [str(one)]             # one run's directory
+
+
+def test_a_directory_beside_the_runs_is_no_run(runs, tmp_path, capsys):
+    """logs/ and scripts/ beside the runs are left out (silently); a run's
+    snapshots/ makes it a run; a directory with no run in it is one line."""
+    (tmp_path / "runs" / "logs").mkdir()
+    (tmp_path / "runs" / "logs" / "job.out").write_text("ok\n")
+    (tmp_path / "runs" / "scripts" / "old").mkdir(parents=True)
+    kept = tmp_path / "runs" / "e"                     # only its snapshots: a run
+    (kept / layout.SNAPSHOTS).mkdir(parents=True)
+    assert history.runs_in([runs]) == [os.path.join(runs, n) for n in "abcde"]
+    os.rmdir(kept / layout.SNAPSHOTS)
+    os.rmdir(kept)
+    out = tmp_path / "h.html"
+    assert main(["report", runs, "-o", str(out)]) == 0
+    assert capsys.readouterr().err == ""
+    data = json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', out.read_text(), re.S)[1])
+    assert data["runs"] == ORDER
+    one = tmp_path / "one"                             # one run's directory, with its logs
+    write_run(one, "2026-03-01T00:00:00Z")
+    (one / "logs").mkdir()
+    assert history.runs_in([str(one)]) == [str(one)]
+    none = tmp_path / "none"
+    (none / "logs").mkdir(parents=True)
+    (none / "scripts").mkdir()
+    assert main(["report", str(none), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tinyprof: {none}: no run in it: none of its 2 subdirectories holds a profile "
+                   "(.tp files or snapshots/)\n")
 
 
 def test_snapshots_of_one_run_are_its_history(tmp_path, step_snapshots):
@@ -221,6 +257,14 @@ def test_real_mpi_runs_in_start_order_outside_mpi(tmp_path):
     [(change, p)] = [(f[2], f[3]) for f in data["flags"] if f[:2] == [1, solve] and f[4] == 1]
     assert 0.5 < change < 1.5 and p < 0.05
     assert data["exc"][2][solve] == pytest.approx(2 * data["exc"][1][solve], rel=0.3)
+    for k, name in enumerate(data["runs"]):          # each run's MPI calls (the barriers), as it recorded them
+        profile = tinyprof.read(where / name)
+        for key in ("time", "bytes"):
+            want = _mpi_of(profile, key)
+            shown = dict(zip(data["mpi"]["columns"], data["mpi"][key][k]))
+            assert [shown.get(c, 0.0) for c in range(len(paths))] == \
+                pytest.approx([want.get(p, 0.0) for p in paths], rel=1e-4, abs=1e-12)
+    assert data["mpi"]["columns"] and max(data["mpi"]["time"][0]) > 0
 
 
 # -- in a real browser -------------------------------------------------------------
@@ -299,3 +343,173 @@ def test_hostile_names_are_text_on_the_page(tmp_path):
     assert facts["flags"] == ["main<</script><b>x"]
     assert sorted(facts["names"]) == sorted(["main", HOSTILE, "</script><b>x"])
     assert {r[0] for r in facts["checks"][0]["rows"]} == {"main", f"main<{HOSTILE}", "main<</script><b>x"}
+
+
+# -- the rule on the command line ------------------------------------------------------
+
+def _data(path):
+    return json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', path.read_text(), re.S)[1])
+
+
+def test_the_rule_is_given_on_the_command_line(runs, tmp_path, capsys):
+    """--threshold, --floor, --inclusive, --metric as tinyprof compare's; with
+    one run's report, a one-line usage error."""
+    out = tmp_path / "h.html"
+    paths = ["main", "main<compute", "main<solve"]
+
+    def flagged(*options):
+        assert main(["report", runs, *options, "-o", str(out)]) == 0
+        data = _data(out)
+        return data, sorted((data["runs"][f[0]], paths[f[1]]) for f in data["flags"] if f[4] == 1)
+
+    data, flags = flagged()
+    assert flags == [("c", "main<solve")]
+    assert data["rule"] == {"tests": data["rule"]["tests"], "threshold": 0.05, "floor": 0.01, "alpha": 0.05,
+                            "metric": "time", "inclusive": False}
+    data, flags = flagged("--threshold", "30")                  # solve: +25%
+    assert flags == [] and data["rule"]["threshold"] == 0.3
+    data, flags = flagged("--floor", "8")                       # solve: +26 us of 345 us, 7.6%
+    assert flags == [] and data["rule"]["floor"] == 0.08
+    # Inclusive: main holds solve, +7.8% of its inclusive time: flagged too, but not beyond 10%
+    data, flags = flagged("--inclusive")
+    assert flags == [("c", "main"), ("c", "main<solve")] and data["rule"]["inclusive"]
+    inclusive = OWN + COMPUTE.mean() + np.round(SOLVE * 1.25).mean()
+    assert "exc" not in data and data["inc"][2] == pytest.approx(
+        [inclusive / 1e9, COMPUTE.mean() / 1e9, np.round(SOLVE * 1.25).mean() / 1e9], rel=1e-4)
+    for a, b in zip(ORDER, ORDER[1:]):                           # as compare flags them
+        frame = tinyprof.compare(os.path.join(runs, a), os.path.join(runs, b), inclusive=True)
+        assert sorted("<".join(p) for p in frame.loc[frame["regressed"], "callpath"]) == \
+            [p for run, p in flags if run == a]
+    data, flags = flagged("--inclusive", "--threshold", "7")
+    assert flags == [("c", "main"), ("c", "main<solve")] and data["rule"]["threshold"] == 0.07
+    hints = "[...document.querySelectorAll('.hint')].map((h) => h.textContent).join(' ')"
+    facts = _page(out, [PICK % (0, 3), hints])                   # b to d, judged inclusive
+    assert facts["console"] == [] and facts["flags"] == ["main<solve", "main"]      # worst first
+    assert "the change beyond 7% and |new - old| at least 1% of the earlier run" in facts["checks"][1]
+    assert "inclusive time per rank on average" in facts["checks"][1]
+    rows = {r[0]: r[1:] for r in facts["checks"][0]["rows"]}
+    exclusive = [OWN, COMPUTE.mean(), SOLVE.mean()]
+    for path, want in zip(paths, exclusive):                     # derived in the page from inclusive
+        assert float(rows[path][1]) == pytest.approx(want / 1e3, abs=2e-3)   # us
+    base = OWN + COMPUTE.mean() + SOLVE.mean()
+    assert rows["main"][0] == "hot" and rows["main"][6] == f"+{100 * (inclusive / base - 1):.1f}%"
+    _, flags = flagged("--inclusive", "--threshold", "10")
+    assert flags == [("c", "main<solve")]
+    assert main(["report", runs, "--metric", "flops", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "no per-occurrence metric 'flops'" in err
+    one = os.path.join(runs, "a")
+    for options in (["--threshold", "0"], ["--floor", "2"], ["--inclusive"], ["--metric", "time"], ["--skip-bad"]):
+        assert main(["report", one, *options, "-o", str(out)]) == 2
+        assert capsys.readouterr().err == f"tinyprof report: {options[0]}: for several runs\n"
+    with pytest.raises(SystemExit) as bad:                      # parsed as compare's
+        main(["report", runs, "--floor", "-1", "-o", str(out)])
+    assert bad.value.code == 2 and "'-1' is not a percentage" in capsys.readouterr().err
+
+
+# -- MPI time and bytes per callpath over the runs ----------------------------------------
+
+def _mpi_of(profile, key):
+    """Per callpath, the profile's own MPI ``key`` (exclusive) per rank on average, from
+    ``Profile.mpi``: its rows summed over ranks, communicators, operations and sizes."""
+    table = profile.mpi
+    table = table[table["callpath"].map(len) > 0]
+    return {"<".join(path): value / profile.nranks for path, value in table.groupby("callpath")[key].sum().items()}
+
+
+MPI_PAGE = """(() => {
+  document.querySelector('#history-table tr[data-callpath="main<halo"]').click();
+  const chart = document.getElementById('history-plot');
+  return { unit: chart.layout.yaxis.title.text, facts: document.getElementById('facts').textContent,
+    traces: Object.fromEntries(chart.data.map((t) => [t.name, t.y])),
+    head: [...document.querySelectorAll('#diff-table thead th')].map((th) => th.textContent) };
+})()"""
+
+
+def test_mpi_time_and_bytes_per_callpath_over_the_runs(tmp_path, clock):
+    """Two runs with MPI capture and one without: each callpath's MPI time and
+    bytes per rank, per run (null for the run without), in the data, the
+    chart and the diff of two runs, equal to each profile's own MPI rows."""
+    from test_mpi_convert import make_profile
+
+    where = tmp_path / "runs"
+    for name, mpi in (("r0", True), ("r1", False), ("r2", True)):
+        make_profile(where / name, clock, mpi=mpi)
+    out = tmp_path / "h.html"
+    assert main(["report", str(where), "-o", str(out)]) == 0
+    data = _data(out)
+    assert data["runs"] == ["r0", "r1", "r2"] and not data["outside_mpi"]     # r1 has none
+    paths = [c["path"] for c in data["callpaths"]]
+    profile = tinyprof.read(where / "r0")
+    want = {key: _mpi_of(profile, key) for key in ("time", "bytes")}
+    assert want["bytes"]["main<halo"] == pytest.approx((4296 + 6000) / 3)       # the test's own check
+    assert data["mpi"]["columns"] == [paths.index(p) for p in want["time"]] == [0, 1, 2, 3]
+    for key in ("time", "bytes"):
+        expected = [want[key][p] for p in paths]
+        assert data["mpi"][key][0] == data["mpi"][key][2] == pytest.approx(expected, rel=1e-4)
+        assert data["mpi"][key][1] is None
+    both_mpi = history.build(*history.load([where / "r0", where / "r2"]))      # times outside MPI
+    assert both_mpi["outside_mpi"] and both_mpi["mpi"] == {"columns": [0, 1, 2, 3],
+                                                **{key: [data["mpi"][key][0]] * 2 for key in ("time", "bytes")}}
+    without = tmp_path / "none"
+    for k in range(2):
+        write_run(without / f"r{k}", f"2026-03-01T0{k}:00:00Z")
+    assert history.build(*history.load([str(without)]))["mpi"] is None
+    # Only the callpaths where a run made MPI calls are embedded; the page shows 0 for the others
+    solve = tmp_path / "solve"
+    calls = [(3, 8, 1000 * (r + 1)) for r in range(NRANKS)]
+    for k in range(2):
+        write_run(solve / f"r{k}", f"2026-03-01T0{k}:00:00Z", mpi=calls)
+    compact = history.build(*history.load([str(solve)]))
+    assert compact["mpi"] == {"columns": [2], "time": [[2500e-9]] * 2, "bytes": [[24.0]] * 2}
+    picked = _page(history.write([str(solve)], tmp_path / "s.html"), [PICK % (0, 1)])
+    assert picked["console"] == []
+    assert {r[0]: r[-2:] for r in picked["checks"][0]["rows"]} == {
+        "main": ["0", "0"], "main<compute": ["0", "0"], "main<solve": ["24", "24"]}
+    facts = _page(out, [MPI_PAGE, PICK % (0, 2), PICK % (0, 1)])
+    assert facts["console"] == [] and facts["blocked"] == []
+    shown, both, one = facts["checks"]
+    scale = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[shown["unit"]]
+    halo = want["time"]["main<halo"]
+    assert "MPI time and bytes (exclusive) in 2 of 3 runs" in shown["facts"]
+    times = shown["traces"]["MPI time (exclusive)"]
+    assert times[1] is None and [t * scale for t in times[::2]] == pytest.approx([halo, halo], rel=1e-4)
+    sent = shown["traces"]["MPI bytes (exclusive, right)"]
+    assert sent[1] is None and sent[::2] == pytest.approx([want["bytes"]["main<halo"]] * 2, rel=1e-4)
+    assert shown["head"][7:] == [f"base MPI time ({shown['unit']})", f"new MPI time ({shown['unit']})",
+                                 "base MPI bytes", "new MPI bytes"]
+    for path in paths:
+        row = {r[0]: r[2:] for r in both["rows"]}[path]
+        for text in row[6:8]:
+            assert float(text) * scale == pytest.approx(want["time"].get(path, 0.0), rel=1e-4, abs=6e-4 * scale)
+        assert [float(t) for t in row[8:]] == pytest.approx([want["bytes"].get(path, 0.0)] * 2, rel=1e-4)
+        assert {r[0]: r[2:] for r in one["rows"]}[path][6:] == [row[6], "-", row[8], "-"]
+
+
+CUSTOM = """(() => ({ head: [...document.querySelectorAll('#flags-table thead th')].map((th) => th.textContent),
+  flag: [...document.querySelectorAll('#flags-table tbody td')].map((td) => td.textContent),
+  rule: document.querySelector('#regressions .hint').textContent,
+  title: document.getElementById('diff-title').textContent }))()"""
+
+
+def test_a_custom_metric_over_the_runs(tmp_path):
+    """--metric flops: its values per rank on average, flagged by compare's rule, in its own unit."""
+    where = tmp_path / "runs"
+    for name, (start, slow) in STARTS.items():
+        write_run(where / name, start, slow, flops=True)
+    out = tmp_path / "h.html"
+    assert main(["report", str(where), "--metric", "flops", "--threshold", "20", "-o", str(out)]) == 0
+    data = _data(out)
+    assert data["rule"]["metric"] == "flops" and data["rule"]["threshold"] == 0.2
+    # As recorded per callpath (a custom metric is not made exclusive): main holds its whole time
+    solve = [np.round(SOLVE * STARTS[n][1]).mean() / US for n in ORDER]
+    assert [row[2] for row in data["exc"]] == pytest.approx(solve, rel=1e-4)
+    assert [(f[0], data["callpaths"][f[1]]["path"]) for f in data["flags"]] == [(1, "main<solve")]
+    facts = _page(out, [CUSTOM])
+    assert facts["console"] == []
+    [shown] = facts["checks"]
+    assert shown["head"][3:5] == ["before (flops)", "after (flops)"]
+    assert shown["flag"][:3] == ["main<solve", "c", "a"] and shown["flag"][5] == "+25.0%"
+    assert [float(v) for v in shown["flag"][3:5]] == pytest.approx(solve[1:3], rel=1e-4)   # 5 digits
+    assert "flops per rank on average" in shown["rule"] and "beyond 20%" in shown["rule"]
+    assert shown["title"].endswith(" flops per rank.")

@@ -27,6 +27,10 @@ from .values import mpi_per_node, occurrences
 Callpath = Tuple[str, ...]
 Runs = Union[Profile, str, "os.PathLike[str]", Sequence[Union[Profile, str, "os.PathLike[str]"]]]
 
+# The rule's defaults (compare, history, tinyprof compare and report): a change
+# beyond 5%, at least 1% of the base run's time, significant at 5%.
+THRESHOLD, FLOOR, ALPHA = 0.05, 0.01, 0.05
+
 
 @dataclass
 class _Run:
@@ -37,11 +41,11 @@ class _Run:
     values: np.ndarray                 # (len(union), S) float64
     present: np.ndarray                # (len(union),) bool: the callpath is in this run
     total: float                       # the run's size per rank (all exclusive values)
-    mpi: Optional[Dict[str, np.ndarray]]   # "time", "bytes": per rank mean per union row
+    mpi: Optional[Dict[str, np.ndarray]]   # "time", "bytes": per rank mean per union row (if recorded)
 
 
 def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False,
-            threshold: float = 0.05, floor: float = 0.01, alpha: float = 0.05) -> Any:
+            threshold: float = THRESHOLD, floor: float = FLOOR, alpha: float = ALPHA) -> Any:
     """Compare the runs ``new`` against ``base`` per callpath.
 
     ``base`` and ``new`` are each a profile (a ``Profile`` or a path) or a
@@ -70,8 +74,7 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
     """
     import pandas as pd
 
-    if not 0 <= threshold or not 0 <= floor or not 0 < alpha < 1:
-        raise ValueError("threshold and floor must be >= 0 and alpha in (0, 1)")
+    _check_rule(threshold, floor, alpha)
     sides = [_profiles(base, "base"), _profiles(new, "new")]
     paths, with_mpi, flat = _on_union(sides[0] + sides[1], metric, inclusive)
     runs = [flat[:len(sides[0])], flat[len(sides[0]):]]
@@ -98,6 +101,11 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
                        outside_mpi=with_mpi and metric == "time", runs=(len(runs[0]), len(runs[1])),
                        threshold=threshold, floor=floor, alpha=alpha)
     return frame
+
+
+def _check_rule(threshold: float, floor: float, alpha: float) -> None:
+    if not 0 <= threshold or not 0 <= floor or not 0 < alpha < 1:
+        raise ValueError("threshold and floor must be >= 0 and alpha in (0, 1)")
 
 
 def _on_union(profiles: Sequence[Profile], metric: str, inclusive: bool
@@ -130,20 +138,23 @@ class History:
     tests: List[str]            # the tests used, each once
     outside_mpi: bool           # times are outside MPI calls (every run recorded them)
     notes: List[str]
+    mpi: Optional[Dict[str, np.ndarray]]    # "time", "bytes": (runs, callpaths) per rank on
+    #                             average, as the values (exclusive or inclusive); NaN for the
+    #                             runs without MPI data (or where absent); None when no run has it
 
 
 def history(profiles: Sequence[Profile], metric: str = "time", inclusive: bool = False,
-            cumulative: bool = False, threshold: float = 0.05, floor: float = 0.01,
-            alpha: float = 0.05) -> History:
+            cumulative: bool = False, threshold: float = THRESHOLD, floor: float = FLOOR,
+            alpha: float = ALPHA) -> History:
     """The runs ``profiles`` (oldest first) per callpath, each judged against
     the one before it as ``compare(profiles[k], profiles[k + 1])`` judges
-    (one run a side). ``cumulative=True``: the profiles are the snapshots of
+    (one run a side), with each run's MPI time and bytes per callpath when it
+    recorded them. ``cumulative=True``: the profiles are the snapshots of
     one run, each holding all before it: each is taken as its interval since
     the one before (the first: since the start), per rank."""
     if not profiles:
         raise ValueError("history: no profile given")
-    if not 0 <= threshold or not 0 <= floor or not 0 < alpha < 1:
-        raise ValueError("threshold and floor must be >= 0 and alpha in (0, 1)")
+    _check_rule(threshold, floor, alpha)
     paths, with_mpi, runs = _on_union(profiles, metric, inclusive)
     if cumulative:
         runs = _intervals(runs)
@@ -159,9 +170,14 @@ def history(profiles: Sequence[Profile], metric: str = "time", inclusive: bool =
     nranks = [r.nranks for r in runs]
     notes = [f"rank counts differ ({_counts(sorted(set(nranks)))}): values are per rank on average"] \
         if len(set(nranks)) > 1 else []
+    mpi = None
+    if any(r.mpi is not None for r in runs):
+        mpi = {key: np.array([np.full(len(paths), np.nan) if r.mpi is None else
+                              np.where(r.present, r.mpi[key], np.nan) for r in runs])
+               for key in ("time", "bytes")}
     return History(paths, values, np.array([r.total for r in runs]), nranks, stack("change"),
                    p_value, stack("regressed"), stack("improved"),
-                   list(dict.fromkeys(j.test for j in steps)), with_mpi and metric == "time", notes)
+                   list(dict.fromkeys(j.test for j in steps)), with_mpi and metric == "time", notes, mpi)
 
 
 def _intervals(runs: List[_Run]) -> List[_Run]:
@@ -245,7 +261,8 @@ def _check_metric(profile: Profile, metric: str) -> None:
 def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: bool,
          with_mpi: bool) -> _Run:
     """Per callpath of ``union``, the run's value on each (rank, execution) with
-    values; with MPI time subtracted (``with_mpi`` and time), on each rank."""
+    values; with MPI time subtracted (``with_mpi`` and time), on each rank;
+    its MPI time and bytes when it recorded them."""
     occ = occurrences(profile)
     slot_key = occ.rank.astype(np.int64) << 32 | occ.execution.astype(np.int64)
     keys, slot = np.unique(slot_key, return_inverse=True)
@@ -270,14 +287,14 @@ def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: b
     present = np.zeros(len(union), dtype=bool)
     present[rows] = True
     mpi = None
-    if with_mpi:
+    if profile.mpi_recorded:
         per_node = mpi_per_node(profile)
         suffix = " (inc)" if inclusive else ""
         mpi = {}
         for key in ("time", "bytes"):
             mpi[key] = np.zeros(len(union))
             mpi[key][rows] = per_node[key + suffix].sum(axis=1) / profile.nranks
-        if metric == "time":
+        if with_mpi and metric == "time":
             # MPI time is known per rank, not per execution: one sample per rank, outside
             # MPI. A callpath with no time of its own (an MPI call site, docs/mpi.md) waits
             # inside its nearest timed ancestor: its MPI time comes out of that one's (out of

@@ -45,19 +45,16 @@ def load(files: Sequence[ParsedFile]) -> MpiData:
         s = mpi_section.parse(payload, f.path, f.section_lines.get("mpi", 0), len(f.parents),
                               h.first_rank, h.rank_count, h.nranks)
         data.recorded = True
-        paths = f.paths
-
-        def path(line: int, paths: Sequence[Callpath] = paths) -> Callpath:
-            return () if line == NONE else paths[line]
-        names = [c.name for c in s.comms] + [""]         # index NONE (-1): no communicator
+        path = [*f.paths, ()]                            # index NONE (-1): outside any event
+        names = [c.name for c in s.comms] + [""]         # index NONE: no communicator
         for c in s.comms:
-            created = None if c.created == NONE else paths[c.created]
+            created = None if c.created == NONE else path[c.created]
             data.comms.setdefault(c.name, (c.size, c.members, created))
-        data.ops += [(path(line), rank, names[comm], op, k, calls, nbytes, t)
+        data.ops += [(path[line], rank, names[comm], op, k, calls, nbytes, t)
                      for rank, line, comm, op, k, calls, nbytes, t in s.ops]
-        data.peers += [(path(line), rank, names[comm], peer, messages, nbytes)
+        data.peers += [(path[line], rank, names[comm], peer, messages, nbytes)
                        for rank, line, comm, peer, messages, nbytes in s.peers]
-        data.transport += [(path(r[1]), r[0], *r[2:]) for r in s.transport]
+        data.transport += [(path[r[1]], r[0], *r[2:]) for r in s.transport]
         data.ucx.update(s.ucx)
     return data
 

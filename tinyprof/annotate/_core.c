@@ -1408,6 +1408,27 @@ wrapper_create(Event *e, PyObject *func)
         Py_DECREF(cut);
         return NULL;
     }
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+    /* 3.12 counts every call from C into Python against a C recursion limit
+     * (1,500 in 3.12.1) that sys.setrecursionlimit does not raise: a function
+     * recursing through this C wrapper would stop 748 levels deep, where a
+     * Python wrapper's calls stay inside the interpreter. So on 3.12 the
+     * wrapper is pyevent's, around this core's Event (docs/events.md#depth). */
+    PyObject *values = event_get_values(e, NULL);
+    if (values == NULL)
+        return NULL;
+    if (values == Py_None) {
+        Py_DECREF(values);
+        values = PyDict_New();
+    }
+    PyObject *pyevent = values ? PyImport_ImportModule("tinyprof.annotate.pyevent") : NULL;
+    PyObject *out = pyevent ? PyObject_CallMethod(pyevent, "decorate", "OOOiOO", (PyObject *)&EventType,
+                                                  e->name, e->common ? Py_True : Py_False, e->loop,
+                                                  values, func) : NULL;
+    Py_XDECREF(pyevent);
+    Py_XDECREF(values);
+    return out;
+#endif
     Wrapper *w = PyObject_GC_New(Wrapper, &WrapperType);
     if (w == NULL)
         return NULL;

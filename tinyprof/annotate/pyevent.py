@@ -181,12 +181,20 @@ class Event:
         if not callable(func):
             raise TypeError(f"tinyprof.Event {quoted(name)}: can only decorate a callable, "
                             f"not {type(func).__name__}")
+        return decorate(Event, name, is_common, loop, values, func)
 
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with Event(name, is_common, loop, **values):
-                return func(*args, **kwargs)
-        return wrapper
+
+def decorate(event: Callable[..., Any], name: str, is_common: bool, loop: int, values: Dict[str, Any],
+             func: Callable) -> Callable:
+    """``func`` run inside a fresh ``event(name, is_common, loop, **values)`` at each call: this
+    module's decorator, and the C core's on CPython 3.12 (``_core.c``'s ``wrapper_create``)."""
+    make = functools.partial(event, name, is_common, loop, **values)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with make():
+            return func(*args, **kwargs)
+    return wrapper
 
 
 def _close_out_of_order(node: Node) -> None:

@@ -6,10 +6,12 @@
  * buffers, with no Python object per value. It releases the GIL while it
  * scans, so several files parse on several cores.
  *
+ * mpi_rows() does the same for the bulk of an ``mpi`` section (below).
+ *
  * It only says whether the lines are valid: on any violation it returns None
  * and the pure-Python reference parser (tinyprof/format/reader.py) reparses the
  * file to raise the FormatError with its message, file and line. The two are
- * tested against each other (tests/format/test_reader_parity.py), so they accept
+ * tested against each other (tests/format/test_reader_parity.py, test_mpi_parity.py), so they accept
  * exactly the same files and read the same values.
  */
 #define PY_SSIZE_T_CLEAN
@@ -56,8 +58,8 @@ typedef struct {
     locale_t c_locale;
 } Parser;
 
-/* A natural (0 or [1-9][0-9]*) below `bound`, or -1. */
-static int64_t natural(const char *s, const char *e, int64_t bound)
+/* A natural (0 or [1-9][0-9]*) in [low, bound), or -1. 19 digits never overflow a uint64. */
+static int64_t natural(const char *s, const char *e, uint64_t low, uint64_t bound)
 {
     if (s == e || e - s > 19 || (*s == '0' && e - s > 1))
         return -1;
@@ -67,7 +69,7 @@ static int64_t natural(const char *s, const char *e, int64_t bound)
             return -1;
         v = v * 10 + (uint64_t)(*s - '0');
     }
-    return v < (uint64_t)bound ? (int64_t)v : -1;
+    return v >= low && v < bound ? (int64_t)v : -1;
 }
 
 /* A metric value token (not empty). Integers of at most 15 digits, nan and
@@ -248,7 +250,7 @@ static const char *parse_field(Parser *p, const char *q, const char *e, int64_t 
             const char *k = ++q;
             while (q < e && (unsigned)(*q - '0') <= 9)
                 q++;
-            if (q == e || *q != ';' || (step = natural(k, q, nexec)) < 2)
+            if (q == e || *q != ';' || (step = natural(k, q, 0, (uint64_t)nexec)) < 2)
                 return NULL;            /* a gap is followed by an execution */
         }
         if (q == e || *q == '|')
@@ -283,9 +285,9 @@ static int parse_line(Parser *p, const char *s, const char *e, int64_t i, int64_
     for (const char *q = bar; q > s; q--)
         if (q[-1] == ':') { colon = q - 1; break; }
     int64_t parent = -1, id;
-    if (colon && (parent = natural(s, colon, i)) < 0)
+    if (colon && (parent = natural(s, colon, 0, (uint64_t)i)) < 0)
         return -1;
-    if ((id = natural(colon ? colon + 1 : s, bar, nnames)) < 0)
+    if ((id = natural(colon ? colon + 1 : s, bar, 0, (uint64_t)nnames)) < 0)
         return -1;
     if (!pairset_add(seen, parent, id))
         return -1;
@@ -498,8 +500,252 @@ done:
     return result;
 }
 
+/* ---- The ops and peers rows of an ``mpi`` section (tinyprof/format/mpi_section.py) ----
+ *
+ * The bulk of a section: a row per (rank, callpath line, communicator, op,
+ * size bucket) and per (rank, line, communicator, peer). mpi_section.parse
+ * reads the communicators in Python, hands these two blocks to mpi_rows(),
+ * and reads the rest. Same contract as parse_events: None on any violation,
+ * and the reference reparses to name it (tests/format/test_mpi_parity.py). */
+
+#define ROW_NONE (-1)               /* an empty optional field (mpi_section.NONE) */
+#define NATURAL_END ((uint64_t)1 << 63)   /* MAX_NATURAL + 1 */
+
+/* An optional natural below `bound` into *out (ROW_NONE when empty); -1 if bad. */
+static int optional_in(const char *s, const char *e, uint64_t bound, int64_t *out)
+{
+    *out = s == e ? ROW_NONE : natural(s, e, 0, bound);
+    return s != e && *out < 0 ? -1 : 0;
+}
+
+/* Splits [s, e) at '|' into exactly n fields (starts[i], ends[i]); -1 otherwise. */
+static int split_row(const char *s, const char *e, int n, const char **starts, const char **ends)
+{
+    int k = 0;
+    starts[0] = s;
+    for (const char *q = s; q < e; q++)
+        if (*q == '|') {
+            if (++k == n)
+                return -1;
+            ends[k - 1] = q;
+            starts[k] = q + 1;
+        }
+    ends[k] = e;
+    return k == n - 1 ? 0 : -1;
+}
+
+/* The header line ``key <n>`` at *s: n, with *s moved past the line, or -1. */
+static int64_t block_head(const char **s, const char *end, const char *key, int nfields)
+{
+    size_t klen = strlen(key);
+    const char *nl = *s < end ? memchr(*s, '\n', (size_t)(end - *s)) : NULL;
+    if (!nl || (size_t)(nl - *s) <= klen || memcmp(*s, key, klen) || (*s)[klen] != ' ')
+        return -1;
+    int64_t n = natural(*s + klen + 1, nl, 0, NATURAL_END);
+    *s = nl + 1;
+    /* a row takes >= nfields bytes: a count the payload cannot hold is refused */
+    return n >= 0 && n <= (int64_t)((end - *s) / nfields) ? n : -1;
+}
+
+/* [A-Z][A-Za-z_]{0,63} (mpi_section._OP_RE) */
+static int op_name(const char *s, const char *e)
+{
+    if (e - s < 1 || e - s > 64 || *s < 'A' || *s > 'Z')
+        return 0;
+    for (s++; s < e; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+            return 0;
+    return 1;
+}
+
+/* Orders op keys (rank, line, comm, op bytes, bucket); r points at a row of OP_WIDTH. */
+enum { OP_RANK, OP_LINE, OP_COMM, OP_NAME, OP_NAME_LEN, OP_BUCKET, OP_CALLS, OP_BYTES, OP_TIME,
+       OP_WIDTH };
+enum { PEER_WIDTH = 6 };
+
+static int op_after(const char *data, const int64_t *prev, const int64_t *r)
+{
+    for (int k = OP_RANK; k <= OP_COMM; k++)
+        if (r[k] != prev[k])
+            return r[k] > prev[k];
+    size_t a = (size_t)prev[OP_NAME_LEN], b = (size_t)r[OP_NAME_LEN];
+    int c = memcmp(data + r[OP_NAME], data + prev[OP_NAME], a < b ? a : b);
+    if (c || a != b)
+        return c ? c > 0 : b > a;
+    return r[OP_BUCKET] > prev[OP_BUCKET];
+}
+
+typedef struct {
+    uint64_t first_rank, rank_end, nlines, ncomms, nranks;
+} RowBounds;
+
+/* One ops row: rank, line, comm, op, bucket, calls, bytes, time (ns). */
+static int op_row(const char *data, const char *s, const char *e, const RowBounds *b, int64_t *r)
+{
+    const char *f[8], *fe[8];
+    if (split_row(s, e, 8, f, fe) ||
+        (r[OP_RANK] = natural(f[0], fe[0], b->first_rank, b->rank_end)) < 0 ||
+        optional_in(f[1], fe[1], b->nlines, &r[OP_LINE]) ||
+        optional_in(f[2], fe[2], b->ncomms, &r[OP_COMM]) || !op_name(f[3], fe[3]))
+        return -1;
+    if (r[OP_COMM] != ROW_NONE && fe[3] - f[3] >= 4 &&
+        (!memcmp(f[3], "Wait", 4) || !memcmp(f[3], "Test", 4)))
+        return -1;                          /* completion calls name no communicator */
+    r[OP_NAME] = f[3] - data;
+    r[OP_NAME_LEN] = fe[3] - f[3];
+    if ((r[OP_BUCKET] = natural(f[4], fe[4], 0, 65)) < 0 ||
+        (r[OP_CALLS] = natural(f[5], fe[5], 1, NATURAL_END)) < 0 ||
+        (r[OP_BYTES] = natural(f[6], fe[6], 0, NATURAL_END)) < 0 ||
+        (r[OP_TIME] = natural(f[7], fe[7], 0, NATURAL_END)) < 0)
+        return -1;
+    /* the bytes fit the bucket: calls * 2**(k-1) <= bytes <= calls * (2**k - 1),
+     * in divisions that cannot overflow (calls, bytes < 2**63) */
+    int k = (int)r[OP_BUCKET];
+    uint64_t calls = (uint64_t)r[OP_CALLS], nbytes = (uint64_t)r[OP_BYTES];
+    if (k == 0)
+        return nbytes == 0 ? 0 : -1;
+    if (calls > nbytes >> (k - 1))
+        return -1;
+    uint64_t high = k >= 63 ? 0 : ((uint64_t)1 << k) - 1;      /* 0: any bytes < 2**63 fit */
+    return !high || (nbytes + high - 1) / high <= calls ? 0 : -1;
+}
+
+/* One peers row: rank, line, comm, peer (world rank), messages, bytes. */
+static int peer_row(const char *s, const char *e, const RowBounds *b, int64_t *r)
+{
+    const char *f[6], *fe[6];
+    return split_row(s, e, 6, f, fe) ||
+           (r[0] = natural(f[0], fe[0], b->first_rank, b->rank_end)) < 0 ||
+           optional_in(f[1], fe[1], b->nlines, &r[1]) ||
+           optional_in(f[2], fe[2], b->ncomms, &r[2]) ||
+           (r[3] = natural(f[3], fe[3], 0, b->nranks)) < 0 ||
+           (r[4] = natural(f[4], fe[4], 1, NATURAL_END)) < 0 ||
+           (r[5] = natural(f[5], fe[5], 0, NATURAL_END)) < 0 ? -1 : 0;
+}
+
+static int peer_after(const int64_t *prev, const int64_t *r)
+{
+    for (int k = 0; k < 4; k++)
+        if (r[k] != prev[k])
+            return r[k] > prev[k];
+    return 0;
+}
+
+/* Scans the ``ops`` then ``peers`` block at *s into ops and peers (int64 rows);
+ * 0, with *s after them, or -1. Runs without the GIL. */
+static int scan_rows(const char *data, const char **s, const char *end, const RowBounds *b,
+                     Buf *ops, Buf *peers)
+{
+    int64_t n = block_head(s, end, "ops", 8);
+    if (n < 0 || reserve(ops, (size_t)n * OP_WIDTH * 8))
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        const char *nl = memchr(*s, '\n', (size_t)(end - *s));
+        int64_t *r = (int64_t *)(ops->p + ops->len);
+        if (!nl || op_row(data, *s, nl, b, r) || (i && !op_after(data, r - OP_WIDTH, r)))
+            return -1;
+        ops->len += OP_WIDTH * 8;
+        *s = nl + 1;
+    }
+    if ((n = block_head(s, end, "peers", 6)) < 0 || reserve(peers, (size_t)n * PEER_WIDTH * 8))
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        const char *nl = memchr(*s, '\n', (size_t)(end - *s));
+        int64_t *r = (int64_t *)(peers->p + peers->len);
+        if (!nl || peer_row(*s, nl, b, r) || (i && !peer_after(r - PEER_WIDTH, r)))
+            return -1;
+        peers->len += PEER_WIDTH * 8;
+        *s = nl + 1;
+    }
+    return 0;
+}
+
+/* The scanned rows as a list of tuples, as mpi_section.parse builds them
+ * (an op name becomes a str; consecutive rows' equal names share one). */
+static PyObject *row_list(const char *data, const Buf *rows, int width, int name_at)
+{
+    Py_ssize_t n = (Py_ssize_t)(rows->len / (8 * (size_t)width));
+    PyObject *list = PyList_New(n), *name = NULL;
+    const int64_t *r = (const int64_t *)rows->p, *named = NULL;
+    for (Py_ssize_t i = 0; list && i < n; i++, r += width) {
+        PyObject *row = PyTuple_New(width - (name_at >= 0));
+        if (!row)
+            goto fail;
+        PyList_SET_ITEM(list, i, row);
+        for (int k = 0, out = 0; k < width; k++, out++) {
+            PyObject *v;
+            if (k == name_at) {
+                if (!named || named[1] != r[k + 1] || memcmp(data + named[0], data + r[k], (size_t)r[k + 1])) {
+                    Py_XDECREF(name);
+                    if (!(name = PyUnicode_DecodeASCII(data + r[k], (Py_ssize_t)r[k + 1], NULL)))
+                        goto fail;
+                    named = r + k;
+                }
+                Py_INCREF(name);
+                v = name;
+                k++;
+            } else if (!(v = PyLong_FromLongLong(r[k])))
+                goto fail;
+            PyTuple_SET_ITEM(row, out, v);
+        }
+    }
+    Py_XDECREF(name);
+    return list;
+fail:
+    Py_XDECREF(name);
+    Py_XDECREF(list);
+    return NULL;
+}
+
+PyDoc_STRVAR(mpi_rows_doc,
+"mpi_rows(payload, pos, ncomms, nlines, first_rank, count, nranks)\n--\n\n"
+"The ``ops`` and ``peers`` blocks of an ``mpi`` section payload from byte ``pos``:\n"
+"None if any row breaks docs/format.md, else ``(end, ops, peers)``, the rows as\n"
+"mpi_section.parse returns them (see tinyprof/format/_parse.pyi).");
+
+static PyObject *mpi_rows(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer data;
+    Py_ssize_t pos, ncomms, nlines, first_rank, count, nranks;
+    if (!PyArg_ParseTuple(args, "y*nnnnnn", &data, &pos, &ncomms, &nlines, &first_rank, &count,
+                          &nranks))
+        return NULL;
+    PyObject *result = NULL;
+    Buf ops = {NULL, 0, 0}, peers = {NULL, 0, 0};
+    if (pos < 0 || pos > data.len || ncomms < 0 || nlines < 0 || first_rank < 0 || count < 0 ||
+        nranks < 0) {
+        PyErr_SetString(PyExc_ValueError, "mpi_rows: bad arguments");
+        goto done;
+    }
+    RowBounds b = {(uint64_t)first_rank, (uint64_t)first_rank + (uint64_t)count,
+                   (uint64_t)nlines, (uint64_t)ncomms, (uint64_t)nranks};
+    const char *start = data.buf, *s = start + pos, *end = start + data.len;
+    int bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = scan_rows(start, &s, end, &b, &ops, &peers);
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    PyObject *op_list = row_list(start, &ops, OP_WIDTH, OP_NAME);
+    PyObject *peer_list = op_list ? row_list(start, &peers, PEER_WIDTH, -1) : NULL;
+    if (peer_list)
+        result = Py_BuildValue("nNN", (Py_ssize_t)(s - start), op_list, peer_list);
+    else
+        Py_XDECREF(op_list);
+done:
+    free(ops.p);
+    free(peers.p);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"parse_events", parse_events, METH_VARARGS, parse_events_doc},
+    {"mpi_rows", mpi_rows, METH_VARARGS, mpi_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 

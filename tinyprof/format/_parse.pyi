@@ -1,7 +1,9 @@
-"""Types of tinyprof.format._parse, the C parser of event lines (built from _parse.c).
+"""Types of tinyprof.format._parse, the C parser of event lines and MPI rows (built from _parse.c).
 
-The pure-Python twin is the reference parser in tinyprof/format/reader.py
-(``parse_file(path, "python")``); tests/format/test_reader_parity.py keeps them in parity.
+The pure-Python twins are the reference parsers in tinyprof/format/reader.py
+(``parse_file(path, "python")``) and tinyprof/format/mpi_section.py
+(``parse(..., parser="python")``); tests/format/test_reader_parity.py and
+test_mpi_parity.py keep them in parity.
 """
 from typing import List, Optional, Tuple
 
@@ -33,4 +35,19 @@ def parse_events(data: bytes, pos: int, stop: int, nevents: int, nnames: int, ex
     with their int64 value counts, int64 offsets of each line's slots
     (nevents + 1), and one float64 column per inconsistent metric aligned
     with the times (NaN: missing).
+    """
+
+
+def mpi_rows(payload: bytes, pos: int, ncomms: int, nlines: int, first_rank: int, count: int,
+             nranks: int) -> Optional[Tuple[int, List[Tuple[int, int, int, str, int, int, int, int]],
+                                              List[Tuple[int, int, int, int, int, int]]]]:
+    """The ``ops`` and ``peers`` blocks of an ``mpi`` section payload, from
+    byte ``pos`` (after the communicators), of a file holding ranks
+    ``first_rank`` .. ``first_rank+count-1`` of ``nranks``, ``nlines`` event
+    lines and ``ncomms`` communicators. The GIL is released while it scans.
+
+    None if any row breaks docs/format.md (the reference,
+    ``mpi_section._reference_rows``, then names it). Else ``(end, ops,
+    peers)``: the position after the peers rows, and the rows as tuples, as
+    ``mpi_section.parse`` returns them (-1: an empty optional field).
     """

@@ -7,6 +7,8 @@ one per (rank, line, op, UCP op, protocol, transport) and each rank's UCX
 state. :func:`encode` writes the one canonical
 form, which the C++ writer matches byte for byte; :func:`parse` accepts
 only that form and raises :class:`FormatError` naming the file and line.
+The ops and peers rows, a section's bulk, are read by the C parser when it
+is built (``_parse.mpi_rows``); this module is its reference.
 """
 from __future__ import annotations
 
@@ -15,6 +17,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from .encoding import MAX_NATURAL, FormatError, natural
+
+try:
+    from . import _parse
+except ImportError:         # not built: the reference reads the rows
+    _parse = None  # type: ignore[assignment]  # a module or None, which mypy cannot type
 
 NONE = -1       # a row's line outside any event, a completion call's communicator
 
@@ -165,10 +172,13 @@ def _field(v) -> str:
 
 
 def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, count: int,
-          nranks: int) -> Section:
+          nranks: int, parser: str = "auto") -> Section:
     """Parse and check the payload of a file holding ranks ``first_rank`` ..
     ``first_rank+count-1`` of ``nranks`` and ``nlines`` event lines; the payload
-    starts on line ``line`` of the file (for messages)."""
+    starts on line ``line`` of the file (for messages). ``parser`` as in
+    :func:`reader.parse_file`: the ops and peers rows in C or in Python."""
+    from .reader import engine  # here, not above: the reader loads numpy, which writers must not
+    parser = engine(parser)
     p = _Payload(payload, path, line)
     comms: List[Communicator] = []
     for fields in p.block("comms", 4):
@@ -187,33 +197,15 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
         if comms and name.encode() <= comms[-1].name.encode():
             raise p.fail("communicators not sorted by name, or one listed twice")
         comms.append(Communicator(name, size, members, p.optional(created_text, "line", nlines)))
-    ops: List[OpRow] = []
-    for fields in p.block("ops", 8):
-        rank = p.number(fields[0], "rank", first_rank + count, low=first_rank)
-        line_no = p.optional(fields[1], "line", nlines)
-        comm = p.optional(fields[2], "communicator", len(comms))
-        if not _OP_RE.fullmatch(fields[3]):
-            raise p.fail(f"bad operation name {fields[3][:80]!r}")
-        if comm != NONE and fields[3].startswith(COMPLETIONS):
-            raise p.fail(f"completion call {fields[3]} names a communicator")
-        k = p.number(fields[4], "size bucket", MAX_BUCKET + 1)
-        calls = p.number(fields[5], "calls", MAX_NATURAL + 1, low=1)
-        nbytes = p.number(fields[6], "bytes")
-        low, high = bucket_range(k)
-        if not calls * low <= nbytes <= calls * high:
-            raise p.fail(f"{nbytes} bytes in {calls} calls of size bucket {k} "
-                         f"({low} to {high} bytes a call)")
-        op_row = (rank, line_no, comm, fields[3], k, calls, nbytes, p.number(fields[7], "time"))
-        p.ordered(ops, op_row, _op_key)
-        ops.append(op_row)
-    peers: List[PeerRow] = []
-    for fields in p.block("peers", 6):
-        rank = p.number(fields[0], "rank", first_rank + count, low=first_rank)
-        peer_row = (rank, p.optional(fields[1], "line", nlines),
-                    p.optional(fields[2], "communicator", len(comms)), p.number(fields[3], "peer", nranks),
-                    p.number(fields[4], "messages", MAX_NATURAL + 1, low=1), p.number(fields[5], "bytes"))
-        p.ordered(peers, peer_row, _peer_key)
-        peers.append(peer_row)
+    rows = parser != "python" and _parse.mpi_rows(payload, p.pos, len(comms), nlines, first_rank, count,
+                                                  nranks)
+    if rows:
+        p.pos, ops, peers = rows
+        p.no += 2 + len(ops) + len(peers)
+    elif parser == "c":
+        raise p.fail("ops or peers rows break the grammar (the C parser names no line)")
+    else:
+        ops, peers = _reference_rows(p, len(comms), nlines, first_rank, count, nranks)
     transport: List[TransportRow] = []
     ucx: List[StateRow] = []
     viewed = payload.startswith(b"transport ", p.pos)
@@ -252,6 +244,39 @@ def parse(payload: bytes, path: str, line: int, nlines: int, first_rank: int, co
         p.no += 1
         raise p.fail(f"data after the {'ucx' if viewed else 'peers'} rows")
     return Section(comms, ops, peers, transport, ucx)
+
+
+def _reference_rows(p: _Payload, ncomms: int, nlines: int, first_rank: int, count: int,
+                    nranks: int) -> Tuple[List[OpRow], List[PeerRow]]:
+    """The ops and peers blocks read and checked in Python: ``_parse.mpi_rows``' reference."""
+    ops: List[OpRow] = []
+    for fields in p.block("ops", 8):
+        rank = p.number(fields[0], "rank", first_rank + count, low=first_rank)
+        line_no = p.optional(fields[1], "line", nlines)
+        comm = p.optional(fields[2], "communicator", ncomms)
+        if not _OP_RE.fullmatch(fields[3]):
+            raise p.fail(f"bad operation name {fields[3][:80]!r}")
+        if comm != NONE and fields[3].startswith(COMPLETIONS):
+            raise p.fail(f"completion call {fields[3]} names a communicator")
+        k = p.number(fields[4], "size bucket", MAX_BUCKET + 1)
+        calls = p.number(fields[5], "calls", MAX_NATURAL + 1, low=1)
+        nbytes = p.number(fields[6], "bytes")
+        low, high = bucket_range(k)
+        if not calls * low <= nbytes <= calls * high:
+            raise p.fail(f"{nbytes} bytes in {calls} calls of size bucket {k} "
+                         f"({low} to {high} bytes a call)")
+        op_row = (rank, line_no, comm, fields[3], k, calls, nbytes, p.number(fields[7], "time"))
+        p.ordered(ops, op_row, _op_key)
+        ops.append(op_row)
+    peers: List[PeerRow] = []
+    for fields in p.block("peers", 6):
+        rank = p.number(fields[0], "rank", first_rank + count, low=first_rank)
+        peer_row = (rank, p.optional(fields[1], "line", nlines),
+                    p.optional(fields[2], "communicator", ncomms), p.number(fields[3], "peer", nranks),
+                    p.number(fields[4], "messages", MAX_NATURAL + 1, low=1), p.number(fields[5], "bytes"))
+        p.ordered(peers, peer_row, _peer_key)
+        peers.append(peer_row)
+    return ops, peers
 
 
 class _Payload:

@@ -322,11 +322,20 @@ def parse_file(path: str, parser: str = "auto") -> ParsedFile:
 
 def parse_data(path: str, data: bytes, parser: str = "auto") -> ParsedFile:
     """:func:`parse_file` of the bytes ``data`` (``path`` names them in errors)."""
-    if parser == "auto" and (_parse is None or os.environ.get("TINYPROF_PURE", "") not in ("", "0")):
-        parser = "python"
+    return _Parser(path, data, engine(parser)).parse()
+
+
+def engine(parser: str) -> str:
+    """What ``parser`` (``"auto"``, ``"python"`` or ``"c"``) means here:
+    ``"auto"`` stays (the C parser, the reference naming any error it finds)
+    when the C parser is built and not switched off (``TINYPROF_PURE=1``),
+    else it is ``"python"``; ``"c"`` without it is a RuntimeError."""
+    if parser == "auto":
+        pure = _parse is None or os.environ.get("TINYPROF_PURE", "") not in ("", "0")
+        return "python" if pure else "auto"
     if parser == "c" and _parse is None:
         raise RuntimeError("tinyprof.format._parse, the C parser, is not built")
-    return _Parser(path, data, parser).parse()
+    return parser
 
 
 def read_regular(path: str) -> bytes:

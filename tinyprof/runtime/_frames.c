@@ -9,8 +9,9 @@
  * (the current node, then the K innermost user frames' code and instruction),
  * found in a table read without a lock; a new site takes a mutex and names
  * its frames then, as `function (file:line)`. Nothing here allocates a
- * Python object or takes the GIL on that path. Only CPython 3.11's frame
- * layout is known (sites_supported()).
+ * Python object or takes the GIL on that path. CPython 3.11 to 3.13's frame
+ * layouts are known (sites_supported(); frame_code() below hides their
+ * differences); not PyPy's, nor the free-threaded build's.
  *
  * Sampled stacks: `Samples` (below) counts every thread's stack and
  * innermost open event, per sample, in C; `contexts()` gives the threads'
@@ -30,13 +31,17 @@
 #include <string.h>
 #include <time.h>
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(PYPY_VERSION)
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(PYPY_VERSION) \
+    && !defined(Py_GIL_DISABLED)
 #define SITES 1
 #define Py_BUILD_CORE 1
 #include <internal/pycore_frame.h>
 #undef _PyGC_FINALIZED          /* Python.h's, redefined by the internal headers */
 #include <internal/pycore_interp.h>
 #include <internal/pycore_runtime.h>
+#if PY_VERSION_HEX >= 0x030D0000
+#include <internal/pycore_ceval.h>
+#endif
 #undef Py_BUILD_CORE
 #endif
 
@@ -48,6 +53,37 @@
 
 #ifdef SITES
 typedef int32_t (*source_fn)(void);
+
+/* A thread's innermost frame, or NULL. */
+static inline _PyInterpreterFrame *
+top_frame(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return ts->current_frame;
+#else
+    return ts->cframe != NULL ? ts->cframe->current_frame : NULL;
+#endif
+}
+
+/* The code a frame runs, or NULL for a frame the program is not in: one
+ * not started yet, or (3.12+) the interpreter's own entry frame. Reads
+ * only the frame and its code: safe without the GIL on the frame's thread. */
+static inline PyCodeObject *
+frame_code(_PyInterpreterFrame *f)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (f->owner == FRAME_OWNED_BY_CSTACK)
+        return NULL;
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    if (!PyCode_Check(f->f_executable))
+        return NULL;
+    PyCodeObject *code = (PyCodeObject *)f->f_executable;
+#else
+    PyCodeObject *code = f->f_code;
+#endif
+    return _PyFrame_IsIncomplete(f) ? NULL : code;
+}
 
 typedef struct {
     _Atomic uint64_t key;       /* hash | 1, published last; 0: empty */
@@ -220,18 +256,17 @@ site_source(void)
     if (parent == 0)
         parent = atomic_load_explicit(&default_parent, memory_order_relaxed);
     PyThreadState *ts = PyGILState_GetThisThreadState();
-    if (ts == NULL || ts->cframe == NULL)
+    if (ts == NULL)
         return parent;
     const void *code[MAX_DEPTH];
     int32_t lasti[MAX_DEPTH];
     int n = 0;
     uint64_t key = mix(0, (uint32_t)parent);
-    for (_PyInterpreterFrame *f = ts->cframe->current_frame; f != NULL && n < depth; f = f->previous) {
-        if (_PyFrame_IsIncomplete(f))
+    for (_PyInterpreterFrame *f = top_frame(ts); f != NULL && n < depth; f = f->previous) {
+        PyCodeObject *c = frame_code(f);
+        if (c == NULL || code_skip(c))
             continue;
-        if (code_skip(f->f_code))
-            continue;
-        code[n] = f->f_code;
+        code[n] = c;
         lasti[n] = _PyInterpreterFrame_LASTI(f);
         key = mix(mix(key, (uintptr_t)code[n]), (uint32_t)lasti[n]);
         n++;
@@ -366,11 +401,27 @@ sites_read(PyObject *m, PyObject *unused)
  * made from them then, in Python (stacks.Sampler), not per sample. Python
  * code runs only before the table is touched (the thread names, and finding
  * the core's ContextVar), so a drain from another thread never sees it half
- * changed. */
+ * changed.
+ *
+ * Thread names come from threading, which registers a thread only once it
+ * runs (Thread._bootstrap_inner), or never (_thread.start_new_thread). A
+ * thread state the names do not know (a miss: the names are refreshed, in
+ * the sampler's own turn) is counted under a stand-in: the threading.Thread
+ * its outermost frame runs (self of Thread._bootstrap, before threading
+ * registers it), named by the drain; else its id as a str, named by a
+ * later refresh that finds it named while it lives (the next sample's,
+ * every 100th, each drain's). So all of a thread's samples are named
+ * alike, and only a thread that ends unnamed keeps its id. A thread is its
+ * id and its thread state's unique id: a reused id is a new thread (a
+ * miss), not the old one. Thread states with no frame are not sampled: a
+ * new thread's state is made by the thread that starts it, with the
+ * starter's id, before the new thread runs. */
 
 typedef struct {
     unsigned long ident;
+    uint64_t uid;               /* its thread state's id once seen (0: not yet) */
     PyObject *name;             /* owned; NULL: tinyprof's thread, never sampled */
+    int standin;                /* name is a stand-in (a Thread, or its id) until threading names it */
 } Thread;
 
 typedef struct {
@@ -387,6 +438,7 @@ typedef struct {
     PyObject *executions;       /* () -> executions started (the core's) */
     PyObject *names;            /* () -> {thread id: name, None for tinyprof's} */
     PyObject *node_type;        /* the core's Node */
+    PyObject *thread_type;      /* threading.Thread */
     PyObject *var;              /* the ContextVar holding a thread's node, once seen */
     unsigned long main;
     _Atomic(PyThreadState *) main_ts;  /* once seen; only compared, without the GIL */
@@ -394,6 +446,9 @@ typedef struct {
     atomic_int want;            /* a sample asked of the main thread's pending call */
     atomic_int queued;          /* that pending call is queued */
     atomic_int names_due;       /* the thread names need Python code: the sampler's own turn */
+    int retry;                  /* the last refresh made an id stand-in: refresh at the next sample too */
+    PyObject **renamed;         /* owned pairs (stand-in, its name since), until the next drain */
+    Py_ssize_t nrenamed, renamed_cap;
     atomic_int failed;          /* the pending call's sample failed: its exception below */
     int call_ref;               /* the queued call holds a reference (run() has returned) */
     PyObject *error[3];
@@ -441,16 +496,73 @@ entries_clear(Entry *e, size_t n)
     PyMem_Free(e);
 }
 
-static Thread *
-thread_find(Samples *self, unsigned long ident)
+static int
+has_frame(PyThreadState *ts)
 {
-    for (Py_ssize_t i = 0; i < self->nthreads; i++)
-        if (self->threads[i].ident == ident)
-            return &self->threads[i];
+    return top_frame(ts) != NULL;
+}
+
+static void
+renamed_clear(PyObject **renamed, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(renamed[i]);
+    PyMem_Free(renamed);
+}
+
+/* The table's entry of a thread state (an entry made from names() adopts
+ * the first state seen with its id), or NULL. */
+static Thread *
+thread_find(Samples *self, PyThreadState *ts)
+{
+    for (Py_ssize_t i = 0; i < self->nthreads; i++) {
+        Thread *t = &self->threads[i];
+        if (t->ident == ts->thread_id && (t->uid == ts->id || t->uid == 0)) {
+            t->uid = ts->id;
+            return t;
+        }
+    }
     return NULL;
 }
 
-/* Thread names afresh from names(). Runs Python code. */
+/* Remembers that `standin`'s samples are `name`'s (references taken). */
+static int
+renamed_add(Samples *self, PyObject *standin, PyObject *name)
+{
+    if (self->nrenamed + 2 > self->renamed_cap) {
+        Py_ssize_t cap = self->renamed_cap ? self->renamed_cap * 2 : 8;
+        PyObject **r = PyMem_Realloc(self->renamed, (size_t)cap * sizeof(PyObject *));
+        if (r == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->renamed = r;
+        self->renamed_cap = cap;
+    }
+    self->renamed[self->nrenamed++] = Py_NewRef(standin);
+    self->renamed[self->nrenamed++] = Py_NewRef(name);
+    return 0;
+}
+
+/* The threading.Thread a thread state's outermost frame is a method of
+ * (its first local), as Thread._bootstrap is, or NULL. Runs no Python code. */
+static PyObject *
+started(Samples *self, PyThreadState *ts)
+{
+    _PyInterpreterFrame *f = NULL;
+    for (_PyInterpreterFrame *g = top_frame(ts); g != NULL; g = g->previous)
+        if (frame_code(g) != NULL)
+            f = g;
+    if (f == NULL || frame_code(f)->co_argcount < 1 || f->localsplus[0] == NULL
+        || self->thread_type == NULL || !PyObject_TypeCheck(f->localsplus[0], (PyTypeObject *)self->thread_type))
+        return NULL;
+    return f->localsplus[0];
+}
+
+/* Thread names afresh from names() (Python code), for every thread state
+ * with a frame: threading's name; else the name or stand-in the table had
+ * for that state (a thread not registered yet, or ending); else a new
+ * stand-in. A stand-in of a state now named by threading takes its name. */
 static int
 threads_refresh(Samples *self)
 {
@@ -462,7 +574,11 @@ threads_refresh(Samples *self)
         PyErr_SetString(PyExc_TypeError, "names() must return a dict");
         return -1;
     }
-    Thread *t = PyMem_Calloc((size_t)PyDict_GET_SIZE(d) + 1, sizeof(Thread));
+    /* no Python code from here: the table and the thread states stay as read */
+    Py_ssize_t nts = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(self->interp); ts != NULL; ts = PyThreadState_Next(ts))
+        nts++;
+    Thread *t = PyMem_Calloc((size_t)(PyDict_GET_SIZE(d) + nts) + 1, sizeof(Thread));
     if (t == NULL) {
         Py_DECREF(d);
         PyErr_NoMemory();
@@ -481,30 +597,45 @@ threads_refresh(Samples *self)
         n++;
     }
     Py_DECREF(d);
+    Py_ssize_t named = n;
+    int made = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(self->interp); ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (!has_frame(ts))
+            continue;
+        Thread *old = thread_find(self, ts), *now = NULL;
+        for (Py_ssize_t i = 0; i < named && now == NULL; i++)
+            if (t[i].ident == ts->thread_id && t[i].uid == 0)
+                now = &t[i];
+        if (now != NULL) {
+            now->uid = ts->id;
+            if (old != NULL && old->standin && now->name != NULL && renamed_add(self, old->name, now->name) < 0) {
+                threads_clear(t, n);
+                return -1;
+            }
+            continue;
+        }
+        t[n].ident = ts->thread_id;
+        t[n].uid = ts->id;
+        if (old != NULL) {
+            t[n].standin = old->standin;
+            t[n++].name = Py_XNewRef(old->name);
+            continue;
+        }
+        PyObject *thread = started(self, ts);
+        /* else a str: no tracked object, so no collection and no Python code */
+        t[n].name = thread ? Py_NewRef(thread) : PyUnicode_FromFormat("%lu", ts->thread_id);
+        if (t[n].name == NULL) {
+            threads_clear(t, n);
+            return -1;
+        }
+        made |= thread == NULL;     /* a Thread names itself: no retry */
+        t[n++].standin = 1;
+    }
     threads_clear(self->threads, self->nthreads);
     self->threads = t;
     self->nthreads = n;
+    self->retry = made;
     return 0;
-}
-
-/* A thread names() did not know: named after its id, until the next refresh.
- * Makes no tracked object (no collection, so no Python code, runs). */
-static Thread *
-thread_add(Samples *self, unsigned long ident)
-{
-    PyObject *name = PyUnicode_FromFormat("%lu", ident);
-    if (name == NULL)
-        return NULL;
-    Thread *t = PyMem_Realloc(self->threads, (size_t)(self->nthreads + 1) * sizeof(Thread));
-    if (t == NULL) {
-        Py_DECREF(name);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    self->threads = t;
-    t[self->nthreads].ident = ident;
-    t[self->nthreads].name = name;
-    return &t[self->nthreads++];
 }
 
 /* The ContextVar whose values are the core's nodes, from the first context
@@ -646,10 +777,10 @@ static int
 take(Samples *self, int own)
 {
     PyInterpreterState *interp = PyInterpreterState_Get();
-    int refresh = self->taken % 100 == 0;    /* renamed threads, reused ids */
+    int refresh = self->taken % 100 == 0 || self->retry;    /* renamed threads; stand-ins named */
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL && !refresh;
          ts = PyThreadState_Next(ts))
-        refresh = thread_find(self, ts->thread_id) == NULL;
+        refresh = has_frame(ts) && thread_find(self, ts) == NULL;
     if (refresh && !own) {
         atomic_store(&self->names_due, 1);
         return 0;
@@ -672,16 +803,19 @@ take(Samples *self, int own)
     self->last = now;
     int32_t dflt = -1;          /* threads with no open event: computed when first needed */
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (!has_frame(ts))
+            continue;
         if (ts->thread_id == self->main)
             self->main_ts = ts;
-        Thread *t = thread_find(self, ts->thread_id);
-        if (t == NULL && (t = thread_add(self, ts->thread_id)) == NULL)
-            return -1;
-        if (t->name == NULL)
+        Thread *t = thread_find(self, ts);
+        if (t == NULL)              /* started since the refresh (find_var ran Python code) */
+            atomic_store(&self->names_due, 1);
+        if (t == NULL || t->name == NULL)
             continue;
         int n = 0, lasti = -1;
-        for (_PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL; f != NULL; f = f->previous) {
-            if (_PyFrame_IsIncomplete(f))
+        for (_PyInterpreterFrame *f = top_frame(ts); f != NULL; f = f->previous) {
+            PyCodeObject *c = frame_code(f);
+            if (c == NULL)
                 continue;
             if ((size_t)n == self->scap) {
                 size_t scap = self->scap ? self->scap * 2 : 64;
@@ -695,8 +829,10 @@ take(Samples *self, int own)
             }
             if (n == 0)
                 lasti = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
-            self->scratch[n++] = (PyObject *)f->f_code;
+            self->scratch[n++] = (PyObject *)c;
         }
+        if (n == 0)
+            continue;
         PyObject *node = context_node(self, ts->context);
         int32_t parent;
         if (node != NULL) {
@@ -760,6 +896,39 @@ pending_sample(void *arg)
     return 0;
 }
 
+/* Whether `main` holds the GIL, read without it (a hint: a stale answer
+ * costs one sample taken the slower way). */
+static int
+holds_gil(Samples *self, PyThreadState *main)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    struct _gil_runtime_state *gil = self->interp->ceval.gil;
+    return _Py_atomic_load_int_relaxed(&gil->locked)
+        && (PyThreadState *)_Py_atomic_load_ptr_relaxed(&gil->last_holder) == main;
+#else
+#if PY_VERSION_HEX >= 0x030C0000
+    struct _gil_runtime_state *gil = self->interp->ceval.gil;
+#else
+    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
+#endif
+    return _Py_atomic_load(&gil->locked) && (PyThreadState *)_Py_atomic_load(&gil->last_holder) == main;
+#endif
+}
+
+/* Makes the main thread's eval loop look at its pending calls: 3.11 and
+ * 3.12 do so only when the main thread adds the call itself. */
+static void
+wake(Samples *self, PyThreadState *main)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    (void)self;
+    _Py_set_eval_breaker_bit(main, _PY_CALLS_TO_DO_BIT);
+#else
+    (void)main;
+    _Py_atomic_store_relaxed(&self->interp->ceval.eval_breaker, 1);
+#endif
+}
+
 /* run(interval ns, limit): sleep, take a sample, until stop() (False) or
  * the table holds `limit` stacks or more (True: drain it, run again); in the sampler
  * thread. While the main thread runs Python (it holds the GIL), the sample
@@ -778,7 +947,6 @@ samples_run(Samples *self, PyObject *args)
         return NULL;
     if (interval <= 0 || limit <= 0)
         return PyErr_Format(PyExc_ValueError, "the interval and the limit must be > 0");
-    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
     int ok = 1, full = 0;
     PyThreadState *me = PyEval_SaveThread();
     while (!self->stopped && !atomic_load(&self->failed)) {
@@ -788,12 +956,10 @@ samples_run(Samples *self, PyObject *args)
         if (self->stopped)
             break;
         PyThreadState *main = self->main_ts;
-        if (main != NULL && !atomic_load(&self->names_due) && _Py_atomic_load(&gil->locked)
-            && (PyThreadState *)_Py_atomic_load(&gil->last_holder) == main) {
+        if (main != NULL && !atomic_load(&self->names_due) && holds_gil(self, main)) {
             atomic_store(&self->want, 1);
             if (atomic_exchange(&self->queued, 1) || Py_AddPendingCall(pending_sample, self) == 0) {
-                /* 3.11 wakes the main thread's eval loop only when the main thread adds the call */
-                _Py_atomic_store_relaxed(&self->interp->ceval.eval_breaker, 1);
+                wake(self, main);
                 continue;
             }
             atomic_store(&self->queued, 0);
@@ -828,15 +994,59 @@ samples_stop(Samples *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* What a stand-in's samples are named: its thread's name if a refresh found it, else its id. */
+static PyObject *
+renamed_find(PyObject **renamed, Py_ssize_t n, PyObject *thread)
+{
+    for (Py_ssize_t i = 0; i < n; i += 2)
+        if (renamed[i] == thread)
+            return renamed[i + 1];
+    return NULL;
+}
+
+/* A drained sample's thread name (a new reference): the refreshes before
+ * the drain's (drained with it) may have named its stand-in, or one since
+ * (the list's allocation may collect, and so let the sampler thread run);
+ * a Thread stand-in is named by its name now. Runs Python code. */
+static PyObject *
+named(Samples *self, PyObject **renamed, Py_ssize_t n, PyObject *thread)
+{
+    PyObject *name = renamed_find(renamed, n, thread);
+    if (name == NULL)
+        name = renamed_find(self->renamed, self->nrenamed, thread);
+    if (name != NULL)
+        return Py_NewRef(name);
+    if (PyUnicode_Check(thread))
+        return Py_NewRef(thread);
+    name = PyObject_GetAttrString(thread, "name");
+    if (name == NULL || !PyUnicode_Check(name)) {      /* unreadable: as str() shows it */
+        PyErr_Clear();
+        Py_XDECREF(name);
+        name = PyObject_Str(thread);
+    }
+    return name;
+}
+
 /* [(execution, parent node id, thread name or None (main), byte offset of
  * the innermost frame's instruction, code objects innermost first, ns)]
- * since the last drain; the table starts afresh. */
+ * since the last drain; the table starts afresh. The names are refreshed
+ * first while a thread is known by its id only. */
 static PyObject *
 samples_drain(Samples *self, PyObject *unused)
 {
     (void)unused;
+    for (Py_ssize_t i = 0; i < self->nthreads; i++)
+        if (self->threads[i].standin) {
+            if (threads_refresh(self) < 0)
+                return NULL;
+            break;
+        }
     Entry *e = self->entries;
     size_t n = self->n;
+    PyObject **renamed = self->renamed;
+    Py_ssize_t nrenamed = self->nrenamed;
+    self->renamed = NULL;
+    self->nrenamed = self->renamed_cap = 0;
     PyMem_Free(self->slots);
     self->entries = NULL;
     self->slots = NULL;
@@ -851,14 +1061,19 @@ samples_drain(Samples *self, PyObject *unused)
         for (int j = 0; j < e[i].n; j++)
             PyTuple_SET_ITEM(codes, j, e[i].codes[j]);  /* the entry's references */
         e[i].n = 0;
-        PyObject *row = Py_BuildValue("(LiOiNL)", (long long)e[i].execution, e[i].parent,
-                                      e[i].thread ? e[i].thread : Py_None, e[i].lasti, codes,
-                                      (long long)e[i].ns);
+        PyObject *thread = e[i].thread ? named(self, renamed, nrenamed, e[i].thread) : Py_NewRef(Py_None);
+        if (thread == NULL) {
+            Py_DECREF(codes);
+            break;
+        }
+        PyObject *row = Py_BuildValue("(LiNiNL)", (long long)e[i].execution, e[i].parent, thread,
+                                      e[i].lasti, codes, (long long)e[i].ns);
         if (row == NULL)
             break;
         PyList_SET_ITEM(out, (Py_ssize_t)i, row);
     }
     entries_clear(e, n);
+    renamed_clear(renamed, nrenamed);
     if (out != NULL && i < n)
         Py_CLEAR(out);
     return out;
@@ -876,6 +1091,13 @@ samples_init(Samples *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->executions, Py_NewRef(executions));
     Py_XSETREF(self->names, Py_NewRef(names));
     Py_XSETREF(self->node_type, Py_NewRef(node_type));
+    PyObject *threading = PyImport_ImportModule("threading");
+    Py_XSETREF(self->thread_type, threading ? PyObject_GetAttrString(threading, "Thread") : NULL);
+    Py_XDECREF(threading);
+    if (self->thread_type == NULL || !PyType_Check(self->thread_type)) {
+        Py_CLEAR(self->thread_type);
+        return -1;
+    }
     self->main = main;
     self->interp = PyInterpreterState_Get();
     self->last = monotonic_ns();
@@ -888,11 +1110,13 @@ samples_dealloc(Samples *self)
     Py_XDECREF(self->executions);
     Py_XDECREF(self->names);
     Py_XDECREF(self->node_type);
+    Py_XDECREF(self->thread_type);
     Py_XDECREF(self->var);
     for (int j = 0; j < 3; j++)
         Py_XDECREF(self->error[j]);
     threads_clear(self->threads, self->nthreads);
     entries_clear(self->entries, self->n);
+    renamed_clear(self->renamed, self->nrenamed);
     PyMem_Free(self->slots);
     PyMem_Free(self->scratch);
     Py_TYPE(self)->tp_free((PyObject *)self);

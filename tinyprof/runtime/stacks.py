@@ -21,7 +21,9 @@ converter shows them; nothing is added to Event enter and exit.
   GIL. The counts are named when read (``Sampler.counts``, at a flush or
   snapshot): a frame is ``function (file:line)`` of the function's
   definition, a thread other than the main one adds ``thread <name>``
-  above its frames, and a thread inside an mpi4py call ends in
+  above its frames (threading's name; a thread it had not named yet when
+  sampled is counted under a stand-in, ``_StandIn``, named when read), and
+  a thread inside an mpi4py call ends in
   ``MPI_<method>``. A sample stands for the time since the previous one:
   the interval when the sampler keeps up, more when it could not. Each
   callpath's value per execution is the time of its samples and those
@@ -69,7 +71,8 @@ def sites_unavailable() -> Optional[str]:
     if _frames is None:
         return "tinyprof's _frames extension was not built"
     if not _frames.sites_supported():
-        return f"reading call sites needs CPython 3.11 (this is {sys.version.split()[0]})"
+        return ("reading call sites needs CPython 3.11, 3.12 or 3.13 with the GIL "
+                f"(this is {sys.version.split()[0]})")
     return None
 
 
@@ -247,10 +250,38 @@ def thread_names() -> Dict[int, Optional[str]]:
 Raw = Tuple[int, int, Optional[str], int, Tuple[Any, ...], int]
 
 
+class _StandIn:
+    """A thread that ``threading`` did not name when it was sampled (started
+    and not registered yet, or started with ``_thread``): its samples are
+    counted under this (compared by identity), as under ``_frames.Samples``'s
+    stand-in. Named by the ``threading.Thread`` its outermost frame runs
+    (``self`` of ``Thread._bootstrap``), when read; else by a later refresh
+    that finds the thread alive and named; else (it ended unnamed) its id."""
+
+    __slots__ = ("_name", "thread")
+
+    def __init__(self, ident: int, top: Any) -> None:
+        self._name = str(ident)
+        while top.f_back is not None:
+            top = top.f_back
+        code = top.f_code
+        first = top.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+        self.thread = first if isinstance(first, threading.Thread) else None
+
+    @property
+    def name(self) -> str:
+        return self._name if self.thread is None else self.thread.name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self._name, self.thread = name, None
+
+
 class PySamples:
     """``_frames.Samples`` in Python, from ``sys._current_frames()``: where
-    the frames cannot be read directly (other Pythons than 3.11, or the
-    extension not built: then every sample is below the default parent)."""
+    the frames cannot be read directly (other Pythons than CPython 3.11 to
+    3.13 with the GIL, or the extension not built: then every sample is
+    below the default parent)."""
 
     def __init__(self, executions: Any, names: Any, node_type: Any, main: int) -> None:
         self._executions, self._names, self._node_type, self._main = executions, names, node_type, main
@@ -258,23 +289,24 @@ class PySamples:
         self.taken = 0
         self._last = time.perf_counter_ns()
         self._stopped = False
-        self._threads: Dict[int, Optional[str]] = {}
+        self._threads: Dict[int, Any] = {}     # id -> name, None (tinyprof's) or a _StandIn
+        self._retry = False     # the last refresh made an id stand-in: refresh at the next sample too
         self._lock = threading.Lock()       # a drain from another thread, between two counts
         # (execution, parent, thread, lasti, ids of the codes) -> [ns, codes]
-        self._counts: Dict[Tuple[int, int, Optional[str], int, Tuple[int, ...]], List[Any]] = {}
+        self._counts: Dict[Tuple[int, int, Any, int, Tuple[int, ...]], List[Any]] = {}
 
     def take(self) -> None:
         contexts = _frames.contexts() if _frames is not None else {}
         frames = sys._current_frames()
-        if self.taken % 100 == 0 or not self._threads.keys() >= frames.keys():
-            self._threads = self._names()
+        if self.taken % 100 == 0 or self._retry or not self._threads.keys() >= frames.keys():
+            self._refresh(frames)
         execution = max(self._executions() - 1, 0)
         now = time.perf_counter_ns()
         weight, self._last = now - self._last, now
         default: Optional[int] = None      # of threads with no open event, when first needed
         keys = []
         for ident, top in frames.items():
-            thread = self._threads.get(ident, str(ident))
+            thread = self._threads.get(ident)
             if thread is None:
                 continue
             codes: List[Any] = []
@@ -299,6 +331,26 @@ class PySamples:
                 entry[0] += weight
             self.taken += 1
 
+    def _refresh(self, frames: Dict[int, Any]) -> None:
+        """The thread names afresh, for the threads with a frame: threading's
+        name, else what the table had (not registered yet, or ending), else a
+        new stand-in; a stand-in of a thread now named takes its name. (Here
+        a thread is told by its id only: one reused between two refreshes is
+        taken for the old one.)"""
+        names: Dict[int, Any] = self._names()
+        threads, made = dict(names), False
+        for ident in frames:
+            old = self._threads.get(ident)
+            if ident in names:
+                if isinstance(old, _StandIn) and names[ident] is not None:
+                    old.name = names[ident]
+            elif ident in self._threads:
+                threads[ident] = old
+            else:
+                threads[ident] = standin = _StandIn(ident, frames[ident])
+                made = made or standin.thread is None      # a Thread names itself: no retry
+        self._threads, self._retry = threads, made
+
     def run(self, interval_ns: int, limit: int) -> bool:
         while not self._stopped:
             # time.sleep, not Event.wait: a wake-up runs no Python code of threading's
@@ -313,9 +365,13 @@ class PySamples:
         self._stopped = True
 
     def drain(self) -> List[Raw]:
+        """The counts since the last drain; the names are refreshed first
+        while a thread is known by its id only."""
+        if any(isinstance(t, _StandIn) for t in self._threads.values()):
+            self._refresh(sys._current_frames())
         with self._lock:
             counts, self._counts = self._counts, {}
-        return [(x, parent, thread, lasti, codes, ns)
+        return [(x, parent, thread.name if isinstance(thread, _StandIn) else thread, lasti, codes, ns)
                 for (x, parent, thread, lasti, _), (ns, codes) in counts.items()]
 
 
@@ -393,6 +449,8 @@ class Sampler:
         ends in ``MPI_<method>``."""
         with self._lock:
             for execution, parent, thread, lasti, codes, ns in self._samples.drain():
+                if thread is not None and thread.startswith(PREFIX):
+                    continue    # one of tinyprof's, sampled before threading named it
                 names = self._named(codes, lasti)
                 if thread is not None:
                     names = (f"thread {thread}", *names)

@@ -6,9 +6,9 @@
   const D = TP.data();
   const R = D.runs.length, N = D.callpaths.length, SNAPS = D.kind === "snapshots";
   const RUN = SNAPS ? "interval" : "run";
-  const RULE = D.rule;
-  // Per run: exclusive (as embedded; null: the callpath is not in the run) and inclusive,
-  // the sum over the callpath's subtree (tree order: children after their parent).
+  const RULE = D.rule, TIME = RULE.metric === "time", MPI = D.mpi;
+  // Per run: exclusive and inclusive, the sum over the callpath's subtree (tree order: children
+  // after their parent); one is embedded, the one judged (null: the callpath is not in the run).
   const inclusive = (exc) => {
     const inc = [...exc];
     for (let i = N - 1; i >= 0; i--) {
@@ -17,13 +17,32 @@
     }
     return inc;
   };
-  const INC = D.exc.map(inclusive);
-  const biggest = D.exc.reduce((m, row) => row.reduce((a, v) => (v !== null && Math.abs(v) > a ? Math.abs(v) : a), m), 0);
-  const [unit, scale] = UNITS.find(([, s]) => biggest >= s) || UNITS[3];
+  const exclusive = (inc) => {
+    const exc = [...inc];
+    D.callpaths.forEach((c, i) => { if (c.parent >= 0 && inc[i] !== null && exc[c.parent] !== null) exc[c.parent] -= inc[i]; });
+    return exc;
+  };
+  const EXC = D.exc || D.inc.map(exclusive), INC = D.inc || EXC.map(inclusive);
+  const VAL = RULE.inclusive ? INC : EXC;       // the values judged, over the runs and in the regressions
+  const biggest = VAL.reduce((m, row) => row.reduce((a, v) => (v !== null && Math.abs(v) > a ? Math.abs(v) : a), m), 0);
+  const [unit, scale] = TIME ? UNITS.find(([, s]) => biggest >= s) || UNITS[3] : [RULE.metric, 1];
   const fmt = (v) => (v === null || v === undefined ? "-" : (v / scale).toFixed(3));
+  const fmtTotal = (v) => (TIME ? fmtS(v) : `${fmt(v)} ${unit}`);
+  const share = (f) => `${+(100 * f).toPrecision(12)}%`;    // 0.07 as 7%, not 7.000000000000001%
   const pct = (v) => (v === null || !isFinite(v) ? "-" : `${v >= 0 ? "+" : ""}${(100 * v).toFixed(1)}%`);
   const change = (a, b) => (a === null || b === null || a === 0 ? null : b / a - 1);
-  const what = `exclusive time${D.outside_mpi ? " outside MPI calls" : ""} per rank on average`;
+  const KIND = RULE.inclusive ? "inclusive" : "exclusive";
+  const per = `${TIME ? `time${D.outside_mpi ? " outside MPI calls" : ""}` : RULE.metric} per rank on average`;
+  const what = TIME ? `${KIND} ${per}` : per;
+  // MPI time and bytes per rank of callpath c in run k (null: not recorded there, or c not in
+  // run k); embedded for the callpaths with MPI calls in some run only.
+  const MPI_COLUMN = new Map(MPI ? MPI.columns.map((c, j) => [c, j]) : []);
+  const mpiOf = (key, k, c) => {
+    if (!MPI || MPI[key][k] === null) return null;
+    const j = MPI_COLUMN.get(c);
+    return j === undefined ? (EXC[k][c] === null ? null : 0) : MPI[key][k][j];
+  };
+  const mpiRuns = MPI ? MPI.time.filter((row) => row !== null).length : 0;
 
   const main = el("main");
   const ranks = [...new Set(D.nranks)];
@@ -33,6 +52,7 @@
         el("span", {}, SNAPS ? `${R} snapshots of one run, as intervals` : `${R} runs, by start time`),
         el("span", {}, `${N} callpaths`), el("span", {}, `${ranks.join("/")} ranks`),
         el("span", {}, `${D.flag_counts[0]} regression(s), ${D.flag_counts[1]} improvement(s) flagged`),
+        ...(MPI ? [el("span", {}, `MPI time and bytes (${KIND}) in ${mpiRuns} of ${R} ${SNAPS ? "snapshots" : "runs"}`)] : []),
         ...D.notes.map((n) => el("span", {}, n)))),
     main);
   const { section, note } = TP.sections(main);
@@ -41,13 +61,13 @@
   const flagged = section("regressions", "Regressions",
     `Each ${RUN} against the one before it (consecutive ${SNAPS ? "intervals" : "runs, in start order"}), ` +
     `by the rule of tinyprof compare: ${what}; flagged when p < ${RULE.alpha}, the change beyond ` +
-    `${100 * RULE.threshold}% and |new - old| at least ${100 * RULE.floor}% of the earlier ${RUN}'s time. ` +
+    `${share(RULE.threshold)} and |new - old| at least ${share(RULE.floor)} of the earlier ${RUN}'s time. ` +
     `Evidence: ${RULE.tests.join("; ") || "none (one run)"}. Worst first.`);
   const regs = D.flags.filter((f) => f[4] > 0);
   if (regs.length) {
     flagged.append(listTable("flags-table", ["callpath", "from", "to", `before (${unit})`, `after (${unit})`,
       "change", "p"], regs.map(([s, c, ch, p]) => [D.callpaths[c].path, D.runs[s], D.runs[s + 1],
-      fmt(D.exc[s][c]), fmt(D.exc[s + 1][c]), ch === null ? "from 0" : pct(ch), p === null ? "-" : p.toPrecision(2)])));
+      fmt(VAL[s][c]), fmt(VAL[s + 1][c]), ch === null ? "from 0" : pct(ch), p === null ? "-" : p.toPrecision(2)])));
     flagged.querySelectorAll("#flags-table tbody tr").forEach((tr, k) => {
       tr.dataset.callpath = D.callpaths[regs[k][1]].path;
       tr.addEventListener("click", () => {       // its chart, and the diff of its two runs
@@ -69,7 +89,7 @@
   const spark = (c) => {
     const svg = document.createElementNS(SVG, "svg");
     svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("class", "spark");
-    const ys = D.exc.map((row) => row[c]), given = ys.filter((v) => v !== null);
+    const ys = VAL.map((row) => row[c]), given = ys.filter((v) => v !== null);
     if (!given.length) return svg;
     const lo = Math.min(...given), hi = Math.max(...given), span = hi - lo || 1;
     const x = (k) => (R > 1 ? (k * (W - 4)) / (R - 1) + 2 : W / 2), y = (v) => H - 3 - ((v - lo) * (H - 6)) / span;
@@ -85,8 +105,8 @@
     }
     return svg;
   };
-  const first = (c) => { for (let k = 0; k < R; k++) if (D.exc[k][c] !== null) return D.exc[k][c]; return null; };
-  const last = (c) => { for (let k = R - 1; k >= 0; k--) if (D.exc[k][c] !== null) return D.exc[k][c]; return null; };
+  const first = (c) => { for (let k = 0; k < R; k++) if (VAL[k][c] !== null) return VAL[k][c]; return null; };
+  const last = (c) => { for (let k = R - 1; k >= 0; k--) if (VAL[k][c] !== null) return VAL[k][c]; return null; };
   const histTable = el("table", { id: "history-table" });
   histTable.append(el("thead", {}, el("tr", {}, ...["callpath", `over the ${SNAPS ? "intervals" : "runs"}`,
     `first (${unit})`, `last (${unit})`, "first to last", "regressions"].map((h) => el("th", {}, h)))));
@@ -109,20 +129,32 @@
     TP.caption(chart, `${D.callpaths[c].path}: ${what}`);
     const y = (rows) => rows.map((row) => (row[c] === null ? null : row[c] / scale));
     const marks = flagsOf[c];
-    Plotly.react(chart, [
-      { x, y: y(D.exc), text, name: "exclusive", mode: "lines+markers", hovertemplate: `%{text}<br>%{y:.3f} ${unit}` },
+    const traces = [
+      { x, y: y(EXC), text, name: "exclusive", mode: "lines+markers", hovertemplate: `%{text}<br>%{y:.3f} ${unit}` },
       { x, y: y(INC), text, name: "inclusive", mode: "lines", line: { dash: "dot" }, hovertemplate: `%{text}<br>%{y:.3f} ${unit}` },
-      { x: marks, y: marks.map((k) => (D.exc[k][c] === null ? null : D.exc[k][c] / scale)), text: marks.map((k) => text[k]),
-        name: "regression flagged", mode: "markers", marker: { color: "#c22", size: 10 }, hovertemplate: "%{text}" }],
+      { x: marks, y: marks.map((k) => (VAL[k][c] === null ? null : VAL[k][c] / scale)), text: marks.map((k) => text[k]),
+        name: "regression flagged", mode: "markers", marker: { color: "#c22", size: 10 }, hovertemplate: "%{text}" }];
+    if (MPI) {      // null where a run recorded no MPI: a gap in the line
+      const mpi = (key, k) => mpiOf(key, k, c);
+      if (TIME) traces.push({ x, y: D.runs.map((_, k) => (mpi("time", k) === null ? null : mpi("time", k) / scale)), text,
+        name: `MPI time (${KIND})`, mode: "lines+markers", line: { dash: "dash", color: "#2a8a4a" },
+        marker: { color: "#2a8a4a" }, hovertemplate: `%{text}<br>MPI %{y:.3f} ${unit}` });
+      traces.push({ x, y: D.runs.map((_, k) => mpi("bytes", k)), text, name: `MPI bytes (${KIND}, right)`, yaxis: "y2",
+        mode: "lines+markers", line: { dash: "dashdot", color: "#8a4ab0" }, marker: { color: "#8a4ab0" },
+        hovertemplate: "%{text}<br>%{y} bytes" });
+    }
+    Plotly.react(chart, traces,
     { margin: { t: 10 }, legend: BELOW, yaxis: { title: { text: unit }, rangemode: "tozero" },
+      ...(MPI ? { yaxis2: { title: { text: "bytes per rank" }, overlaying: "y", side: "right", rangemode: "tozero" } } : {}),
       xaxis: { title: { text: SNAPS ? "interval (snapshot), in order" : "run, in start order" }, tickformat: "d" } }, CONFIG);
   }
 
   // -- the diff of two runs ------------------------------------------------------------------
   const diff = section("diff", `Diff of two ${SNAPS ? "intervals" : "runs"}`,
-    `Pick the two to compare: ${what}, and inclusive (the subtree's sum). Siblings: the largest ` +
-    `inclusive difference first. Red: slower by more than ${100 * RULE.threshold}% and by at least ` +
-    `${100 * RULE.floor}% of the base's time; green: as much faster (no test: one ${RUN} a side).`);
+    `Pick the two to compare: ${per}, exclusive and inclusive (the subtree's sum)` +
+    `${MPI ? `, and the MPI time and bytes per rank (${KIND}; - where a ${RUN} recorded none)` : ""}. Siblings: ` +
+    `the largest inclusive difference first. Red: ${KIND} slower by more than ${share(RULE.threshold)} and by at ` +
+    `least ${share(RULE.floor)} of the base's total; green: as much faster (no test: one ${RUN} a side).`);
   const choose = (id, pick) => {
     const s = el("select", { id }, ...D.runs.map((r, k) => el("option", { value: String(k) }, r)));
     s.value = String(pick);
@@ -132,8 +164,11 @@
   const baseSel = choose("diff-base", 0), newSel = choose("diff-new", R - 1);
   const diffTitle = el("p", { id: "diff-title" });
   const diffTable = el("table", { id: "diff-table" });
+  const mpiTime = (v) => (v === null ? "-" : TIME ? fmt(v) : fmtS(v)), mpiUnit = TIME ? ` (${unit})` : "";
   diffTable.append(el("thead", {}, el("tr", {}, ...["callpath", `base exclusive (${unit})`, `new exclusive (${unit})`,
-    "change", `base inclusive (${unit})`, `new inclusive (${unit})`, "change"].map((h) => el("th", {}, h)))));
+    "change", `base inclusive (${unit})`, `new inclusive (${unit})`, "change",
+    ...(MPI ? [`base MPI time${mpiUnit}`, `new MPI time${mpiUnit}`, "base MPI bytes", "new MPI bytes"] : [])]
+    .map((h) => el("th", {}, h)))));
   const diffBody = el("tbody");
   diffTable.append(diffBody);
   diff.append(el("label", {}, "base:", baseSel), " ", el("label", {}, "new:", newSel), diffTitle,
@@ -142,28 +177,33 @@
   D.callpaths.forEach((c, i) => (c.parent < 0 ? roots : children[c.parent]).push(i));
   function drawDiff() {
     const a = +baseSel.value, b = +newSel.value, floor = RULE.floor * (D.totals[a] || 0);
-    const ea = D.exc[a], eb = D.exc[b], ia = INC[a], ib = INC[b];
+    const ea = EXC[a], eb = EXC[b], ia = INC[a], ib = INC[b], va = VAL[a], vb = VAL[b];
     let slower = 0, faster = 0;
     diffBody.textContent = "";
     const delta = (i) => Math.abs((ib[i] || 0) - (ia[i] || 0));
     const visit = (ids, depth) => {
       for (const i of [...ids].sort((p, q) => delta(q) - delta(p))) {
         if (ea[i] === null && eb[i] === null) continue;
-        const ch = change(ea[i], eb[i]), big = Math.abs((eb[i] || 0) - (ea[i] || 0)) >= floor;
+        const ch = change(va[i], vb[i]), big = Math.abs((vb[i] || 0) - (va[i] || 0)) >= floor;
         const hot = ch !== null && big && ch > RULE.threshold, good = ch !== null && big && ch < -RULE.threshold;
         slower += hot; faster += good;
         const name = el("td", { style: `padding-left:${8 + 16 * depth}px`, title: D.callpaths[i].path },
           D.callpaths[i].name);
         const cls = hot ? { class: "hot" } : good ? { class: "good" } : {};
+        const [excCls, incCls] = RULE.inclusive ? [{}, cls] : [cls, {}];
+        const bytes = (k) => { const v = mpiOf("bytes", k, i); return v === null ? "-" : String(v); };
         diffBody.append(el("tr", { "data-callpath": D.callpaths[i].path, ...(cls.class ? { "data-flag": cls.class } : {}) },
           name, el("td", {}, ea[i] === null ? "(none)" : fmt(ea[i])), el("td", {}, eb[i] === null ? "(none)" : fmt(eb[i])),
-          el("td", cls, pct(ch)), el("td", {}, fmt(ia[i])), el("td", {}, fmt(ib[i])), el("td", {}, pct(change(ia[i], ib[i])))));
+          el("td", excCls, pct(change(ea[i], eb[i]))), el("td", {}, fmt(ia[i])), el("td", {}, fmt(ib[i])),
+          el("td", incCls, pct(change(ia[i], ib[i]))),
+          ...(MPI ? [el("td", {}, mpiTime(mpiOf("time", a, i))), el("td", {}, mpiTime(mpiOf("time", b, i))),
+            el("td", {}, bytes(a)), el("td", {}, bytes(b))] : [])));
         visit(children[i], depth + 1);
       }
     };
     visit(roots, 0);
     diffTitle.textContent = `${D.runs[b]} against ${D.runs[a]}: ${slower} callpath(s) slower, ` +
-      `${faster} faster beyond the threshold; total ${fmtS(D.totals[a] || 0)} to ${fmtS(D.totals[b] || 0)} per rank.`;
+      `${faster} faster beyond the threshold; total ${fmtTotal(D.totals[a] || 0)} to ${fmtTotal(D.totals[b] || 0)} per rank.`;
   }
 
   // -- the runs' metadata --------------------------------------------------------------------

@@ -5,8 +5,10 @@ The page is built as the one-run report is (``report.render``: plotly.js, the
 style and the script inlined, the data as JSON in the page), with its own
 script, ``history.js``. The data is compact: the callpaths once (tree order),
 then one array per run of each callpath's exclusive time per rank on average
-(as ``tinyprof.compare`` measures it); the page computes inclusive times, the
-diff of any two runs and the sparklines from them. The regressions are
+(as ``tinyprof.compare`` measures it; inclusive with ``--inclusive``), and
+of its MPI time and bytes when the run recorded them; the page computes the
+other of exclusive and inclusive, the diff of any two runs and the
+sparklines from them. The regressions are
 flagged here, by ``analysis.compare.history``: each run against the one before
 it, with ``compare``'s rule.
 """
@@ -31,7 +33,9 @@ MAX_FLAGS = 500         # rows of the regressions table (the worst; the page say
 def runs_in(paths: Sequence[Path]) -> List[str]:
     """The runs named by ``paths``: a directory of runs (one holding run
     output directories, or the files of several profiles) gives each of
-    them, in name order; any other path is one run."""
+    them, in name order; any other path is one run. In a directory of runs,
+    a subdirectory holding no profile (``logs/``, ``scripts/``) is no run:
+    left out; subdirectories but no run in them is a FormatError."""
     out: List[str] = []
     for path in (os.fspath(p) for p in paths):
         out.extend(_directory_of_runs(path) or [path])
@@ -49,18 +53,34 @@ def _directory_of_runs(path: str) -> Optional[List[str]]:
         m = layout.set_key(e)
         if m is not None:
             sets.setdefault(m, os.path.join(path, e))
-    if not dirs and len(sets) < 2:
+    runs = [d for d in dirs if _holds_profile(d)]
+    if not runs and len(sets) == 1:
         return None                             # one run's output directory
-    return dirs + list(sets.values())
+    runs += sets.values()
+    if not runs and dirs:
+        raise FormatError(path, None, f"no run in it: none of its {len(dirs)} subdirectories "
+                                      f"holds a profile ({layout.SUFFIX} files or {layout.SNAPSHOTS}/)")
+    return runs or None                         # empty: read() says so
+
+
+def _holds_profile(directory: str) -> bool:
+    """Whether ``directory`` is a run's output directory: a set file in it, or snapshots."""
+    if os.path.isdir(os.path.join(directory, layout.SNAPSHOTS)):
+        return True
+    try:
+        return any(layout.set_key(e) is not None for e in os.listdir(directory))
+    except OSError:                             # unreadable: a run, which read() names
+        return True
 
 
 def write(paths: Sequence[Path], output: Path, errors: str = "raise",
-          of_snapshots: bool = False) -> str:
+          of_snapshots: bool = False, **rule: Any) -> str:
     """Write the history page of the runs at ``paths`` (see :func:`runs_in`;
     ``errors="skip"``: leave out those that cannot be read, with a warning), or
     with ``of_snapshots``, of the kept snapshots of the one run at ``paths[0]``;
-    returns its path."""
-    data = build(*load(paths, errors, of_snapshots))
+    returns its path. ``rule``: :func:`build`'s ``metric``, ``inclusive``,
+    ``threshold``, ``floor``, ``alpha``."""
+    data = build(*load(paths, errors, of_snapshots), **rule)
     layout.write_atomic(os.fspath(output), report.render(data, "history.js").encode("utf-8"))
     return os.fspath(output)
 
@@ -119,10 +139,17 @@ def _labels(paths: List[str]) -> List[str]:
 
 
 def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
-          threshold: float = 0.05, floor: float = 0.01, alpha: float = 0.05) -> Dict[str, Any]:
-    """The page's data: plain lists and numbers (JSON). The flags as
-    ``tinyprof.compare``'s with ``threshold``, ``floor`` and ``alpha``."""
-    h = compare.history(profiles, cumulative=cumulative, threshold=threshold, floor=floor, alpha=alpha)
+          metric: str = "time", inclusive: bool = False,
+          threshold: float = compare.THRESHOLD, floor: float = compare.FLOOR,
+          alpha: float = compare.ALPHA) -> Dict[str, Any]:
+    """The page's data: plain lists and numbers (JSON). The values and flags
+    as ``tinyprof.compare``'s with these arguments: ``exc`` the exclusive
+    values, or with ``inclusive`` (time), ``inc`` the inclusive ones; ``mpi``
+    each run's MPI time and bytes per rank per callpath (exclusive or
+    inclusive as the values; see ``_mpi``), or null when no run has them."""
+    inclusive = inclusive and metric == "time"      # compare sums a custom metric as recorded
+    h = compare.history(profiles, metric=metric, inclusive=inclusive, cumulative=cumulative,
+                        threshold=threshold, floor=floor, alpha=alpha)
     order = tree_order(h.callpaths)
     column = {path: i for i, path in enumerate(h.callpaths)}
     index = np.array([column[p] for p in order], dtype=np.int64)
@@ -142,16 +169,31 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
         "nranks": h.nranks,
         "callpaths": [{"name": p[-1], "path": "<".join(p),
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
-        "exc": [report.rounded(row) for row in values],
+        "inc" if inclusive else "exc": [report.rounded(row) for row in values],
+        "mpi": _mpi(h.mpi, index),
         "totals": report.rounded(h.totals),
         "worst": _worst(values, regressed, change),
         "flags": [[s, c, *report.rounded(np.array([shown[s, c], p_value[s, c]])),
                    1 if regressed[s, c] else -1] for s, c in flags[:MAX_FLAGS]],   # change null: from 0
         "flag_counts": [int(regressed.sum()), int(improved.sum())],
-        "rule": {"tests": h.tests, "threshold": threshold, "floor": floor, "alpha": alpha},
+        "rule": {"tests": h.tests, "threshold": threshold, "floor": floor, "alpha": alpha,
+                 "metric": metric, "inclusive": inclusive},
         "outside_mpi": h.outside_mpi, "notes": h.notes,
         "meta": _metadata(profiles, labels),
     }
+
+
+def _mpi(mpi: Optional[Dict[str, np.ndarray]], index: np.ndarray) -> Optional[Dict[str, Any]]:
+    """Each run's MPI time and bytes per rank (null: the run recorded no MPI
+    calls) on the ``columns`` (callpaths in tree order) where any run made
+    calls; the other callpaths made none (0 where present)."""
+    if mpi is None:
+        return None
+    series = {key: values[:, index] for key, values in mpi.items()}
+    columns = np.flatnonzero(np.any([np.nan_to_num(v) != 0 for v in series.values()], axis=(0, 1)))
+    return {"columns": columns.tolist(),
+            **{key: [None if np.isnan(row).all() else report.rounded(row[columns]) for row in values]
+               for key, values in series.items()}}
 
 
 def _worst(values: np.ndarray, regressed: np.ndarray, change: np.ndarray) -> List[int]:
