@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
         double parts[4];
         for (int i = 0; i < 4; ++i) parts[i] = reg.flush_marks[static_cast<std::size_t>(i) + 1] - reg.flush_marks[i];
         double total = reg.flush_marks[4] - reg.flush_marks[0];
-        const auto buffer = static_cast<unsigned long long>(reg.sync_buffer);
+        const auto buffer = static_cast<unsigned long long>(reg.sync_received);
         unsigned long long buffer_max = 0, buffer_sum = 0;
         MPI_Reduce(rank == 0 ? MPI_IN_PLACE : parts, parts, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         MPI_Reduce(rank == 0 ? MPI_IN_PLACE : &total, &total, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
         MPI_Reduce(&buffer, &buffer_sum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0)
             std::printf("{\"local\": %.9f, \"sync\": %.9f, \"aggregate\": %.9f, \"write\": %.9f, "
-                        "\"flush\": %.9f, \"sync_buffer_max\": %llu, \"sync_buffer_sum\": %llu}\n",
+                        "\"flush\": %.9f, \"sync_received_max\": %llu, \"sync_received_sum\": %llu}\n",
                         parts[0], parts[1], parts[2], parts[3], total, buffer_max, buffer_sum);
     }
     MPI_Finalize();

@@ -72,6 +72,42 @@ def test_phase_one_falls_back_to_full_sync_only_on_wrong_hints(world, mpi_tmp_pa
     assert session.current().last_flush.sync_path == ("common" if hint == "right" or world.Get_size() == 1 else "full")
 
 
+@pytest.mark.parametrize("hints", ["right", "wrong"])
+def test_the_callpath_list_is_every_ranks_in_rank_order(world, mpi_tmp_path, hints):
+    """Phase 1 merges the ranks' lists up a tree: the result must be the
+    lists of ranks 0, 1, 2, ... one after the other, each callpath at its
+    first occurrence (behind the common ones when the hints hold), and the
+    lowest rank's loop mode, but 2 giving way (checked by ``verify``)."""
+    rank = world.Get_rank()
+    tinyprof.Profiler("order", outdir=mpi_tmp_path, aggregators=2)
+    mine = [("main",)]                      # this rank's callpaths in pre-order, as recorded
+    with tinyprof.Event("main"):
+        for k in range(rank % 3 + 1):       # ranks list their own callpaths in their own order
+            name, child = f"n{(rank + 2 * k) % 5}", f"c{rank % 2}"
+            mine += [("main", name), ("main", name, child)]
+            with tinyprof.Event(name, is_common=False):
+                with tinyprof.Event(child):
+                    pass
+        mine.append(("main", "shared"))
+        with tinyprof.Event("shared", is_common=False, loop=2 if rank % 2 == 0 else 1):
+            pass
+        if hints == "wrong" and rank % 2:
+            mine.append(("main", "odd"))
+            with tinyprof.Event("odd"):        # said common, on odd ranks only
+                pass
+    recorded = snapshot()
+    tinyprof.flush()
+    full = hints == "wrong" and world.Get_size() > 1
+    want = dict.fromkeys([] if full else [("main",)])
+    for theirs in world.allgather(mine):
+        want.update(dict.fromkeys(theirs))
+    errors = verify(world, mpi_tmp_path, recorded, min(2, world.Get_size()))
+    got = tinyprof.read(mpi_tmp_path).callpaths
+    if got != list(want):
+        errors.append(f"callpaths in the order {got}, not {list(want)}")
+    assert not all_errors(world, errors)
+
+
 def test_a_rank_without_events(world, mpi_tmp_path):
     record(world)
     if world.Get_rank() == 0:

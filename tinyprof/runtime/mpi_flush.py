@@ -2,10 +2,12 @@
 
 1. Event synchronisation: every rank ends with the same ordered callpath list.
    Common callpaths are only checked (one small allreduce); the non-common
-   ones travel, names as integer ids, in one allgather of equal-size buffers.
-2. Aggregation: ranks form A contiguous groups; each group gathers its ranks'
-   rows (encoded fields, then sections) end to end to its first rank, the
-   aggregator.
+   ones, names as integer ids, are merged up a binomial tree of point-to-point
+   messages and the whole list broadcast: a rank holds the distinct callpaths,
+   never one payload per rank.
+2. Aggregation: ranks form A contiguous groups; each rank sends its row
+   (encoded fields, then sections) to its group's first rank, the aggregator,
+   point to point: no group communicator to split.
 3. File I/O: each aggregator joins the rows (``assemble.assemble_rows``) and
    writes its file with one atomic write.
 
@@ -42,6 +44,8 @@ Callpath = Tuple[str, ...]
 Meta = Tuple[Callpath, int, bool]        # callpath, loop mode, is_common hint
 
 _SEP = ord("|")
+# Message tags on the session's private communicator: a size, then the bytes (tag + 1).
+_TREE, _ROW = 21, 23
 # A rank row starts with int64 (executions, fields' length, mpi length, trace length).
 _ROW_HEAD = 32
 
@@ -62,13 +66,12 @@ class FlushStats:
 
 
 def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[LocalEvent],
-          executions: int, groups: Dict[int, object], mpi: Optional[Section] = None,
+          executions: int, mpi: Optional[Section] = None,
           trace: Optional[trace_block.Records] = None) -> FlushStats:
     """The collective flush of this rank's ``events`` over ``comm``: the set of
     files ``<settings.outdir>/<stem>.<i>-of-<A>.tp``, labelled by ``label``.
-    Consumes ``events``. ``groups`` caches the group communicator of each
-    aggregator count: Split is collective and not free, so each grouping is
-    made once per session. ``mpi`` is this rank's ``mpi`` section (lines:
+    Consumes ``events``. ``comm`` is tinyprof's own (the session's ``Dup``):
+    its point-to-point messages never match the application's. ``mpi`` is this rank's ``mpi`` section (lines:
     positions in ``events``), ``trace`` its trace records; a file has a
     section when any of its ranks has a part of it."""
     t0 = time.perf_counter()
@@ -81,8 +84,6 @@ def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[Loc
     nranks, rank = comm.Get_size(), comm.Get_rank()
     naggs = settings.aggregator_count(nranks)
     index, first, size = group_of(rank, nranks, naggs)
-    if naggs not in groups:
-        groups[naggs] = comm.Split(index, rank)
     lines = {path: i for i, path in enumerate(order)} if mpi or trace else {}
     mine = [lines[path] for path, _, _ in meta] if lines else []
     del meta
@@ -92,7 +93,7 @@ def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[Loc
     box = [_encode_row(order, fields, consistent if with_consistent else None, executions,
                        sections)]
     del sections
-    gathered = _gather(groups[naggs], box)      # takes the row out of the box: freed once copied
+    gathered = _gather(comm, first, size, box)     # takes the row out of the box: freed once copied
     t2 = time.perf_counter()
 
     # [file written, no older set to remove], then the minimum over all ranks
@@ -157,37 +158,82 @@ def _synchronise(comm, meta: Sequence[Meta]
     Ranks that agree on the ordered common list (count and hash, minimum and
     maximum in one allreduce) exchange only their non-common callpaths; any
     disagreement, i.e. a wrong ``is_common`` hint, exchanges every callpath.
+    The lists are merged up a binomial tree: rank r merges those of ranks
+    r + 1, r + 2, r + 4, ... below its lowest set bit, i.e. ranks r to
+    r + 2^k - 1 in order, so rank 0 ends with every rank's list in rank order,
+    each callpath at its first occurrence; then it broadcasts the list.
     """
     common_paths: Dict[Callpath, None] = {(): None}
     for path, _, is_common in meta:      # common only below common ancestors
         if is_common and path[:-1] in common_paths:
             common_paths[path] = None
     common = [(path, loop) for path, loop, _ in meta if path in common_paths]
-    others = [(path, loop) for path, loop, _ in meta if path not in common_paths]
     known = [path for path, _ in common]
     base = list(dict.fromkeys(path[-1] for path in known))
-    partial, full = _encode_paths(others, known, base), _encode_paths([m[:2] for m in meta], [], [])
     digest = _digest(common)
-    stats = np.array([len(common), -len(common), digest, -digest, -len(partial), -len(full)],
-                     dtype=np.int64)
+    stats = np.array([len(common), -len(common), digest, -digest], dtype=np.int64)
     wait([comm.Iallreduce(MPI.IN_PLACE, stats, op=MPI.MIN)])
     if stats[0] == -stats[1] and stats[2] == -stats[3]:
-        how, payload, size, loops = "common", partial, -int(stats[4]), dict(common)
+        how, loops = "common", dict(common)
+        mine = [(path, loop) for path, loop, _ in meta if path not in common_paths]
     else:
-        how, payload, size, loops = "full", full, -int(stats[5]), {}
-        known, base = [], []
-    send = np.zeros(size, np.uint8)
-    send[:len(payload)] = np.frombuffer(payload, np.uint8)
-    recv = np.empty(size * comm.Get_size(), np.uint8)
-    wait([comm.Iallgather([send, MPI.BYTE], [recv, MPI.BYTE])])
-    seen = set()
-    for r in range(comm.Get_size()):     # lowest rank first, for merged_loop
-        payload = recv[r * size:(r + 1) * size].tobytes()
-        if payload not in seen:          # ranks alike send alike: decode each kind once
-            seen.add(payload)
-            for callpath, loop in _decode_paths(payload, known, base):
-                loops[callpath] = assemble.merged_loop(loops.get(callpath), loop)
+        how, loops, known, base = "full", {}, [], []
+        mine = [(path, loop) for path, loop, _ in meta]
+    shared = len(loops)
+    loops.update(mine)
+    nranks, rank = comm.Get_size(), comm.Get_rank()
+    children, step = [], 1
+    while step < nranks and not rank & step:
+        if rank + step < nranks:
+            children.append(rank + step)
+        step <<= 1
+    lists, starts = _receive(comm, children, _TREE)
+    for i in range(1, len(children) + 1):    # lowest ranks first, for merged_loop
+        _merge(loops, lists[starts[i]:starts[i + 1]].tobytes(), known, base)
+    del lists
+
+    def tail() -> bytes:
+        return _encode_paths(list(loops.items())[shared:], known, base)
+
+    if rank:
+        _send(comm, rank & (rank - 1), _TREE, tail())
+    size = np.array([len(tail()) if rank == 0 else 0], np.int64)
+    wait([comm.Ibcast(size, root=0)])
+    whole = np.frombuffer(tail(), np.uint8).copy() if rank == 0 else np.empty(int(size[0]), np.uint8)
+    wait([comm.Ibcast([whole, MPI.BYTE], root=0)])
+    if rank:
+        loops = dict(list(loops.items())[:shared])
+        _merge(loops, whole.tobytes(), known, base)
     return how, list(loops), loops
+
+
+def _merge(loops: Dict[Callpath, int], buf: bytes, known: Sequence[Callpath],
+           base: Sequence[str]) -> None:
+    """Add the callpaths of one :func:`_encode_paths` buffer after those of
+    ``loops`` (the lists of lower ranks)."""
+    for callpath, loop in _decode_paths(buf, known, base):
+        loops[callpath] = assemble.merged_loop(loops.get(callpath), loop)
+
+
+def _send(comm, dest: int, tag: int, data) -> None:
+    """``data`` to ``dest``: its size (tag ``tag``), then its bytes (``tag + 1``)."""
+    size = np.array([len(data)], np.int64)
+    wait([comm.Isend(size, dest, tag), comm.Isend([data, MPI.BYTE], dest, tag + 1)])
+
+
+def _receive(comm, sources: Sequence[int], tag: int, first: bytes | bytearray = b""
+             ) -> Tuple[np.ndarray, List[int]]:
+    """``first``, then what each of ``sources`` sent with :func:`_send`, end
+    to end in one uint8 array, and where each part starts (and the end)."""
+    sizes = np.empty(len(sources) + 1, np.int64)
+    sizes[0] = len(first)
+    wait([comm.Irecv(sizes[i:i + 1], source, tag) for i, source in enumerate(sources, 1)])
+    starts = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    out = np.empty(starts[-1], np.uint8)
+    out[:len(first)] = np.frombuffer(first, np.uint8)
+    wait([comm.Irecv([out[starts[i]:starts[i + 1]], MPI.BYTE], source, tag + 1)
+          for i, source in enumerate(sources, 1)])
+    return out, starts
 
 
 def _digest(paths: Sequence[Tuple[Callpath, int]]) -> int:
@@ -274,25 +320,17 @@ def _encode_row(order: Sequence[Callpath], fields: Dict[Callpath, bytes],
     return row
 
 
-def _gather(group, box: List[bytearray]) -> Optional[Tuple[np.ndarray, List[int]]]:
-    """The rows of the group, end to end in one uint8 array, and where each
-    starts, on its first rank (None elsewhere): a Gather of the sizes, then
-    one Gatherv, so no rank waits for the others before it sends. ``box``
-    holds this rank's row and is emptied, so the row can be freed."""
+def _gather(comm, first: int, size: int, box: List[bytearray]
+            ) -> Optional[Tuple[np.ndarray, List[int]]]:
+    """The rows of the group of ranks ``first`` to ``first + size - 1``, end to
+    end in one uint8 array, and where each starts, on its first rank (None
+    elsewhere), sent point to point. ``box`` holds this rank's row and is
+    emptied, so the row can be freed."""
     row = box.pop()
-    size = np.array([len(row)], np.int64)
-    if group.Get_rank() != 0:
-        wait([group.Igather(size, None, root=0)])
-        wait([group.Igatherv([row, MPI.BYTE], None, root=0)])
+    if comm.Get_rank() != first:
+        _send(comm, first, _ROW, row)
         return None
-    sizes = np.empty(group.Get_size(), np.int64)
-    wait([group.Igather(size, sizes, root=0)])
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    rows = np.empty(int(starts[-1]), np.uint8)
-    rows[:len(row)] = np.frombuffer(row, np.uint8)
-    del row                  # the last reference: freed before the gather
-    wait([group.Igatherv(MPI.IN_PLACE, [rows, sizes, starts[:-1], MPI.BYTE], root=0)])
-    return rows, starts.tolist()
+    return _receive(comm, range(first + 1, first + size), _ROW, first=row)
 
 
 class _Row:

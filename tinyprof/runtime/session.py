@@ -65,7 +65,6 @@ class Session:
         self.user_comm = comm           # as given to Profiler(comm=...)
         self.clock = clock
         self.private: Any = None        # tinyprof's own Dup of the communicator
-        self.groups: Dict[int, Any] = {}    # aggregator count -> group communicator
         self.rank, self.size = 0, 1
         self.run = NO_RUN
         self.stem = settings.name       # file names: <stem>.<i>-of-<n>.tp
@@ -205,8 +204,6 @@ class Session:
             self.added.stop()
         if self.private is not None and live_mpi() is not None:
             with self.paused():
-                for group in self.groups.values():
-                    group.Free()
                 self.private.Free()
                 if snap is not None:
                     snap.free()
@@ -215,14 +212,14 @@ class Session:
             self.capture.stop()
         if self.settings.trace:
             annotate.impl.trace(0)
-        self.private, self.groups = None, {}
+        self.private = None
 
     def forked(self) -> None:
         """In a fork child: this session is the parent's; it writes nothing more."""
         self.live = False
         if self.snapshotter is not None:
             self.snapshotter.stop.set()
-        self.private, self.groups = None, {}    # the parent's MPI: never used, never freed
+        self.private = None     # the parent's MPI: never used, never freed
 
     # -- writing ---------------------------------------------------------------------
 
@@ -281,8 +278,7 @@ class Session:
             from . import mpi_flush  # imports mpi4py, which is running already
             with self.paused():
                 self.last_flush = mpi_flush.flush(self.private, self.settings, self.stem, label,
-                                                  events, executions, self.groups, section,
-                                                  trace)
+                                                  events, executions, section, trace)
             written = self.last_flush.written
         else:
             written = self._flush_alone(label, events, executions, section, trace)

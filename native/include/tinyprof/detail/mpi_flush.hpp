@@ -116,10 +116,78 @@ inline std::int64_t digest(const Callpaths& paths) {
     return static_cast<std::int64_t>(h >> 1);
 }
 
+// -- point to point, on tinyprof's duplicate of the communicator ---------------
+
+// Message tags: a size (int64), then its bytes with the next tag.
+constexpr int kTreeTag = 21, kRowTag = 23;
+
+// Completes `requests` (blocking under SMPI, as TINYPROF_COLLECTIVE).
+inline void finish(std::vector<MPI_Request>& requests) {
+#ifdef TINYPROF_SMPI
+    MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+#else
+    for (const MPI_Request r : requests) complete(r);
+#endif
+    requests.clear();
+}
+
+inline void send_bytes(MPI_Comm comm, int dest, int tag, const std::string& bytes) {
+    const std::int64_t size = static_cast<std::int64_t>(bytes.size());
+    std::vector<MPI_Request> sent(2);
+    MPI_Isend(&size, 1, MPI_INT64_T, dest, tag, comm, &sent[0]);
+    MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag + 1, comm, &sent[1]);
+    finish(sent);
+}
+
+// What each of `sources` sent with send_bytes, in their order.
+inline std::vector<std::string> recv_bytes(MPI_Comm comm, const std::vector<int>& sources, int tag) {
+    std::vector<std::int64_t> sizes(sources.size());
+    std::vector<MPI_Request> requests(sources.size());
+    for (std::size_t i = 0; i < sources.size(); ++i)
+        MPI_Irecv(&sizes[i], 1, MPI_INT64_T, sources[i], tag, comm, &requests[i]);
+    finish(requests);
+    std::vector<std::string> out(sources.size());
+    requests.resize(sources.size());
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+        out[i].resize(static_cast<std::size_t>(sizes[i]));
+        MPI_Irecv(out[i].data(), static_cast<int>(sizes[i]), MPI_BYTE, sources[i], tag + 1, comm, &requests[i]);
+    }
+    finish(requests);
+    return out;
+}
+
+// tinyprof's own duplicate of `comm`, made at its first flush, for the flush's
+// point-to-point messages: they never match the application's receives. Its
+// collectives stay on `comm`. Under SMPI, `comm` itself: there MPI_Comm_dup
+// copies the group on every rank (P^2 in the one simulator process) and
+// leaves the ranks up to 0.3 s of simulated time apart at 4,096 ranks
+// (docs/scaling.md); the tags keep the flush's messages apart from the
+// application's, except from receives of any tag.
+inline MPI_Comm private_comm(Registry& reg, MPI_Comm comm) {
+#ifdef TINYPROF_SMPI
+    (void)reg;
+    return comm;
+#else
+    auto it = reg.dups.find(comm);
+    if (it == reg.dups.end()) {
+        MPI_Comm dup;
+        MPI_Comm_dup(comm, &dup);
+        it = reg.dups.emplace(comm, dup).first;
+    }
+    return it->second;
+#endif
+}
+
 // The callpaths of all ranks, in order, with their loop modes. Ranks that
 // agree on the ordered list of common callpaths exchange only their other
-// callpaths; any disagreement exchanges every callpath. `buffer`: the bytes received.
-inline Callpaths synchronise(MPI_Comm comm, const Local& local, std::size_t& buffer) {
+// callpaths; any disagreement exchanges every callpath. The lists are merged
+// up a binomial tree (rank r merges those of ranks r + 1, r + 2, r + 4, ...,
+// below its lowest set bit: ranks r to r + 2^k - 1 in order, so the result
+// is every rank's list in rank order, each callpath at its first occurrence),
+// then rank 0 broadcasts the whole list. A rank holds distinct callpaths only,
+// never one payload per rank. Messages go on `own`, tinyprof's duplicate of
+// `comm`. `held`: the bytes this rank received.
+inline Callpaths synchronise(MPI_Comm comm, MPI_Comm own, const Local& local, std::size_t& held) {
     const Callpaths& paths = local.paths;
     const std::size_t n = paths.size();
     std::vector<bool> is_common(n);
@@ -135,44 +203,54 @@ inline Callpaths synchronise(MPI_Comm comm, const Local& local, std::size_t& buf
     for (std::size_t k = 0; k < others.size(); ++k)
         ref[others[k]] = static_cast<std::int64_t>(common.size() + k);
     for (std::size_t i = 0; i < n; ++i) same[i] = static_cast<std::int64_t>(i);
-    Callpaths prefix;
+    Callpaths shared;
     for (const std::size_t i : common) {
         const int up = paths.parent[i];
-        prefix.add(up < 0 ? -1 : static_cast<int>(ref[static_cast<std::size_t>(up)]), paths.name[i],
+        shared.add(up < 0 ? -1 : static_cast<int>(ref[static_cast<std::size_t>(up)]), paths.name[i],
                    paths.loop[i]);
     }
-    std::vector<std::string> base = name_table(prefix, nullptr);
-    const std::string partial = encode_paths(paths, others, ref, base), full = encode_paths(paths, all, same, {});
-    const std::int64_t nc = static_cast<std::int64_t>(common.size()), d = digest(prefix);
-    std::int64_t stats[6] = {nc, -nc, d, -d, -static_cast<std::int64_t>(partial.size()),
-                             -static_cast<std::int64_t>(full.size())};
-    TINYPROF_COLLECTIVE(Iallreduce, Allreduce, MPI_IN_PLACE, stats, 6, MPI_INT64_T, MPI_MIN, comm);
+    std::vector<std::string> base = name_table(shared, nullptr);
+    const std::int64_t nc = static_cast<std::int64_t>(common.size()), d = digest(shared);
+    std::int64_t stats[4] = {nc, -nc, d, -d};
+    TINYPROF_COLLECTIVE(Iallreduce, Allreduce, MPI_IN_PLACE, stats, 4, MPI_INT64_T, MPI_MIN, comm);
     const bool hints_hold = stats[0] == -stats[1] && stats[2] == -stats[3];
-    const std::string& payload = hints_hold ? partial : full;
-    const auto size = static_cast<std::size_t>(-(hints_hold ? stats[4] : stats[5]));
-    if (!hints_hold) {
-        prefix = Callpaths();
+    Callpaths merged = shared;
+    if (hints_hold) {
+        merge_paths(encode_paths(paths, others, ref, base).data(), base, shared.size(), merged);
+    } else {
+        shared = merged = Callpaths();
         base.clear();
+        merge_paths(encode_paths(paths, all, same, {}).data(), base, 0, merged);
     }
-    const std::size_t nprefix = prefix.size();
-    int nranks = 0;
+    const std::size_t nprefix = shared.size();
+    auto tail = [&] {               // the entries past the shared prefix, as encode_paths
+        std::vector<std::size_t> sent(merged.size() - nprefix);
+        std::vector<std::int64_t> self(merged.size());
+        for (std::size_t i = 0; i < sent.size(); ++i) sent[i] = nprefix + i;
+        for (std::size_t i = 0; i < self.size(); ++i) self[i] = static_cast<std::int64_t>(i);
+        return encode_paths(merged, sent, self, base);
+    };
+    int nranks = 0, rank = 0;
     MPI_Comm_size(comm, &nranks);
-    std::string send(size, '\0');
-    std::memcpy(send.data(), payload.data(), payload.size());
-    std::vector<char> recv(size * static_cast<std::size_t>(nranks));
-    buffer = recv.size();
-    TINYPROF_COLLECTIVE(Iallgather, Allgather, send.data(), static_cast<int>(size), MPI_BYTE, recv.data(),
-                        static_cast<int>(size), MPI_BYTE, comm);
-    std::vector<std::string_view> seen;        // ranks alike send alike: decode each once
-    for (int r = 0; r < nranks; ++r) {
-        const std::string_view mine(recv.data() + size * static_cast<std::size_t>(r), size);
-        bool again = false;
-        for (const auto& s : seen) again = again || s == mine;
-        if (again) continue;
-        seen.push_back(mine);
-        merge_paths(mine.data(), base, nprefix, prefix);
+    MPI_Comm_rank(comm, &rank);
+    std::vector<int> children;
+    for (int step = 1; step < nranks && !(rank & step); step <<= 1)
+        if (rank + step < nranks) children.push_back(rank + step);
+    held = 0;
+    for (const std::string& list : recv_bytes(own, children, kTreeTag)) {
+        held += list.size();
+        merge_paths(list.data(), base, nprefix, merged);
     }
-    return prefix;
+    if (rank > 0) send_bytes(own, rank & (rank - 1), kTreeTag, tail());
+    std::string whole = rank == 0 ? tail() : std::string();
+    std::int64_t size = static_cast<std::int64_t>(whole.size());
+    TINYPROF_COLLECTIVE(Ibcast, Bcast, &size, 1, MPI_INT64_T, 0, comm);
+    whole.resize(static_cast<std::size_t>(size));
+    TINYPROF_COLLECTIVE(Ibcast, Bcast, whole.data(), static_cast<int>(size), MPI_BYTE, 0, comm);
+    if (rank == 0) return merged;
+    held += whole.size();
+    merge_paths(whole.data(), base, nprefix, shared);
+    return shared;
 }
 
 // Each entry of `local` as its entry of `global` (which holds them all).
@@ -241,19 +319,6 @@ inline Row split_row(const char* data) {
     return row;
 }
 
-inline MPI_Comm group_comm(Registry& reg, MPI_Comm comm, int naggs, int index) {
-    auto key = std::make_pair(comm, naggs);
-    auto it = reg.groups.find(key);
-    if (it == reg.groups.end()) {
-        int rank = 0;
-        MPI_Comm_rank(comm, &rank);
-        MPI_Comm group;
-        MPI_Comm_split(comm, index, rank, &group);
-        it = reg.groups.emplace(key, group).first;
-    }
-    return it->second;
-}
-
 // -- the flush -------------------------------------------------------------------
 
 // The sections of a file from its ranks' rows (first rank `first`): `mpi`
@@ -309,8 +374,8 @@ inline bool flushes_world(Registry& reg, MPI_Comm comm) {
 inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const MpiLib* lib,
                       const MpiTables& tables, const TraceData& traced) {
     const Settings& s = reg.settings;
-    MPI_Comm comm = s.comm;
-    const Callpaths paths = synchronise(comm, local, reg.sync_buffer);
+    MPI_Comm comm = s.comm, own = private_comm(reg, comm);
+    const Callpaths paths = synchronise(comm, own, local, reg.sync_received);
     reg.flush_marks[2] = MPI_Wtime();
     std::vector<int> at(paths.size(), -1);
     const std::vector<int> mine = entries_in(local.paths, paths);
@@ -330,25 +395,25 @@ inline void flush_mpi(Registry& reg, const SetId& set, const Local& local, const
                                                             : std::string();
     const int naggs = aggregator_count(s, nranks);
     const Group g = group_of(rank, nranks, naggs);
-    MPI_Comm group = group_comm(reg, comm, naggs, g.index);
     bool with_consistent = false;
     for (const auto& m : s.metrics) with_consistent = with_consistent || m.second;
     std::string row = encode_row(at, local, with_consistent, executions_now(), mpi, trace);
-    std::int64_t width = static_cast<std::int64_t>(row.size());
-    TINYPROF_COLLECTIVE(Iallreduce, Allreduce, MPI_IN_PLACE, &width, 1, MPI_INT64_T, MPI_MAX, group);
-    row.resize(static_cast<std::size_t>(width), '\0');
-    int group_rank = 0;
-    MPI_Comm_rank(group, &group_rank);
-    std::vector<char> rows(group_rank == 0 ? static_cast<std::size_t>(width * g.size) : 0);
-    TINYPROF_COLLECTIVE(Igather, Gather, row.data(), static_cast<int>(width), MPI_BYTE, rows.data(),
-                        static_cast<int>(width), MPI_BYTE, 0, group);
+    std::vector<std::string> rows;      // the aggregator: its group's rows, in rank order
+    if (rank != g.first) {
+        send_bytes(own, g.first, kRowTag, row);
+    } else {
+        std::vector<int> others(static_cast<std::size_t>(g.size - 1));
+        for (int r = 1; r < g.size; ++r) others[static_cast<std::size_t>(r - 1)] = g.first + r;
+        rows = recv_bytes(own, others, kRowTag);
+        rows.insert(rows.begin(), std::move(row));
+    }
     row = std::string();
     reg.flush_marks[3] = MPI_Wtime();
 
     std::int64_t state[2] = {1, 1};    // [file written, no older set to remove]
-    if (group_rank == 0) {
+    if (rank == g.first) {
         std::vector<Row> split;
-        for (int r = 0; r < g.size; ++r) split.push_back(split_row(rows.data() + width * r));
+        for (const std::string& r : rows) split.push_back(split_row(r.data()));
         const std::size_t offset = with_consistent ? paths.size() : 0;
         std::vector<std::string> consistent(paths.size());
         std::vector<std::string_view> given(split.size());

@@ -53,7 +53,7 @@ struct Registry {
     std::int64_t flushes = 0;                   // the next flush's number (`set flush N`)
     int finalize_keyval = MPI_KEYVAL_INVALID;
     std::vector<std::string> warned;            // undeclared metric keys already reported
-    std::map<std::pair<MPI_Comm, int>, MPI_Comm> groups;   // (comm, A) -> Split result
+    std::map<MPI_Comm, MPI_Comm> dups;          // comm -> the flush's MPI_Comm_dup of it
     bool mpi_capture = false;                   // libtinyprof_mpi records for us: files get `mpi`
     std::string ucx;                            // the transport view (TINYPROF_UCX): start_ucx's state
     bool mpi_comm_warned = false;
@@ -63,9 +63,9 @@ struct Registry {
     std::optional<std::string> mpi_library;     // MPI_Get_library_version, under MPI
     std::optional<meta::Entries> meta_auto;     // rank 0: the automatic keys, from its first write
     // The last flush under MPI, for benchmarks/scale.py: MPI_Wtime at its start, once this
-    // rank's data is collected, and at the end of each phase; phase 1's receive buffer.
+    // rank's data is collected, and at the end of each phase; the bytes phase 1 received.
     std::array<double, 5> flush_marks{};
-    std::size_t sync_buffer = 0;
+    std::size_t sync_received = 0;
 };
 
 // Not inline: defined once, in the implementation, so that its static is no
