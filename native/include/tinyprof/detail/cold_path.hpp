@@ -32,13 +32,13 @@ namespace detail {
 
 // The hot path's state (event_map.hpp), defined here once.
 ClockFn clock_override = nullptr;
-__thread std::int32_t current_node = 0;
+TINYPROF_PER_THREAD std::int32_t current_node = 0;
 std::atomic<std::int64_t> trace_limit{0};
 std::atomic<std::int64_t> trace_kept{0};
 std::atomic<std::int64_t> trace_dropped{0};
 std::atomic<std::int64_t> execution{-1};
 std::atomic<const std::string*> first_root{nullptr};
-__thread Tree* this_tree = nullptr;
+TINYPROF_PER_THREAD Tree* this_tree = nullptr;
 
 // Node ids for the MPI library's attribution: 0 is every tree's root.
 std::atomic<std::int32_t> next_node_id{1};

@@ -43,6 +43,32 @@ inline std::int64_t steady_ns() noexcept {
 // loads, so under SimGrid SMPI, which loads a copy per simulated rank, all
 // ranks shared one registry. The thread-local ones are `__thread`: constant
 // initialised, so reading them needs no TLS wrapper call in other files.
+//
+// Under SimGrid SMPI (smpicxx includes its smpi_helpers.h in every file) each
+// simulated rank is an actor of one process, on the simulator's one thread,
+// with one thread of its own: there the per-thread state is a plain global,
+// which SMPI makes per rank, whether it gives each rank a copy of the program
+// (smpi/privatization:dlopen) or of its data segment only (mmap: a
+// `__thread` variable would then be one for every rank).
+//
+// And there a call to MPI_Finalize() in a file that includes this header
+// calls tinyprof's, which flushes first: SMPI runs no attribute callback in
+// MPI_Finalize, and under mmap it resolves a program's own MPI_Finalize to
+// SMPI's (the implementation's wrapper covers the other files under dlopen).
+// mpi.h comes first, so that its declaration is not rewritten.
+#if defined(SMPI_HELPERS_H)
+#define TINYPROF_SMPI 1
+#define TINYPROF_PER_THREAD
+#include <mpi.h>
+namespace TinyProf {
+namespace detail {
+int finalize_under_smpi();
+}  // namespace detail
+}  // namespace TinyProf
+#define MPI_Finalize() ::TinyProf::detail::finalize_under_smpi()
+#else
+#define TINYPROF_PER_THREAD __thread
+#endif
 
 // Tests inject deterministic timings here (set_clock); nullptr is the real clock.
 extern ClockFn clock_override;
@@ -126,7 +152,7 @@ struct MetricValue {
 // library (tinyprof_mpi_set_source): one TLS store per enter and exit. Node
 // ids (0: the root of every tree, outside any event) are unique in the
 // process, never reused.
-extern __thread std::int32_t current_node;
+extern TINYPROF_PER_THREAD std::int32_t current_node;
 
 // A wide node's children by name: opaque here (cold_path.hpp), so that
 // annotating files need no hash map.
@@ -212,7 +238,7 @@ struct Metric {
 extern std::atomic<std::int64_t> execution;
 // The first root event's name, set once (never freed: Events may outlive main).
 extern std::atomic<const std::string*> first_root;
-extern __thread Tree* this_tree;
+extern TINYPROF_PER_THREAD Tree* this_tree;
 
 // The cold paths, compiled once (cold_path.hpp).
 Tree* register_thread();

@@ -53,18 +53,23 @@ inline void hook_finalize(Registry& reg) {
 }
 
 #ifdef TINYPROF_SMPI
-}  // namespace detail
-}  // namespace TinyProf
-
 // SMPI deletes no attribute at MPI_Finalize (and MPI_Initialized is 0 after
-// it): the flush comes from MPI's profiling interface there, which deletes
-// MPI_COMM_SELF's attribute as MPI_Finalize should, while MPI still works.
-// SMPI declares MPI_Finalize weak for such wrappers.
-extern "C" int MPI_Finalize() {
-    const int keyval = TinyProf::detail::registry().finalize_keyval;
+// it): the flush comes from here, which deletes MPI_COMM_SELF's attribute as
+// MPI_Finalize should, while MPI still works (event_map.hpp). Not inline:
+// defined once, in the implementation.
+int finalize_under_smpi() {
+    const int keyval = registry().finalize_keyval;
     if (keyval != MPI_KEYVAL_INVALID) MPI_Comm_delete_attr(MPI_COMM_SELF, keyval);
     return PMPI_Finalize();
 }
+}  // namespace detail
+}  // namespace TinyProf
+
+// MPI_Finalize from files without this header, through MPI's profiling
+// interface: SMPI declares MPI_Finalize weak for such wrappers.
+#undef MPI_Finalize
+extern "C" int MPI_Finalize() { return TinyProf::detail::finalize_under_smpi(); }
+#define MPI_Finalize() ::TinyProf::detail::finalize_under_smpi()
 
 namespace TinyProf {
 namespace detail {

@@ -31,12 +31,6 @@
 #include <utility>
 #include <vector>
 
-// SimGrid's SMPI, whose mpi.h has the SMPI_SAMPLE_* macros of its API: each
-// simulated rank is an actor of one process, with its own copy of the program.
-#if defined(SMPI_SAMPLE_LOCAL)
-#define TINYPROF_SMPI 1
-#endif
-
 namespace TinyProf {
 namespace detail {
 
