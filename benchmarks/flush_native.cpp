@@ -5,6 +5,7 @@
 // the median and the range over the repeats, in seconds.
 //
 //     flush_native OUTDIR CALLPATHS ITERATIONS AGGREGATORS REPEATS
+#define TINYPROF_IMPLEMENTATION     // one file: the implementation compiled here
 #include <tinyprof/tinyprof.hpp>
 
 #include <algorithm>

@@ -70,10 +70,11 @@ def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[Loc
           trace: Optional[trace_block.Records] = None) -> FlushStats:
     """The collective flush of this rank's ``events`` over ``comm``: the set of
     files ``<settings.outdir>/<stem>.<i>-of-<A>.tp``, labelled by ``label``.
-    Consumes ``events``. ``comm`` is tinyprof's own (the session's ``Dup``):
-    its point-to-point messages never match the application's. ``mpi`` is this rank's ``mpi`` section (lines:
-    positions in ``events``), ``trace`` its trace records; a file has a
-    section when any of its ranks has a part of it."""
+    Consumes ``events``. ``comm`` is tinyprof's own (the session's ``Dup``),
+    so its point-to-point messages never match the application's. ``mpi`` is
+    this rank's ``mpi`` section (lines: positions in ``events``), ``trace``
+    its trace records; a file has a section when any of its ranks has a part
+    of it."""
     t0 = time.perf_counter()
     with_consistent = any(c for _, c in settings.metrics)
     meta, nodes, fields, consistent = _encode_local(events, settings.metrics)
@@ -191,15 +192,12 @@ def _synchronise(comm, meta: Sequence[Meta]
     for i in range(1, len(children) + 1):    # lowest ranks first, for merged_loop
         _merge(loops, lists[starts[i]:starts[i + 1]].tobytes(), known, base)
     del lists
-
-    def tail() -> bytes:
-        return _encode_paths(list(loops.items())[shared:], known, base)
-
+    merged = _encode_paths(list(loops.items())[shared:], known, base)    # this rank's subtree
     if rank:
-        _send(comm, rank & (rank - 1), _TREE, tail())
-    size = np.array([len(tail()) if rank == 0 else 0], np.int64)
+        _send(comm, rank & (rank - 1), _TREE, merged)
+    size = np.array([len(merged)], np.int64)
     wait([comm.Ibcast(size, root=0)])
-    whole = np.frombuffer(tail(), np.uint8).copy() if rank == 0 else np.empty(int(size[0]), np.uint8)
+    whole = np.frombuffer(merged, np.uint8).copy() if rank == 0 else np.empty(int(size[0]), np.uint8)
     wait([comm.Ibcast([whole, MPI.BYTE], root=0)])
     if rank:
         loops = dict(list(loops.items())[:shared])
