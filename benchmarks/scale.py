@@ -52,7 +52,7 @@ PLATFORM = ROOT / "benchmarks" / "fattree.xml"
 NODES, CORES = 512, 64       # of PLATFORM
 COMPUTE = 4                  # compute/0 .. compute/3 under step
 RARE_EVERY = 64              # rare<r> on every 64th rank
-# SMPI's configuration (docs/scaling.md#the-configuration). The mpich selector's allreduce,
+# SMPI's configuration (docs/scaling.md, "The configuration"). The mpich selector's allreduce,
 # bcast and reduce first run Comm::init_smp on their communicator, whose ring allgather
 # (P - 1 rounds, P^2 messages) costs the simulator ~P^3 CPU: those three are named.
 SMPI_CONFIG = (
