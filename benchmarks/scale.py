@@ -149,7 +149,8 @@ def smpirun(exe: Path, ranks: int, stem: Path, args: Sequence[str], timeout: int
     env = dict(os.environ, TINYPROF_MPI="0")
     logs = stem.parent / f"{stem.name}.out", stem.parent / f"{stem.name}.err"
     with open(logs[0], "w") as out, open(logs[1], "w") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        # in the run's directory: smpirun leaves its temporary host file there when killed
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=stem.parent)
         # smpirun's usage and its simulator's (waited for by it): CPU summed, RSS the largest
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
