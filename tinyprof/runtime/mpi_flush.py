@@ -229,6 +229,7 @@ def _receive(comm, sources: Sequence[int], tag: int, first: bytes | bytearray = 
     starts = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     out = np.empty(starts[-1], np.uint8)
     out[:len(first)] = np.frombuffer(first, np.uint8)
+    del first               # the caller's last reference (a row): freed before the others arrive
     wait([comm.Irecv([out[starts[i]:starts[i + 1]], MPI.BYTE], source, tag + 1)
           for i, source in enumerate(sources, 1)])
     return out, starts
@@ -324,11 +325,10 @@ def _gather(comm, first: int, size: int, box: List[bytearray]
     end in one uint8 array, and where each starts, on its first rank (None
     elsewhere), sent point to point. ``box`` holds this rank's row and is
     emptied, so the row can be freed."""
-    row = box.pop()
     if comm.Get_rank() != first:
-        _send(comm, first, _ROW, row)
+        _send(comm, first, _ROW, box.pop())
         return None
-    return _receive(comm, range(first + 1, first + size), _ROW, first=row)
+    return _receive(comm, range(first + 1, first + size), _ROW, first=box.pop())
 
 
 class _Row:

@@ -444,19 +444,19 @@ inline std::string write_profile() {
     std::lock_guard<std::mutex> lock(reg.flush_mutex);
     const MpiPause pause;
     settle_run(reg, reg.settings.comm);
+    const bool live = mpi_live();
     {
         int rank = 0;
-        if (mpi_live()) MPI_Comm_rank(reg.settings.comm, &rank);
+        if (live) MPI_Comm_rank(reg.settings.comm, &rank);
         std::lock_guard<std::mutex> settings_lock(reg.mutex);
         refresh_meta(reg, rank);
     }
-    const bool live = mpi_live();
     if (live) reg.flush_marks[0] = MPI_Wtime();
     const SetId set{reg.run_id, reg.flushes++};
     const std::uint64_t records = total_records(reg);   // all of these are in `local`
-    const MpiLib* lib = reg.mpi_capture && mpi_live() ? mpi_lib() : nullptr;
+    const MpiLib* lib = reg.mpi_capture && live ? mpi_lib() : nullptr;
     const MpiTables tables = lib ? read_mpi(*lib, reg.ucx) : MpiTables();   // every node named is in `local`
-    if (reg.settings.trace && mpi_live()) sync_trace_clock(reg);
+    if (reg.settings.trace && live) sync_trace_clock(reg);
     const TraceData traced = reg.settings.trace ? read_trace(reg, lib) : TraceData();
     const Local local = collect_local(reg);
     if (live) reg.flush_marks[1] = MPI_Wtime();
