@@ -12,6 +12,8 @@ imbalance grows from one snapshot interval to the next. Traced
 rank computing UNIT seconds with it (pure serialization); MODE
 ``transfer``: every rank computes UNIT seconds, then sends 16 MB to its
 right neighbour and receives as much from its left one, 8 times (pure transfer).
+MODE ``one``: rank P-1 alone computes 3 UNIT in ``main<source`` while the
+others wait for it in ``main<sync`` (a barrier): the run's whole imbalance.
 """
 import sys
 import time
@@ -56,6 +58,12 @@ with tinyprof.Event("main"):
         with tinyprof.Event("exchange"):
             for _ in range(8):
                 comm.Sendrecv(out, dest=(rank + 1) % size, recvbuf=got, source=(rank - 1) % size)
+    elif mode == "one":
+        if rank == size - 1:
+            with tinyprof.Event("source"):
+                time.sleep(3 * unit)
+        with tinyprof.Event("sync"):
+            comm.Barrier()
     else:
         for k in range(4):
             with tinyprof.Event("step", loop=1):

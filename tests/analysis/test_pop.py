@@ -196,6 +196,84 @@ def test_the_report_splits_the_balance_over_the_recorded_hosts(tmp_path, clock):
     assert one["main"][5:] == ["0.75", "1.00", "0.75"], one
 
 
+SOURCE = ("main", "source")
+
+
+def _source_on_the_last_rank(rank: int, clock) -> List[_collect.LocalEvent]:
+    """Rank 3 alone computes 3 units in ``source``; the others wait for it in a barrier."""
+    with Event("main"):
+        if rank == NRANKS - 1:
+            with Event("source"):
+                clock.tick(3 * UNIT)
+        with Event("sync"):
+            clock.tick(0 if rank == NRANKS - 1 else 3 * UNIT)
+    return _collect.collect(tinyprof.annotate.impl.root())
+
+
+@pytest.fixture
+def one_rank(tmp_path, clock) -> str:
+    tinyprof.Profiler("pop", outdir=tmp_path / "o")
+    ranks, executions = record_ranks(NRANKS, _source_on_the_last_rank, clock)
+    calls = [(SYNC, r, "Barrier", 3 * UNIT) for r in range(NRANKS - 1)]
+    return _write(tmp_path / "o", ranks, executions, calls)
+
+
+def test_a_region_on_one_rank_of_four_has_load_balance_a_quarter(one_rank, capsys):
+    """POP's basis: the mean over all ranks of the run, a rank that did not
+    run the region counting 0. ``source``, 3 units on rank 3 only, is the
+    run's whole imbalance: LB 0.25 in pop, show and the report alike."""
+    frame = tinyprof.read(one_rank).pop(hosts=["a", "a", "b", "b"]).set_index("callpath")
+    source = frame.loc[[SOURCE]].iloc[0]
+    assert source["ranks"] == 1 and source["hosts"] == 1
+    assert source["useful_mean"] == pytest.approx(0.9 / 4, abs=1e-12)
+    assert source["useful_max"] == pytest.approx(0.9, abs=1e-12)
+    assert source["load_balance"] == pytest.approx(0.25, abs=1e-12)
+    assert source["communication_efficiency"] == pytest.approx(1.0, abs=1e-12)
+    assert source["parallel_efficiency"] == pytest.approx(0.25, abs=1e-12)
+    # TALP, on the same basis: host b's mean is 1.5 units of rank 3's 3, host a's 0
+    assert source["load_balance_in"] == pytest.approx(0.5, abs=1e-12)
+    assert source["load_balance_out"] == pytest.approx(0.5, abs=1e-12)
+    assert frame.loc[[MAIN]].iloc[0]["load_balance"] == pytest.approx(0.25, abs=1e-12)
+    # tinyprof pop: below main, the two regions at 0.00 and 0.25, worst first
+    assert main(["pop", one_rank]) == 0
+    out = capsys.readouterr().out
+    assert "mean over all 4 ranks" in out.splitlines()[0]
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:-2]}
+    assert list(rows) == ["main", "sync", "source"]
+    assert rows["source"][1:3] == ["1/4", "0.900"] and rows["source"][3] == "0.225"
+    assert rows["source"][5:] == ["0.25", "1.00", "0.25"]
+    # tinyprof show: mean, % run, imbalance and LB on that one basis
+    assert main(["show", one_rank]) == 0
+    out = capsys.readouterr().out
+    assert "min, mean, max: over all 4 ranks" in out.splitlines()[0]
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:5]}
+    assert rows["source"][1:] == ["1/4", "0.000", "0.225", "0.900", "0.225", "25.0", "4.00x",
+                                  "rank", "3", "0.25"]
+    assert rows["sync"][1:5] == ["4/4", "0.000", "0.675", "0.900"]
+    # the report's data: the same row, flagged (in red below 0.8, worst first)
+    from tinyprof.views import report
+    data = report.build(tinyprof.read(one_rank))["pop"]
+    at = {name: k + 1 for k, name in enumerate(data["columns"])}
+    names = [p["path"] for p in report.build(tinyprof.read(one_rank))["callpaths"]]
+    rows = {names[r[0]]: r for r in data["rows"]}
+    assert [names[r[0]] for r in data["rows"]] == ["main", "main<sync", "main<source"]
+    assert rows["main<source"][at["load_balance"]] == pytest.approx(0.25)
+    assert rows["main<source"][at["parallel_efficiency"]] == pytest.approx(0.25)
+
+
+
+def test_every_view_states_one_basis_for_a_mean(one_rank, capsys):
+    """``compare`` and ``show`` give ``source`` (0.9 s on rank 3 of 4) the
+    same mean, 0.225 s over all ranks of the run, and both say so."""
+    assert main(["compare", one_rank, one_rank]) == 0
+    out = capsys.readouterr().out
+    assert "mean over all ranks of the run (a rank that did not run a callpath counts 0)" \
+        in out.splitlines()[0]
+    source = next(line.split() for line in out.splitlines() if line.startswith("main < source"))
+    assert source[5:7] == ["225.000", "225.000"]            # ms
+    frame = tinyprof.compare(one_rank, one_rank).set_index("callpath")
+    assert frame.loc[[SOURCE]].iloc[0]["base"] == pytest.approx(0.225, abs=1e-12)
+
 def test_mpi_time_of_nested_regions_counts_in_their_parents(tmp_path, clock):
     """Useful time is inclusive: MPI time charged to a child (and to the
     parent itself) comes off the parent's useful time."""
@@ -431,6 +509,35 @@ def test_compute_then_sync_on_real_ranks(tmp_path, capsys):
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:-2]}
     assert list(rows) == ["main", "sync", "compute"]         # the worst sibling first
     assert float(rows["main"][5]) == pytest.approx(main_["load_balance"], abs=0.005)
+
+
+@needs_mpi
+def test_a_region_on_one_real_rank_is_flagged_everywhere(tmp_path, capsys):
+    """4 real ranks, ``source`` on rank 3 only (3 units) while the others wait
+    in a barrier: its load balance is about 0.25 in ``tinyprof pop``,
+    ``tinyprof show`` and the report's data, and it is flagged (worst first
+    among siblings with useful time; the report: red below 0.8)."""
+    _run_app(tmp_path / "o", "one", 0.2)
+    profile = tinyprof.read(tmp_path / "o")
+    row = _pop_row(profile.pop(), SOURCE)
+    assert row.ranks == 1 and row.load_balance == pytest.approx(0.25, abs=_pop_checks.TOLERANCE)
+    assert main(["pop", str(tmp_path / "o")]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:-2]}
+    assert list(rows)[1:] == ["sync", "source"]            # both below main's 0.8, worst first
+    assert float(rows["source"][5]) == pytest.approx(0.25, abs=_pop_checks.TOLERANCE)
+    assert float(rows["source"][-1]) < 0.8
+    assert main(["show", str(tmp_path / "o")]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:5]}
+    assert rows["source"][1] == "1/4"
+    assert float(rows["source"][-1]) == pytest.approx(0.25, abs=_pop_checks.TOLERANCE)
+    assert float(rows["source"][7].rstrip("x")) == pytest.approx(4.0, abs=0.3)    # imbalance
+    from tinyprof.views import report
+    data = report.build(profile, str(tmp_path / "o"))
+    names = [p["path"] for p in data["callpaths"]]
+    at = {name: k + 1 for k, name in enumerate(data["pop"]["columns"])}
+    shown = {names[r[0]]: r for r in data["pop"]["rows"]}["main<source"]
+    assert shown[at["load_balance"]] == pytest.approx(0.25, abs=_pop_checks.TOLERANCE)
+    assert shown[at["parallel_efficiency"]] < 0.8
 
 
 @needs_mpi
