@@ -26,11 +26,10 @@ from test_hostile import deep_file, peak_of
 
 import tinyprof
 from tinyprof import annotate
-from tinyprof.analysis.values import aggregate
+from tinyprof.analysis.values import aggregate, run_times
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError, convert
 from tinyprof.runtime import collect as _collect
-from tinyprof.views.summary import run_times
 
 pytest.importorskip("google.protobuf")
 from tinyprof.converters.pprof import message_class

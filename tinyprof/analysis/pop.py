@@ -9,6 +9,7 @@ split of load balance across and within nodes is TALP's.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -17,7 +18,7 @@ import numpy as np
 from ..format import hostlist
 from ..format.encoding import excerpt
 from . import trace as _trace
-from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments
+from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments, tree_order
 
 Callpath = Tuple[str, ...]
 Hosts = Union[str, Mapping[int, str], Sequence[str]]
@@ -125,33 +126,38 @@ def recorded_hosts(profile: Any) -> Optional[List[str]]:
 def columns(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, mpi: np.ndarray,
             hosts: Optional[np.ndarray] = None, ideal: Optional[np.ndarray] = None) -> Columns:
     """The metrics of each callpath (a row of the (callpath, rank) arrays
-    ``count``, ``inc`` and ``mpi``) over the ranks that recorded values
-    (``count`` > 0), as columns: the list of callpaths and numpy arrays (no
-    pandas: ``tinyprof show`` and ``tinyprof pop`` need only numpy). NaN
-    where a ratio has a zero denominator. ``ideal``: the inclusive times on
-    an ideal network (``trace.ideal_inclusive``), which split communication
-    efficiency into serialization and transfer."""
+    ``count``, ``inc`` and ``mpi``, a column per rank of the run), as
+    columns: the list of callpaths and numpy arrays (no pandas: ``tinyprof
+    show`` and ``tinyprof pop`` need only numpy). POP's basis: means are over
+    all ranks of the run, a rank that recorded no value (``count`` 0) counting
+    0 useful time, so a region run by some ranks only shows their imbalance;
+    maxima are over the ranks that recorded values, ``ranks`` counts them. NaN
+    where a ratio has a zero denominator, and where no rank ran the callpath.
+    ``hosts``: each rank's host id, for TALP's split of load balance within and
+    across nodes. ``ideal``: the inclusive times on an ideal network
+    (``trace.ideal_inclusive``), which split communication efficiency into
+    serialization and transfer."""
     ran = count > 0
     useful = np.where(ran, np.clip(inc - mpi, 0.0, None), 0.0)
     ranks = ran.sum(axis=1)
     some = ranks > 0
     runtime = np.where(some, np.where(ran, inc, -np.inf).max(axis=1, initial=-np.inf), np.nan)
     top = np.where(some, np.where(ran, useful, -np.inf).max(axis=1, initial=-np.inf), np.nan)
-    mean = np.where(some, useful.sum(axis=1) / np.maximum(ranks, 1), np.nan)
+    mean = np.where(some, useful.sum(axis=1) / max(useful.shape[1], 1), np.nan)
     out: Columns = {
         "callpath": list(callpaths), "ranks": ranks.astype(np.int64), "runtime": runtime,
         "useful_mean": mean, "useful_max": top, "load_balance": _ratio(mean, top),
         "communication_efficiency": _ratio(top, runtime), "parallel_efficiency": _ratio(mean, runtime)}
     if hosts is not None:
-        # TALP: the node whose ranks have the most useful time on average
-        # against the busiest rank (in), and the mean against that node (out).
+        # TALP: the node whose ranks have the most useful time on average (over
+        # all its ranks) against the busiest rank (in), and the mean against
+        # that node (out).
         nodes = int(hosts.max()) + 1 if len(hosts) else 0
         on = np.zeros((nodes, len(hosts)))
         on[hosts, np.arange(len(hosts))] = 1.0
-        node_ranks = ran.astype(np.float64) @ on.T
-        node_mean = np.where(node_ranks > 0, (useful @ on.T) / np.maximum(node_ranks, 1), -np.inf)
+        node_mean = (useful @ on.T) / np.maximum(on.sum(axis=1), 1)
         busiest = np.where(some, node_mean.max(axis=1, initial=-np.inf), np.nan)
-        out["hosts"] = (node_ranks > 0).sum(axis=1).astype(np.int64)
+        out["hosts"] = ((ran.astype(np.float64) @ on.T) > 0).sum(axis=1).astype(np.int64)
         out["load_balance_in"] = _ratio(busiest, top)
         out["load_balance_out"] = _ratio(mean, busiest)
     if ideal is not None:
@@ -162,6 +168,21 @@ def columns(callpaths: Sequence[Callpath], count: np.ndarray, inc: np.ndarray, m
         out["serialization_efficiency"] = _ratio(top, replayed)
         out["transfer_efficiency"] = _ratio(replayed, runtime)
     return out
+
+
+def worst_first(frame: Columns) -> List[Callpath]:
+    """The callpaths of ``frame`` (columns of :func:`columns`) in tree order,
+    the siblings of each parent by parallel efficiency, lowest first (those
+    without one last): where ``tinyprof pop`` and the report look first."""
+    pe = dict(zip(frame["callpath"], frame["parallel_efficiency"]))
+    return tree_order(list(frame["callpath"]),
+                      key=lambda p: (math.isnan(pe[p]), pe[p] if not math.isnan(pe[p]) else 0.0))
+
+
+def several_hosts(frame: Columns) -> bool:
+    """Whether ``frame`` splits load balance over nodes and some callpath
+    ran on more than one: else there is nothing to split."""
+    return "hosts" in frame and bool((frame["hosts"] > 1).any())
 
 
 def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,9 +1,9 @@
 """Per (callpath, rank) sums straight from parsed files and MPI rows, below
 ``Profile``: the pieces that both ``values`` (the converters' aggregates) and
-``pop`` (``Profile.pop``) build on, so that neither needs the other."""
+``pop`` (``Profile.pop``) build on, so that neither needs the other; and the call tree's order."""
 from __future__ import annotations
 
-from typing import Dict, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -16,6 +16,26 @@ def parent_rows(callpaths: Sequence[Callpath]) -> np.ndarray:
     """Index in ``callpaths`` of each callpath's parent, -1 for a root."""
     index = {path: i for i, path in enumerate(callpaths)}
     return np.array([index[p[:-1]] if len(p) > 1 else -1 for p in callpaths], dtype=np.int64)
+
+
+def tree_order(paths: Sequence[Callpath], key: Optional[Callable[[Callpath], Any]] = None
+               ) -> List[Callpath]:
+    """``paths`` (parents first) in pre-order, siblings in order of appearance
+    (or sorted by ``key``, ties in order of appearance). A path whose parent
+    is not in ``paths`` (the top of a subtree) is taken as a root."""
+    present = set(paths)
+    children: Dict[Callpath, List[Callpath]] = {}
+    for path in paths:
+        children.setdefault(path[:-1] if path[:-1] in present else (), []).append(path)
+    if key is not None:
+        children = {parent: sorted(kids, key=key) for parent, kids in children.items()}
+    out: List[Callpath] = []
+    stack = children.get((), [])[::-1]
+    while stack:
+        path = stack.pop()
+        out.append(path)
+        stack.extend(children.get(path, [])[::-1])
+    return out
 
 
 def segments(f, index: Dict[tuple, int]) -> tuple[np.ndarray, ...]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
 from ..format.encoding import excerpt
 from . import ConvertError
+from .pop import pop
 from .profile import PER_SECOND, Profile, read
 from .sums import MPI_VALUES as MPI_VALUES  # the converters import it from here
 from .sums import inclusive, mpi_exclusive, parent_rows, segments
@@ -179,3 +180,73 @@ def mpi_per_node(profile: Profile) -> Dict[str, np.ndarray]:
     for name in ("time", "time (inc)"):
         out[name] = out[name] / PER_SECOND[profile.unit]
     return out
+
+
+def outermost(profile: Profile, agg: Aggregates) -> np.ndarray:
+    """Per (callpath, rank): whether it has values and no enclosing callpath
+    has any on that rank."""
+    ran = agg.count > 0
+    covered = np.zeros_like(ran)
+    out = np.zeros_like(ran)
+    row = {path: i for i, path in enumerate(profile.callpaths)}
+    for i, path in enumerate(profile.callpaths):         # parents first
+        above = covered[row[path[:-1]]] if len(path) > 1 else np.zeros(ran.shape[1], dtype=bool)
+        out[i] = ran[i] & ~above
+        covered[i] = ran[i] | above
+    return out
+
+
+def run_times(profile: Profile, agg: Aggregates) -> np.ndarray:
+    """Each rank's recorded run time (seconds): the inclusive time of its
+    outermost callpaths with values. Those are the roots once they closed; in
+    a snapshot taken while a root was still open (at a SIGTERM, say) the root
+    has no value yet, and the time is that of the outermost regions that closed."""
+    return np.where(outermost(profile, agg), agg.time_inc, 0.0).sum(axis=0)
+
+
+@dataclass
+class Summary:
+    """``tinyprof show``'s numbers per callpath, rows as ``profile.callpaths``.
+
+    One basis, POP's (docs/pop.md): min, mean and max are over all ranks of
+    the run, a rank that did not run the callpath counting 0, and ``ranks``
+    says how many ran it. Times are seconds per rank, summed over executions
+    and occurrences. NaN where no rank ran the callpath."""
+
+    ranks: np.ndarray           # int64: ranks with values
+    minimum: np.ndarray         # of the inclusive time
+    mean: np.ndarray            # of the inclusive time
+    maximum: np.ndarray         # of the inclusive time
+    exclusive_mean: np.ndarray
+    share: np.ndarray           # mean / the mean run time (run_times): its part of the run
+    imbalance: np.ndarray       # maximum / mean (NaN where the mean is 0)
+    slowest: np.ndarray         # int64: the rank of the maximum, -1 where none ran it
+    load_balance: Optional[np.ndarray]      # POP's, with MPI capture; None without
+    open_roots: List[str]       # roots still open when written: the run time is what closed inside
+
+
+def summary(profile: Profile) -> Summary:
+    """``tinyprof show``'s numbers for ``profile`` (:class:`Summary`)."""
+    agg = aggregate(profile, "sum")
+    ran = agg.count > 0
+    some = ran.any(axis=1)
+    first = outermost(profile, agg)
+    run = float(run_times(profile, agg).mean())
+
+    def over_all(values: np.ndarray) -> np.ndarray:
+        return np.where(some, values, np.nan)
+
+    inc = np.where(ran, agg.time_inc, 0.0)
+    mean = over_all(inc.mean(axis=1))
+    maximum = over_all(inc.max(axis=1, initial=0.0))
+    imbalance = np.where(mean > 0, maximum / np.where(mean > 0, mean, 1.0), np.nan)
+    share = mean / run if run else np.full(len(mean), np.nan)
+    balance = np.asarray(pop(profile)["load_balance"], np.float64) if profile.mpi_recorded else None
+    return Summary(
+        ranks=ran.sum(axis=1).astype(np.int64), minimum=over_all(inc.min(axis=1)),
+        mean=mean, maximum=maximum,
+        exclusive_mean=over_all(np.where(ran, agg.time_exc, 0.0).mean(axis=1)),
+        share=share, imbalance=imbalance,
+        slowest=np.where(some, np.where(ran, agg.time_inc, -np.inf).argmax(axis=1), -1).astype(np.int64),
+        load_balance=balance,
+        open_roots=sorted({p[0] for p, row in zip(profile.callpaths, first) if len(p) > 1 and row.any()}))

@@ -36,8 +36,8 @@ def table(frame: Any, limit: Optional[int] = None) -> str:
     kind = f"{'inclusive' if frame.attrs['inclusive'] else 'exclusive'} time{outside} in {unit}" if timed \
         else f"metric {shown(metric)}"
     runs = frame.attrs["runs"]
-    lines = [f"compare: {runs[0]} base run(s), {runs[1]} new run(s); {kind} per rank on average; "
-             f"evidence: {frame.attrs['test']}",
+    lines = [f"compare: {runs[0]} base run(s), {runs[1]} new run(s); {kind}, mean over all ranks of "
+             f"the run (a rank that did not run a callpath counts 0); evidence: {frame.attrs['test']}",
              *align(rows, right=range(2, len(head)))]
     if limit is not None and len(order) > limit:
         lines.append(f"... {len(order) - limit} more row(s) (--limit 0: all)")

@@ -7,8 +7,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..analysis.pop import Columns
-from .text import UNITS, align, shown, tree_label, tree_order
+from ..analysis.pop import Columns, several_hosts, worst_first
+from .text import UNITS, align, shown, tree_label
 
 EFFICIENCIES = (("load_balance", "LB"), ("communication_efficiency", "comm eff"),
                 ("parallel_efficiency", "par eff"))
@@ -18,27 +18,19 @@ LEGEND = ("LB = useful mean / useful max; comm eff = useful max / runtime (= ser
           "traced); par eff = LB x comm eff; useful = time outside MPI calls (docs/pop.md)")
 
 
+def basis(nranks: int) -> str:
+    """What the columns are over, as the heads of ``tinyprof pop`` say it."""
+    return (f"useful mean: mean over all {nranks} ranks of the run (a rank that did not run a "
+            f"callpath counts 0); runtime, useful max: max over ranks; ranks: how many ran it")
+
+
 def efficiency(value: float) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.2f}"
-
-
-def worst_first(frame: Columns) -> List[Tuple[str, ...]]:
-    """The callpaths of ``frame`` in tree order, siblings by parallel
-    efficiency, lowest first (those without one last)."""
-    pe = dict(zip(frame["callpath"], frame["parallel_efficiency"]))
-    return tree_order(list(frame["callpath"]),
-                      key=lambda p: (math.isnan(pe[p]), pe[p] if not math.isnan(pe[p]) else 0.0))
 
 
 def _unit(frame: Columns) -> Tuple[str, float]:
     biggest = max([v for v in frame["runtime"] if not math.isnan(v)], default=0.0)
     return next(((u, s) for u, s in UNITS if biggest >= s), UNITS[-1])
-
-
-def several_hosts(frame: Columns) -> bool:
-    """Whether ``frame`` splits load balance over nodes and some callpath
-    ran on more than one: else there is nothing to split."""
-    return "hosts" in frame and bool((frame["hosts"] > 1).any())
 
 
 def _ratios(frame: Columns) -> Tuple[Tuple[str, str], ...]:
@@ -75,7 +67,7 @@ def table(profile: Any, frame: Columns) -> str:
     lines = align([_head(frame, unit), *_rows(frame, worst_first(frame), profile.nranks, scale)])
     head = (f"{shown(profile.name)}: {profile.nranks} ranks; POP efficiencies per callpath, "
             f"inclusive of the regions below it, worst parallel efficiency first among "
-            f"siblings; times in {unit} (max over ranks)")
+            f"siblings; {basis(profile.nranks)}; times in {unit}")
     return "\n".join([head, *lines, "", LEGEND])
 
 
@@ -91,7 +83,7 @@ def history(name: str, nranks: int, frame: Columns, limit: Optional[int] = None)
         body += _rows(part, worst_first(part), nranks, scale, (str(k),))
     head = (f"{shown(name)}: {nranks} ranks; POP efficiencies per interval between kept "
             f"snapshots (a row: what ran between the previous snapshot and this one); "
-            f"times in {unit}")
+            f"{basis(nranks)}; times in {unit}")
     lines = align(body)
     shown_lines = lines if limit is None else lines[:limit + 1]
     more = len(lines) - len(shown_lines)

@@ -24,10 +24,10 @@ import numpy as np
 from ..analysis import over_time
 from ..analysis import pop as pop_analysis
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
-from ..analysis.values import aggregate, mpi_per_node
+from ..analysis.values import aggregate, mpi_per_node, run_times
 from ..format import layout
 from . import pop as pop_view
-from .summary import run_line, run_times
+from .summary import run_line
 from .text import tree_order
 
 MAX_POINTS = 400        # per callpath in the iteration plot

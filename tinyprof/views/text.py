@@ -1,32 +1,14 @@
-"""What every text view shares: time units, the call tree's order, names
-printed safely, and aligned columns."""
+"""What every text view shares: time units, names printed safely, and
+aligned columns (and the call tree's order, from ``analysis``)."""
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
+
+from ..analysis.sums import tree_order as tree_order  # the views import it from here
 
 Callpath = Tuple[str, ...]
 UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
-
-
-def tree_order(paths: Sequence[Callpath], key: Optional[Callable[[Callpath], Any]] = None
-               ) -> List[Callpath]:
-    """``paths`` (parents first) in pre-order, siblings in order of appearance
-    (or sorted by ``key``, ties in order of appearance). A path whose parent
-    is not in ``paths`` (the top of a subtree) is taken as a root."""
-    present = set(paths)
-    children: Dict[Callpath, List[Callpath]] = {}
-    for path in paths:
-        children.setdefault(path[:-1] if path[:-1] in present else (), []).append(path)
-    if key is not None:
-        children = {parent: sorted(kids, key=key) for parent, kids in children.items()}
-    out: List[Callpath] = []
-    stack = children.get((), [])[::-1]
-    while stack:
-        path = stack.pop()
-        out.append(path)
-        stack.extend(children.get(path, [])[::-1])
-    return out
 
 
 def printable(text: str) -> str:
