@@ -11,15 +11,16 @@
     return { title: { text: title }, tickmode: "linear", tick0: 0, dtick: step, tickformat: "d" };
   };
 
-  // -- per-callpath statistics across the ranks that ran it -------------------------------
+  // -- per-callpath statistics: means over all ranks of the run (POP's basis: a rank that --
+  // did not run the callpath counts 0), as tinyprof show, pop and compare give them.
   const runTotal = sum(D.runtime);
   const stats = D.callpaths.map((c, i) => {
     const ran = []; for (let r = 0; r < P; r++) if (D.count[i][r] > 0) ran.push(r);
     const inc = ran.map((r) => D.inc[i][r]), exc = ran.map((r) => D.exc[i][r]);
-    const mean = ran.length ? sum(inc) / ran.length : 0;
+    const mean = sum(inc) / P;
     let slow = -1, max = -Infinity;
     ran.forEach((r, j) => { if (inc[j] > max) { max = inc[j]; slow = r; } });
-    const s = { ran: ran.length, inc: mean, exc: ran.length ? sum(exc) / ran.length : 0,
+    const s = { ran: ran.length, inc: mean, exc: sum(exc) / P,
       share: runTotal ? sum(inc) / runTotal : 0, imbalance: mean ? max / mean : 0, slowest: slow,
       max: ran.length ? max : 0, count: sum(D.count[i]) };
     if (D.mpi) s.mpi = sum(D.mpi.time[i]) / P;
@@ -63,7 +64,8 @@
     ["ran", "Ranks", (s) => `${s.ran}/${P}`], ["count", "Occurrences", (s) => String(s.count)]];
   if (D.mpi) COLUMNS.push(["mpi", `MPI (${unit}, mean)`, (s) => fmt(s.mpi)]);
   const tree = section("tree", "Call tree",
-    "Times per rank summed over executions; mean over the ranks that ran the callpath. " +
+    "Times per rank summed over executions; mean over all ranks of the run (a rank that did not run " +
+    "the callpath counts 0; Ranks: how many ran it). " +
     "Click a row for its ranks and iterations, a heading to sort (within each parent), ▸/▾ to fold. " +
     `Red: imbalance above ${HOT_IMBALANCE}x in a callpath of at least ${100 * HOT_SHARE}% of the run.`);
   const table = el("table", { id: "tree-table" });
@@ -187,7 +189,8 @@
 
   // -- POP efficiencies ---------------------------------------------------------------------
   const effSection = section("efficiency", "Efficiency (POP metrics)",
-    "Per callpath, inclusive of the regions below it, over the ranks that ran it. Useful time: time " +
+    "Per callpath, inclusive of the regions below it. Useful mean: over all ranks of the run (a rank " +
+    "that did not run the callpath counts 0); runtime, useful max: max over ranks. Useful time: time " +
     "outside MPI calls. Load balance = mean / max useful time; communication efficiency = max useful " +
     "time / runtime (the longest rank's time), traced: serialization (max useful time / runtime on an " +
     "ideal network) x transfer (ideal / real runtime); parallel efficiency = load balance x communication " +
