@@ -234,6 +234,19 @@ def test_a_region_on_one_rank_of_four_has_load_balance_a_quarter(one_rank, capsy
     assert source["load_balance_in"] == pytest.approx(0.5, abs=1e-12)
     assert source["load_balance_out"] == pytest.approx(0.5, abs=1e-12)
     assert frame.loc[[MAIN]].iloc[0]["load_balance"] == pytest.approx(0.25, abs=1e-12)
+    # the numbers as analysis computes them, for every view
+    from tinyprof.analysis import values
+    profile = tinyprof.read(one_rank)
+    summary = values.summary(profile)
+    i = profile.callpaths.index(SOURCE)
+    assert (summary.ranks[i], summary.slowest[i], summary.minimum[i]) == (1, 3, 0.0)
+    assert (summary.mean[i], summary.maximum[i], summary.exclusive_mean[i]) == \
+        pytest.approx((0.225, 0.9, 0.225), abs=1e-12)
+    assert (summary.share[i], summary.imbalance[i]) == pytest.approx((0.25, 4.0), abs=1e-12)
+    assert summary.load_balance is not None and summary.load_balance[i] == pytest.approx(0.25)
+    assert values.run_times(profile, values.aggregate(profile)) == pytest.approx([0.9] * NRANKS)
+    frame = _pop.pop(profile, hosts=["a", "a", "b", "b"])
+    assert _pop.worst_first(frame) == [MAIN, SYNC, SOURCE] and _pop.several_hosts(frame)
     # tinyprof pop: below main, the two regions at 0.00 and 0.25, worst first
     assert main(["pop", one_rank]) == 0
     out = capsys.readouterr().out
