@@ -134,7 +134,7 @@ def _pop(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .analysis.compare import compare
+    from .analysis.compare import ONE_A_SIDE, compare
     from .views import compare as _view
 
     pair = len(args.runs) == 2 and not (args.base or args.new)
@@ -154,6 +154,8 @@ def _compare(args: argparse.Namespace) -> int:
     _echo(_view.table(frame, args.limit or None))
     if args.fail_above is None:
         return 0
+    if frame.attrs["runs"] == (1, 1):
+        print(f"tinyprof compare: not gated: {ONE_A_SIDE}", file=sys.stderr)
     failed = _view.regressions(frame, args.fail_above)
     for line in failed:
         print(f"tinyprof compare: regressed by more than {args.fail_above:g}%: {line}", file=sys.stderr)

@@ -4,9 +4,11 @@ more than noise (``tinyprof.compare``, ``tinyprof compare``; docs/api.md).
 Each side is one or several runs. A run gives, per callpath, one value per
 (rank, execution): its exclusive (or inclusive) time there, or the sum of a
 custom metric. The row's ``base`` and ``new`` are per rank on average; the
-test that backs the flags takes the runs as samples when both sides have
-several, else the (rank, execution) values, paired when both sides are one
-run of the same shape. Why these choices: docs/api.md, "compare".
+test that backs the flags takes the runs as samples (each its value per rank
+on average): Welch's when both sides have several, the single run against
+the other side's run-to-run noise when one has; one run a side flags
+nothing. ``history`` judges a series of runs by the noise seen over it.
+Why these choices: docs/api.md, "compare", and docs/guide.md.
 """
 from __future__ import annotations
 
@@ -54,10 +56,10 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
     (``"both"``, ``"new"``: only in ``new``, ``"gone"``: only in ``base``),
     ``base`` and ``new`` (per rank on average, over the runs of the side;
     seconds for ``metric="time"``), ``change`` (new / base - 1), ``p_value``
-    (of the test named in ``frame.attrs["test"]``; NaN when no test is
-    possible: a side with a single value), ``regressed`` and ``improved``.
+    (of the test named in ``frame.attrs["test"]``, over runs; NaN when no
+    test is possible: one run a side), ``regressed`` and ``improved``.
     A row is flagged only when the change is significant (``p_value <
-    alpha``; a NaN p-value is not asked for), beyond ``threshold`` (relative)
+    alpha``: never without a test), beyond ``threshold`` (relative)
     and its size, ``|new - base|``, at least ``floor`` of the base side's
     run (the sum of all callpaths' exclusive values per rank).
 
@@ -69,8 +71,8 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
     ``mpi_time_base``, ``mpi_time_new``, ``mpi_bytes_base``,
     ``mpi_bytes_new`` (per rank, exclusive or inclusive as the times) and
     their ``mpi_time_change``, ``mpi_bytes_change``.
-    ``frame.attrs["notes"]`` says what the reader must know (different
-    rank counts: values per rank on average).
+    ``frame.attrs["notes"]`` says what the reader must know (one run a
+    side: no evidence; different rank counts: values per rank on average).
     """
     import pandas as pd
 
@@ -93,7 +95,7 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
             with np.errstate(divide="ignore", invalid="ignore"):
                 frame[f"mpi_{key}_change"] = values[1] / values[0] - 1.0
     ranks = [sorted({r.nranks for r in side}) for side in runs]
-    notes = []
+    notes = [ONE_A_SIDE] if len(runs[0]) == len(runs[1]) == 1 else []
     if ranks[0] != ranks[1] or len(ranks[0]) > 1:
         notes.append(f"rank counts differ (base {_counts(ranks[0])}, new {_counts(ranks[1])}): "
                      "values are per rank on average")
@@ -232,7 +234,7 @@ def _judge(runs: List[List[_Run]], threshold: float, floor: float, alpha: float,
     big = np.abs(mean[1] - mean[0]) >= floor * total
     p_value, test = (_evidence(runs) if every_p else
                      _evidence(runs, both & big & (np.abs(change) > threshold), alpha))
-    significant = ~(p_value >= alpha)          # NaN: no test possible, not asked for
+    significant = p_value < alpha               # NaN: no test possible, no evidence
     flagged = both & significant & big
     return _Judged(mean, present, change, p_value, flagged & (change > threshold),
                    flagged & (change < -threshold), test)
@@ -316,32 +318,38 @@ def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: b
     return _Run(profile.nranks, slots, values, present, total, mpi)
 
 
+# Why one run a side is no evidence, in compare's notes and the gate's verdict.
+ONE_A_SIDE = ("one run a side cannot tell a change from run-to-run noise (a run on a busier machine is "
+              "slower on every rank): nothing flagged; give several runs on a side (--base A B C --new D E F)")
+
+
 def _evidence(runs: List[List[_Run]], wanted: Optional[np.ndarray] = None,
               alpha: Optional[float] = None) -> Tuple[np.ndarray, str]:
     """Per callpath (``wanted`` ones: NaN elsewhere), the two-sided p-value
     that the sides' means differ (with ``alpha``: exact only below it, see
-    ``_t_columns``), and the test's name."""
-    base, new = runs
+    ``_t_columns``), and the test's name. The samples are runs, each its
+    value per rank on average: the ranks of one run are no evidence, as a
+    whole run is slower or faster on every rank at once. Several runs on one
+    side only: the single run against that side's run-to-run noise (a t
+    prediction interval); one run a side: no test (NaN)."""
+    base, new = [np.array([r.values.sum(axis=1) / r.nranks for r in side]) for side in runs]
     if len(base) >= 2 and len(new) >= 2:
-        a = np.array([r.values.sum(axis=1) / r.nranks for r in base])
-        b = np.array([r.values.sum(axis=1) / r.nranks for r in new])
-        return _welch(a, b, wanted, alpha), f"Welch's t-test over runs ({len(base)} vs {len(new)})"
-    if len(base) == 1 and len(new) == 1 and np.array_equal(base[0].slots, new[0].slots):
-        diff = new[0].values - base[0].values
-        return _paired(diff.T, wanted, alpha), f"paired t-test over (rank, execution) ({diff.shape[1]} pairs)"
-    a = np.concatenate([r.values for r in base], axis=1).T
-    b = np.concatenate([r.values for r in new], axis=1).T
-    return _welch(a, b, wanted, alpha), f"Welch's t-test over (rank, execution) values ({len(a)} vs {len(b)})"
+        return _welch(base, new, wanted, alpha), f"Welch's t-test over runs ({len(base)} vs {len(new)})"
+    if len(base) == len(new) == 1:
+        return np.full(base.shape[1], np.nan), "none: one run a side"
+    many, name = (base, ("new", "base")) if len(new) == 1 else (new, ("base", "new"))
+    return _predicted(new.mean(axis=0) - base.mean(axis=0), many, wanted, alpha), \
+        f"the 1 {name[0]} run against the {len(many)} {name[1]} runs' noise (t, {len(many) - 1} df)"
 
 
-def _paired(diff: np.ndarray, wanted: Optional[np.ndarray] = None,
-            alpha: Optional[float] = None) -> np.ndarray:
-    """p-values of the one-sample t-test that each column of ``diff`` has mean 0."""
-    n = diff.shape[0]
-    if n < 2:
-        return np.full(diff.shape[1], np.nan)
-    se = np.sqrt(diff.var(axis=0, ddof=1) / n)
-    return _t_columns(diff.mean(axis=0), se, np.full(diff.shape[1], n - 1.0), wanted, alpha)
+def _predicted(diff: np.ndarray, many: np.ndarray, wanted: Optional[np.ndarray] = None,
+               alpha: Optional[float] = None) -> np.ndarray:
+    """p-values that one more run, ``diff`` away from the mean of the runs
+    ``many`` (per column), comes from them: over their spread, sqrt(1 + 1/n)
+    standard deviations for one more value."""
+    n = len(many)
+    se = many.std(axis=0, ddof=1) * math.sqrt(1 + 1 / n)
+    return _t_columns(diff, se, np.full(len(diff), n - 1.0), wanted, alpha)
 
 
 def _welch(a: np.ndarray, b: np.ndarray, wanted: Optional[np.ndarray] = None,
