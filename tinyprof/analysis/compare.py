@@ -256,8 +256,11 @@ def _noise(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return sigma, df
 
 
+Change = Tuple[int, int, int, float, float, float, float, float]
+
+
 def _changes(values: np.ndarray, totals: np.ndarray, noise: np.ndarray, df: np.ndarray,
-             threshold: float, floor: float, alpha: float) -> List[Tuple[int, int, int, float, float, float, float, float]]:
+             threshold: float, floor: float, alpha: float) -> List[Change]:
     """The flagged changes: (run, callpath, first run of the baseline, the
     baseline's mean, the run's value, change, sign, p-value), each run judged
     against the runs since the callpath's last flagged change (``history``)."""
@@ -277,8 +280,8 @@ def _changes(values: np.ndarray, totals: np.ndarray, noise: np.ndarray, df: np.n
         if wanted.any():
             p = _t_columns(diff, noise * np.sqrt(1 + 1 / n), df, wanted, alpha)
             flagged = wanted & (p < alpha)
-            out += [(k, j, int(since[j]), float(base[j]), float(x[j]), float(change[j]), float(np.sign(diff[j])),
-                     float(p[j])) for j in np.flatnonzero(flagged)]
+            out += [(k, j, int(since[j]), float(base[j]), float(x[j]), float(change[j]),
+                     float(np.sign(diff[j])), float(p[j])) for j in np.flatnonzero(flagged).tolist()]
         start = flagged | (here & (count == 0))
         since = np.where(start, k, since)
         kept = here & ~start
@@ -294,7 +297,8 @@ def _worst(values: np.ndarray, flags: Any, paths: List[Callpath]) -> List[int]:
     first to their last value."""
     column = {p: i for i, p in enumerate(paths)}
     flagged = np.full(values.shape[1], -np.inf)
-    for path, change in zip(flags.loc[flags["regressed"], "callpath"], flags.loc[flags["regressed"], "change"]):
+    regressed = flags[flags["regressed"]]
+    for path, change in zip(regressed["callpath"], regressed["change"]):
         flagged[column[path]] = max(flagged[column[path]], change)
     given = ~np.isnan(values)
     columns = np.arange(values.shape[1])
@@ -442,8 +446,9 @@ def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: b
 
 
 # Why one run a side is no evidence, in compare's notes and the gate's verdict.
-ONE_A_SIDE = ("one run a side cannot tell a change from run-to-run noise (a run on a busier machine is "
-              "slower on every rank): nothing flagged; give several runs on a side (--base A B C --new D E F)")
+ONE_A_SIDE = ("one run a side cannot tell a change from run-to-run noise (a run on a busier machine "
+              "is slower on every rank): nothing flagged; give several runs on a side "
+              "(--base A B C --new D E F)")
 
 
 def _evidence(runs: List[List[_Run]], wanted: Optional[np.ndarray] = None,
