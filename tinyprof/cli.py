@@ -45,11 +45,12 @@ def _show(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     import warnings
 
+    from .format import layout
     from .views import history
     from .views import report as _report
 
     output = args.output or "report.html"
-    runs = history.runs_in(args.profiles)
+    runs = layout.runs_in(args.profiles)
     many = args.snapshots or runs != [os.fspath(args.profiles[0])]
     given = [option for option, value in (("--skip-bad", args.skip_bad), ("--threshold", args.threshold),
                                           ("--floor", args.floor), ("--metric", args.metric),
@@ -134,7 +135,7 @@ def _pop(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .analysis.compare import compare
+    from .analysis.compare import ONE_A_SIDE, compare
     from .views import compare as _view
 
     pair = len(args.runs) == 2 and not (args.base or args.new)
@@ -154,6 +155,8 @@ def _compare(args: argparse.Namespace) -> int:
     _echo(_view.table(frame, args.limit or None))
     if args.fail_above is None:
         return 0
+    if frame.attrs["runs"] == (1, 1):
+        print(f"tinyprof compare: not gated: {ONE_A_SIDE}", file=sys.stderr)
     failed = _view.regressions(frame, args.fail_above)
     for line in failed:
         print(f"tinyprof compare: regressed by more than {args.fail_above:g}%: {line}", file=sys.stderr)
@@ -291,9 +294,10 @@ def _parser() -> argparse.ArgumentParser:
                     "of runs (its subdirectories holding a profile, and its sets of profile files; "
                     "others, such as logs/, are left out), or, with --snapshots, the kept snapshots "
                     "of one run: the history page: each callpath over the runs in start order, with "
-                    "its MPI time and bytes in the runs that recorded them, the regressions flagged "
-                    "between consecutive runs by the rule of tinyprof compare (--threshold, --floor, "
-                    "--metric, --inclusive), the diff of any two runs and the runs' metadata. "
+                    "its MPI time and bytes in the runs that recorded them, the changes flagged "
+                    "(each run against the runs since the callpath's last change, by the run-to-run "
+                    "noise seen over the runs; --threshold, --floor, --metric, --inclusive as "
+                    "tinyprof compare's), the diff of any two runs and the runs' metadata. "
                     "See docs/guide.md.")
     report.add_argument("profiles", nargs="+", metavar="PROFILE",
                         help="a profile's output directory or any one file of it; several, or a "
@@ -314,7 +318,7 @@ def _parser() -> argparse.ArgumentParser:
                              f"(default {THRESHOLD * 100:g})")
     report.add_argument("--floor", type=_percent, metavar="PCT",
                         help="with several runs, flag only changes of at least PCT percent of the "
-                             f"earlier run's time (default {FLOOR * 100:g})")
+                             f"baseline runs' time (default {FLOOR * 100:g})")
     report.set_defaults(run=_report)
     mpi = commands.add_parser(
         "mpi", help="print the MPI calls per callpath, communicator, operation and size",

@@ -362,3 +362,58 @@ def _set_name(h: Header) -> str:
     if h.format_version < 2:
         return "a version-1 file (no run id)"
     return f"run {h.run} {h.set_kind} {h.set_number}"
+
+
+def read_runs(runs: Sequence[Union[Profile, str, os.PathLike[str]]], errors: str = "raise",
+              of_snapshots: bool = False) -> Tuple[List[Profile], List[str], bool]:
+    """The runs of a history, oldest first (by the run metadata's ``start``,
+    else the files' creation time; the order given on a tie), their labels
+    (each run's path without the directories all share), and whether they
+    are cumulative (the snapshots of one run).
+
+    ``runs``: profiles, or paths, each a run or a directory of runs
+    (``layout.runs_in``), read by :func:`read_many` (``errors`` as there);
+    ``of_snapshots``: the kept snapshots of the one output directory given."""
+    if of_snapshots:
+        if len(runs) != 1 or isinstance(runs[0], Profile):
+            raise ValueError("the snapshots of one run: give one output directory")
+        outdir = os.fspath(runs[0])
+        numbers = snapshots(outdir) if os.path.isdir(outdir) else []
+        if len(numbers) < 2:
+            raise FormatError(outdir, None, f"{len(numbers)} complete snapshot(s): the history of "
+                                            "a run needs at least 2, kept with Profiler(keep='all')")
+        return [read(outdir, snapshot=k) for k in numbers], [f"snapshot {k}" for k in numbers], True
+    given = [p for p in runs if isinstance(p, Profile)]
+    names = layout.runs_in([os.fspath(p) for p in runs if not isinstance(p, Profile)])
+    if not names and not given:
+        raise ValueError("no run given")
+    loaded = iter(read_many(names, errors=errors))     # in order, without those skipped
+    found: List[Tuple[Profile, int, str]] = [(p, i, os.path.dirname(p.files[0])) for i, p in enumerate(given)]
+    profile = next(loaded, None)
+    for i, name in enumerate(names, len(given)):
+        if profile is not None and _read_from(name, profile):
+            found.append((profile, i, name))
+            profile = next(loaded, None)
+    if not found:
+        raise ValueError("no run could be read")
+    found.sort(key=lambda run: (str(run[0].metadata.get("start") or run[0].created), run[1]))
+    return [p for p, _, _ in found], _labels([name for _, _, name in found]), False
+
+
+def _read_from(path: str, profile: Profile) -> bool:
+    """Whether ``profile`` was read from ``path`` (a file of it, or a directory above it)."""
+    where, first = os.path.abspath(path), os.path.abspath(profile.files[0])
+    if os.path.isdir(where):
+        return first.startswith(os.path.join(where, ""))
+    return where in map(os.path.abspath, profile.files)
+
+
+def _labels(paths: List[str]) -> List[str]:
+    """Each run's path without the directories all share."""
+    if len(paths) < 2:
+        return [os.path.basename(os.path.normpath(p)) or p for p in paths]
+    try:
+        common = os.path.commonpath([os.path.abspath(p) for p in paths])
+    except ValueError:
+        return paths
+    return [os.path.relpath(os.path.abspath(p), common) for p in paths]
