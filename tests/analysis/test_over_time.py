@@ -95,3 +95,16 @@ def test_the_snapshot_series_has_no_spike(run):
     history = {names[s["callpath"]]: s for s in data["pop"]["history"]["series"]}
     assert set(history) == {"main", "main<step"}
     assert all(v is not None for s in history.values() for v in s["parallel_efficiency"])
+
+
+def test_the_report_reads_each_kept_snapshot_once(run, monkeypatch):
+    read = tinyprof.read
+    taken = []
+
+    def counted(path, snapshot=None, **kwargs):
+        taken.append(snapshot)
+        return read(path, snapshot=snapshot, **kwargs)
+    for module in (over_time, report):
+        monkeypatch.setattr(module, "read", counted)
+    report.build(read(run), run)
+    assert sorted(taken) == [1, 2, 3, 4]
