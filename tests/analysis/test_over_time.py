@@ -108,3 +108,27 @@ def test_the_report_reads_each_kept_snapshot_once(run, monkeypatch):
         monkeypatch.setattr(module, "read", counted)
     report.build(read(run), run)
     assert sorted(taken) == [1, 2, 3, 4]
+
+
+def test_an_open_region_knows_the_time_of_what_closed_inside_it(tmp_path, clock):
+    """Per (callpath, rank): the values, plus, in an execution where a region
+    has no value but a region below it has, the known time below it."""
+    from tinyprof.runtime import session
+
+    tinyprof.Profiler("k", frequency=3600, outdir=tmp_path / "k", keep="all")
+    with tinyprof.Event("main"):                # execution 0: closed
+        with tinyprof.Event("solve"):
+            clock.tick(5)
+        clock.tick(1)
+    with tinyprof.Event("main"):                # execution 1: open at the snapshot
+        clock.tick(100)                         # its own time: known when it closes
+        with tinyprof.Event("solve"):           # open too
+            for t in (7, 3):
+                with tinyprof.Event("step", loop=2):
+                    clock.tick(t)
+            assert session.current().snapshotter.take(1)
+    profile = tinyprof.read(tmp_path / "k", snapshot=1)
+    count, inc = over_time.known_time(profile)
+    got = {p: (int(count[i, 0]), int(inc[i, 0])) for i, p in enumerate(profile.callpaths)}
+    assert got == {MAIN: (1, 6 + 10), ("main", "solve"): (1, 5 + 10),
+                   ("main", "solve", "step"): (1, 10)}

@@ -61,9 +61,9 @@ def known_time(profile: Profile) -> Tuple[np.ndarray, np.ndarray]:
     runs = np.int64(profile.nranks) * per_rank
     code = (occ.callpath.astype(np.int64) * runs + occ.rank.astype(np.int64) * per_rank
             + occ.execution)
-    closed, where = np.unique(code, return_inverse=True)
-    values = np.zeros(len(closed), np.int64)
-    np.add.at(values, where, occ.time_ns)
+    # occurrences come ordered by callpath, rank, execution: so do the codes
+    starts = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1]]))
+    closed, values = code[starts], np.add.reduceat(occ.time_ns, starts)
     parent = parent_rows(profile.callpaths)
     # The known time of each (callpath, rank, execution) goes up to its
     # parent wherever that has no value, and on up while they have none.
