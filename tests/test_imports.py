@@ -184,6 +184,52 @@ def test_the_cycle_finder_finds_cycles():
     assert _cycle({"a": {"b"}, "b": set()}) == []
 
 
+# The parser's internals: ``Profile.parsed`` (the files as read), the fields
+# of a ``ParsedFile`` and of its ``Values`` (the flat arrays) that only the
+# parser and the analyses know, and the modules that make ParsedFiles.
+PARSED = {"parsed", "exec_base", "line_slots", "line_values", "section_lines"}
+VALUES_FIELDS = {"times", "counts", "slots", "loops", "consistent", "metrics"}
+PARSERS = {"tinyprof.format.reader", "tinyprof.format.chain"}
+
+
+def _parser_reads() -> List[str]:
+    """Where a module outside format/ and analysis/ reads the parser's
+    internals: numbers are computed in analysis/, from what it reads."""
+    modules = _modules()
+    found = []
+    for module, path in sorted(modules.items()):
+        if _layer(module) in ("format", "analysis") or not path:
+            continue
+        found += [f"{module} imports {target}" for target, _, _ in _edges(module, path, set(modules))
+                  if target in PARSERS]
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+            if isinstance(node, ast.Attribute) and (node.attr in PARSED or (
+                    node.attr in VALUES_FIELDS and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "values")):
+                found.append(f"{module}:{node.lineno} reads .{node.attr}")
+    return found
+
+
+def test_only_format_and_analysis_read_the_parsers_internals():
+    assert _parser_reads() == []
+
+
+def test_the_parser_check_finds_reads(tmp_path, monkeypatch):
+    pkg = tmp_path / "tinyprof"
+    for sub in list(LAYERS) + [""]:
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "format" / "reader.py").write_text("")
+    (pkg / "analysis" / "ok.py").write_text("x = p.parsed[0].values.times\n")
+    (pkg / "views" / "bad.py").write_text("from ..format import reader\n"
+                                         "for f in p.parsed:\n    f.values.slots, f.exec_base\n"
+                                         "d.values(), e.values\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE_DIR", str(pkg))
+    assert _parser_reads() == ["tinyprof.views.bad imports tinyprof.format.reader",
+                               "tinyprof.views.bad:2 reads .parsed", "tinyprof.views.bad:3 reads .slots",
+                               "tinyprof.views.bad:3 reads .exec_base"]
+
+
 def test_the_zero_code_launcher_loads_no_numpy(run_python, tmp_path):
     """``python -m tinyprof app.py`` starts the script before anything heavy."""
     out = run_python("""
