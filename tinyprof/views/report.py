@@ -28,7 +28,6 @@ from ..analysis.iterations import per_iteration
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
 from ..analysis.values import aggregate, mpi_per_node, run_times
 from ..format import layout
-from . import pop as pop_view
 from .summary import run_line
 from .text import tree_order
 
@@ -204,11 +203,11 @@ def _pop(profile: Profile, series: Optional[over_time.Series], position: Dict[tu
         values = POP_VALUES + SPLIT_VALUES
     except ValueError:          # no trace (or one that cannot be replayed): no split
         frame, values = pop_analysis.pop(profile), POP_VALUES
-    if pop_view.several_hosts(frame):
+    if pop_analysis.several_hosts(frame):
         values += HOST_VALUES
     at = {path: i for i, path in enumerate(frame["callpath"])}
     table = np.array([frame[v] for v in values], np.float64).T
-    rows = [[position[path], *rounded(table[at[path]])] for path in pop_view.worst_first(frame)]
+    rows = [[position[path], *rounded(table[at[path]])] for path in pop_analysis.worst_first(frame)]
     history = None
     if series is not None and series.efficiency is not None:
         history = _pop_history(series.numbers, series.created, series.efficiency, position)
