@@ -10,6 +10,7 @@ import numpy as np
 
 from ..format.encoding import excerpt
 from . import pop
+from .callpaths import spelled
 from .profile import read, snapshots
 
 HISTORY_COLUMNS = ["snapshot", "created"]
@@ -72,6 +73,6 @@ def history(outdir: Union[str, os.PathLike[str]], callpath: Optional[Sequence[st
             parts[name].append(value[ran] if isinstance(value, np.ndarray) else
                                [v for v, r in zip(value, ran) if r])
     if callpath is not None and not known:
-        raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in the snapshots of {outdir}")
+        raise KeyError(f"no callpath {excerpt(spelled(callpath))} in the snapshots of {outdir}")
     return {name: np.concatenate(p) if name not in ("callpath", "created") and p else
             [v for chunk in p for v in chunk] for name, p in parts.items()}
