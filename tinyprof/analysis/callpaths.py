@@ -100,13 +100,13 @@ class Tree:
             following: List[Tuple[Path, int]] = []
             for node, start in level:
                 kids = self.children[node]
-                left = ends[bisect.bisect_left(ends, start):]
-                if len(kids) < len(left):
+                first = bisect.bisect_left(ends, start)
+                if len(kids) < len(ends) - first:
                     steps = [(name, start + len(name)) for name in kids
                              if text.startswith(name, start) and
                              (start + len(name) == len(text) or text[start + len(name)] in SEPARATORS)]
                 else:
-                    steps = [(text[start:end], end) for end in left]
+                    steps = [(text[start:end], end) for end in ends[first:]]
                 for name, end in steps:
                     child = kids.get(name)
                     if child is None:
