@@ -28,10 +28,11 @@ from typing import List, Optional
 from . import _command, tune
 from ._version import __version__
 from .analysis.compare import FLOOR, THRESHOLD
+from .analysis.mpi_tables import DEFAULT_BY, KEYS
 from .analysis.values import STATISTICS
 from .converters import TARGETS, ConvertError
 from .format.encoding import FormatError, excerpt
-from .views.mpi import DEFAULT_BY, KEYS, SORTS
+from .views.mpi import SORTS
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -84,6 +85,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _mpi(args: argparse.Namespace) -> int:
+    from .analysis import mpi_tables
     from .analysis.profile import read
     from .views import mpi
 
@@ -96,7 +98,7 @@ def _mpi(args: argparse.Namespace) -> int:
     if "transport" in args.by:
         print(mpi.transport(profile, args.callpath, "rank" in args.by, limit))
         return 0
-    rows = mpi.group(profile, args.by, args.callpath, args.comm)
+    rows = mpi_tables.group(profile, args.by, args.callpath, args.comm)
     print(mpi.table(profile, rows, args.by, args.sort, limit))
     if args.comms:
         print(f"\n{mpi.communicators(profile)}")
@@ -112,9 +114,10 @@ def _pop(args: argparse.Namespace) -> int:
     from .format import hostlist
     from .views import pop
 
-    callpath = tuple(args.callpath.replace("/", "<").split("<")) if args.callpath else None
     profile = read(args.profile)
     try:
+        # read against the newest set, which holds every callpath of the run's snapshots
+        callpath = profile.callpath(args.callpath) if args.callpath else None
         hosts = hostlist.decode(args.hosts, profile.nranks, "--hosts") if args.hosts else None
         if args.over_time and args.trace:
             raise _analysis.PopError("--over-time has no --trace: the split needs a whole trace, "

@@ -748,7 +748,7 @@ def test_bad_input_to_tinyprof_pop_is_one_line(balance, tmp_path, capsys):
             (["--hosts", "a*3"], 1, "--hosts: 3 given for the profile's 4 ranks"),
             (["--hosts", "a*99999999999999"], 1, "--hosts: more than the profile's 4 ranks"),
             (["--hosts", "a*x,b"], 1, "--hosts: 'a*x' is not a host name or NAME*COUNT"),
-            (["--callpath", "main/nope"], 1, "no callpath 'main<nope' in profile 'pop'"),
+            (["--callpath", "main/nope"], 1, "no callpath 'main/nope' in profile 'pop'"),   # as given
             (["--over-time", "--trace"], 1, "--over-time has no --trace")):
         assert main(["pop", balance, *argv]) == status, argv
         err = capsys.readouterr().err

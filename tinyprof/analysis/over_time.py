@@ -13,6 +13,7 @@ import numpy as np
 
 from ..format.encoding import excerpt
 from . import pop
+from .callpaths import spelled
 from .profile import PER_SECOND, Profile, read, snapshots
 from .sums import parent_rows
 from .values import occurrences
@@ -21,7 +22,7 @@ HISTORY_COLUMNS = ["snapshot", "created"]
 Outdir = Union[str, os.PathLike[str]]
 
 
-def pop_history(outdir: Outdir, callpath: Optional[Sequence[str]] = None,
+def pop_history(outdir: Outdir, callpath: Optional[pop.Spec] = None,
                 hosts: Optional[pop.Hosts] = None, numbers: Optional[Sequence[int]] = None) -> Any:
     """``tinyprof.pop_history``: the metrics of each interval between
     consecutive kept snapshots (the first from the start of the run), from
@@ -126,7 +127,7 @@ def _aligned(before: Optional[np.ndarray], at: np.ndarray) -> Any:
 class _PopRows:
     """The columns of ``pop_history``, an interval at a time."""
 
-    def __init__(self, outdir: str, callpath: Optional[Sequence[str]], hosts: Optional[pop.Hosts]):
+    def __init__(self, outdir: str, callpath: Optional[pop.Spec], hosts: Optional[pop.Hosts]):
         self.outdir, self.callpath, self.hosts = outdir, callpath, hosts
         self.parts: Dict[str, List[Any]] = {}
         self.known = False          # some snapshot has the callpath
@@ -158,7 +159,7 @@ class _PopRows:
 
     def columns(self) -> pop.Columns:
         if self.callpath is not None and not self.known:
-            raise KeyError(f"no callpath {excerpt('<'.join(self.callpath))} in the snapshots of "
+            raise KeyError(f"no callpath {excerpt(spelled(self.callpath))} in the snapshots of "
                            f"{self.outdir}")
         return {name: np.concatenate(p) if name not in ("callpath", "created") and p else
                 [v for chunk in p for v in chunk] for name, p in self.parts.items()}
@@ -174,7 +175,7 @@ def _numbers(outdir: str, numbers: Optional[Sequence[int]]) -> List[int]:
     return chosen
 
 
-def history(outdir: Outdir, callpath: Optional[Sequence[str]] = None,
+def history(outdir: Outdir, callpath: Optional[pop.Spec] = None,
             hosts: Optional[pop.Hosts] = None, numbers: Optional[Sequence[int]] = None) -> pop.Columns:
     """The columns of ``pop_history``: lists and numpy arrays."""
     outdir = os.fspath(outdir)

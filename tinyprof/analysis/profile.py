@@ -12,8 +12,9 @@ import numpy as np
 
 from ..format import chain, layout
 from ..format.encoding import FormatError, Header, excerpt
-from ..format.reader import ParsedFile
+from ..format.reader import EventData, ParsedFile
 from . import mpi_tables, sites
+from .callpaths import Spec, Tree
 from .sums import PER_SECOND
 
 Callpath = Tuple[str, ...]     # a format.reader.Callpath: equal to, and hashed as, the tuple of its names
@@ -69,31 +70,33 @@ class Profile:
         f, r = self._locate(rank)
         return f.header.executions[r]
 
-    def _event(self, callpath: Sequence[str]):
-        callpath = tuple(callpath)
-        for f in self.parsed:
-            ev = f.events.get(callpath)
-            if ev is not None:
-                return ev
-        if callpath not in self.callpaths:
-            raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in profile {excerpt(self.name)}")
-        return None
+    @cached_property
+    def _tree(self) -> Tree:
+        return Tree(self.callpaths, f"profile {excerpt(self.name)}")
 
-    def loop(self, callpath: Sequence[str]) -> int:
+    def callpath(self, callpath: Spec) -> Callpath:
+        """The profile's callpath that ``callpath`` names: a sequence of names,
+        root first, or a string, one region's name or a path written as the
+        commands print it (``"main<solve"``, or ``"main/solve"``); KeyError if
+        the profile has none. Every method taking a callpath reads it so."""
+        return self._tree.get(callpath)
+
+    def _events(self, callpath: Spec) -> List[EventData]:
+        """The callpath's event line in each file that has it, in file order."""
+        path = self.callpath(callpath)
+        return [ev for ev in (f.events.get(path) for f in self.parsed) if ev is not None]
+
+    def loop(self, callpath: Spec) -> int:
         """Loop mode of ``callpath``: 0 plain, 1 per iteration, 2 summed per execution."""
-        return self._event(callpath).loop
+        return self._events(callpath)[0].loop
 
-    def value(self, callpath: Sequence[str], metric: str) -> Optional[float]:
+    def value(self, callpath: Spec, metric: str) -> Optional[float]:
         """The value of a consistent metric on ``callpath`` (None if never given)."""
         self._check_metric(metric, consistent=True)
-        for f in self.parsed:
-            ev = f.events.get(tuple(callpath))
-            if ev is not None and metric in ev.consistent:
-                return ev.consistent[metric]
-        self._event(callpath)
-        return None
+        return next((ev.consistent[metric] for ev in self._events(callpath)
+                     if metric in ev.consistent), None)
 
-    def series(self, callpath: Sequence[str], rank: int, metric: str = "time") -> List[List[float]]:
+    def series(self, callpath: Spec, rank: int, metric: str = "time") -> List[List[float]]:
         """Values of ``callpath`` on ``rank``: one list per execution of that rank,
         each holding the value of every occurrence (iteration) in order.
 
@@ -103,11 +106,11 @@ class Profile:
         """
         if metric != "time":
             self._check_metric(metric, consistent=False)
+        path = self.callpath(callpath)
         f, r = self._locate(rank)
         nexec = f.header.executions[r]
-        ev = f.events.get(tuple(callpath))
+        ev = f.events.get(path)
         if ev is None:
-            self._event(callpath)
             return [[] for _ in range(nexec)]
         # This rank's slots (executions with values) alone: the work is this
         # rank's, not the file's executions times its callpaths.
@@ -166,13 +169,16 @@ class Profile:
         callpath, None for predefined ones or outside any event)."""
         return mpi_tables.communicators(self.mpi_data)
 
-    def comm_matrix(self, callpath: Optional[Sequence[str]] = None, comm: Optional[str] = None,
+    def comm_matrix(self, callpath: Optional[Spec] = None, comm: Optional[str] = None,
                     metric: str = "bytes") -> Any:
         """numpy (P, P) int64: entry ``[i, j]`` holds the bytes (``metric=
         "messages"``: the messages) that rank i sent point-to-point to world
         rank j, within ``callpath`` and the regions below it (None: the whole
-        run), on communicator ``comm`` (None: all)."""
-        return mpi_tables.matrix(self.mpi_data, self.nranks, callpath, comm, metric)
+        run; KeyError for one not in the profile), on communicator ``comm``
+        (None: all)."""
+        inside = None if callpath is None else \
+            self._tree.within([callpath])
+        return mpi_tables.matrix(self.mpi_data, self.nranks, inside, comm, metric)
 
     @cached_property
     def trace(self) -> Any:
@@ -210,7 +216,7 @@ class Profile:
         from . import trace as _trace
         return _trace.wait_states(self.trace)
 
-    def pop(self, callpath: Optional[Sequence[str]] = None, hosts: Any = None,
+    def pop(self, callpath: Optional[Spec] = None, hosts: Any = None,
             trace: bool = False) -> Any:
         """The POP efficiency metrics per callpath (docs/pop.md) as a pandas
         DataFrame, one row per callpath (``callpath`` and the regions below
