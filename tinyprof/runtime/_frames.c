@@ -394,7 +394,7 @@ sites_read(PyObject *m, PyObject *unused)
  * takes a sample, HZ times a second, in the sampler thread; `take` reads,
  * holding the GIL, every thread's frames and innermost open event and adds
  * the time since the previous sample to the count of (execution, parent
- * node id, thread, innermost instruction, code objects): C arrays of
+ * node id, thread, the MPI call it is inside, code objects): C arrays of
  * pointers in an open-addressing table, no Python object made (a new key
  * keeps references to its code objects, so that their addresses stay
  * theirs). `drain` hands the counts over and starts afresh; the names are
@@ -428,13 +428,16 @@ typedef struct {
     uint64_t hash;
     int64_t execution, ns;
     int32_t parent;
-    int lasti, n;
+    int op, n;                  /* op: the MPI call the thread was inside (the library's code), or -1 */
     PyObject *thread;           /* owned name; NULL: the main thread */
     PyObject **codes;           /* owned, innermost first */
 } Entry;
 
+typedef int (*in_call_fn)(uint64_t);
+
 typedef struct {
     PyObject_HEAD
+    in_call_fn in_call;         /* libtinyprof_mpi's tinyprof_mpi_in_call, or NULL: no MPI capture */
     PyObject *executions;       /* () -> executions started (the core's) */
     PyObject *names;            /* () -> {thread id: name, None for tinyprof's} */
     PyObject *node_type;        /* the core's Node */
@@ -735,7 +738,7 @@ slots_grow(Samples *self)
 
 /* Adds `ns` to the count of a stack, a new entry if it was not seen. */
 static int
-count(Samples *self, uint64_t hash, int64_t execution, int32_t parent, PyObject *thread, int lasti,
+count(Samples *self, uint64_t hash, int64_t execution, int32_t parent, PyObject *thread, int op,
       int n, int64_t ns)
 {
     if ((self->n + 1) * 4 > self->nslots * 3 && slots_grow(self) < 0)
@@ -744,7 +747,7 @@ count(Samples *self, uint64_t hash, int64_t execution, int32_t parent, PyObject 
     for (; self->slots[i]; i = (i + 1) & mask) {
         Entry *e = &self->entries[self->slots[i] - 1];
         if (e->hash == hash && e->execution == execution && e->parent == parent && e->thread == thread
-            && e->lasti == lasti && e->n == n
+            && e->op == op && e->n == n
             && memcmp(e->codes, self->scratch, (size_t)n * sizeof(PyObject *)) == 0) {
             e->ns += ns;
             return 0;
@@ -763,13 +766,15 @@ count(Samples *self, uint64_t hash, int64_t execution, int32_t parent, PyObject 
         return -1;
     for (int j = 0; j < n; j++)
         codes[j] = Py_NewRef(self->scratch[j]);
-    self->entries[self->n] = (Entry){hash, execution, ns, parent, lasti, n, Py_XNewRef(thread), codes};
+    self->entries[self->n] = (Entry){hash, execution, ns, parent, op, n, Py_XNewRef(thread), codes};
     self->slots[i] = (uint32_t)++self->n;
     return 0;
 }
 
-/* One sample of every thread but tinyprof's. `own`: in the sampler's
- * thread, which may run the thread names' Python code; else (the main
+/* One sample of every thread but tinyprof's; whether a thread is inside an
+ * MPI call, and which, is libtinyprof_mpi's word (in_call), never a name's.
+ * `own`: in the sampler's thread, which may run the thread names' Python
+ * code; else (the main
  * thread's pending call, which may have interrupted threading's own code
  * holding its lock) a sample that needs them is left to the sampler's next
  * turn (0, names_due set), its time carried over to that sample. 1: taken. */
@@ -812,7 +817,7 @@ take(Samples *self, int own)
             atomic_store(&self->names_due, 1);
         if (t == NULL || t->name == NULL)
             continue;
-        int n = 0, lasti = -1;
+        int n = 0;
         for (_PyInterpreterFrame *f = top_frame(ts); f != NULL; f = f->previous) {
             PyCodeObject *c = frame_code(f);
             if (c == NULL)
@@ -827,8 +832,6 @@ take(Samples *self, int own)
                 self->scratch = scratch;
                 self->scap = scap;
             }
-            if (n == 0)
-                lasti = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
             self->scratch[n++] = (PyObject *)c;
         }
         if (n == 0)
@@ -840,20 +843,28 @@ take(Samples *self, int own)
             Py_DECREF(node);
         } else {
             if (dflt < 0) {
-                dflt = self->dflt;
-                for (PyThreadState *m = PyInterpreterState_ThreadHead(interp); m != NULL && dflt == 0;
-                     m = PyThreadState_Next(m))
-                    if (m->thread_id == self->main)
-                        dflt = outermost(context_node(self, m->context));
+                /* below the main thread's events while one is open, never after they closed */
+                PyObject *top = NULL;
+                for (PyThreadState *m = PyInterpreterState_ThreadHead(interp); m != NULL; m = PyThreadState_Next(m))
+                    if (m->thread_id == self->main) {
+                        top = context_node(self, m->context);
+                        break;
+                    }
+                dflt = top == NULL ? 0 : self->dflt;
+                if (dflt == 0)
+                    dflt = outermost(top);
+                else
+                    Py_DECREF(top);
             }
             parent = dflt;
         }
         PyObject *thread = ts->thread_id == self->main ? NULL : t->name;
+        int op = self->in_call ? self->in_call((uint64_t)ts->thread_id) : -1;
         uint64_t hash = mix(mix(mix(mix((uint64_t)execution, (uint32_t)parent), (uintptr_t)thread),
-                                (uint32_t)lasti), (uint32_t)n);
+                                (uint32_t)op), (uint32_t)n);
         for (int j = 0; j < n; j++)
             hash = mix(hash, (uintptr_t)self->scratch[j]);
-        if (count(self, hash, execution, parent, thread, lasti, n, weight) < 0) {
+        if (count(self, hash, execution, parent, thread, op, n, weight) < 0) {
             PyErr_NoMemory();
             return -1;
         }
@@ -1027,8 +1038,8 @@ named(Samples *self, PyObject **renamed, Py_ssize_t n, PyObject *thread)
     return name;
 }
 
-/* [(execution, parent node id, thread name or None (main), byte offset of
- * the innermost frame's instruction, code objects innermost first, ns)]
+/* [(execution, parent node id, thread name or None (main), the op code of
+ * the MPI call it was inside or -1, code objects innermost first, ns)]
  * since the last drain; the table starts afresh. The names are refreshed
  * first while a thread is known by its id only. */
 static PyObject *
@@ -1067,7 +1078,7 @@ samples_drain(Samples *self, PyObject *unused)
             break;
         }
         PyObject *row = Py_BuildValue("(LiNiNL)", (long long)e[i].execution, e[i].parent, thread,
-                                      e[i].lasti, codes, (long long)e[i].ns);
+                                      e[i].op, codes, (long long)e[i].ns);
         if (row == NULL)
             break;
         PyList_SET_ITEM(out, (Py_ssize_t)i, row);
@@ -1082,12 +1093,14 @@ samples_drain(Samples *self, PyObject *unused)
 static int
 samples_init(Samples *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"executions", "names", "node_type", "main", NULL};
+    static char *kwlist[] = {"executions", "names", "node_type", "main", "in_call", NULL};
     PyObject *executions, *names, *node_type;
     unsigned long main;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!k", kwlist, &executions, &names, &PyType_Type,
-                                     &node_type, &main))
+    unsigned long long in_call = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!k|K", kwlist, &executions, &names, &PyType_Type,
+                                     &node_type, &main, &in_call))
         return -1;
+    self->in_call = (in_call_fn)(uintptr_t)in_call;
     Py_XSETREF(self->executions, Py_NewRef(executions));
     Py_XSETREF(self->names, Py_NewRef(names));
     Py_XSETREF(self->node_type, Py_NewRef(node_type));
@@ -1128,7 +1141,7 @@ static PyMethodDef samples_methods[] = {
      "run(interval ns, limit): sleep, take a sample, until stop() (False) or `limit` stacks are held (True)."},
     {"stop", (PyCFunction)samples_stop, METH_NOARGS, "run() returns after its current sleep."},
     {"drain", (PyCFunction)samples_drain, METH_NOARGS,
-     "[(execution, parent node id, thread name or None, innermost instruction's byte offset, "
+     "[(execution, parent node id, thread name or None, op code of the MPI call it was inside or -1, "
      "code objects innermost first, ns)] since the last drain."},
     {NULL, NULL, 0, NULL},
 };
@@ -1149,7 +1162,8 @@ static PyTypeObject SamplesType = {
     .tp_name = "tinyprof.runtime._frames.Samples",
     .tp_basicsize = sizeof(Samples),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Samples(executions, names, node_type, main thread id): sampled stacks, counted.",
+    .tp_doc = "Samples(executions, names, node_type, main thread id, in_call=0): sampled stacks, counted; "
+              "in_call: the address of libtinyprof_mpi's tinyprof_mpi_in_call, 0 without MPI capture.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)samples_init,
     .tp_dealloc = (destructor)samples_dealloc,
