@@ -265,14 +265,18 @@ def test_a_region_on_one_rank_of_four_has_load_balance_a_quarter(one_rank, capsy
     assert rows["sync"][1:5] == ["4/4", "0.000", "675.000", "900.000"]
     # the report's data: the same row, flagged (in red below 0.8, worst first)
     from tinyprof.views import report
-    data = report.build(tinyprof.read(one_rank))["pop"]
+    built = report.build(tinyprof.read(one_rank))
+    data = built["pop"]
     at = {name: k + 1 for k, name in enumerate(data["columns"])}
-    names = [p["path"] for p in report.build(tinyprof.read(one_rank))["callpaths"]]
+    names = [p["path"] for p in built["callpaths"]]
     rows = {names[r[0]]: r for r in data["rows"]}
     assert [names[r[0]] for r in data["rows"]] == ["main", "main<sync", "main<source"]
     assert rows["main<source"][at["load_balance"]] == pytest.approx(0.25)
     assert rows["main<source"][at["parallel_efficiency"]] == pytest.approx(0.25)
-
+    # its call tree: show's numbers, which the page only lays out
+    k = names.index("main<source")
+    assert {key: column[k] for key, column in built["stats"].items()} == {
+        "ran": 1, "inc": 0.225, "exc": 0.225, "share": 0.25, "imbalance": 4.0, "max": 0.9, "slowest": 3}
 
 
 def test_every_view_states_one_basis_for_a_mean(one_rank, capsys):

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..analysis import over_time
+from ..analysis import over_time, values
 from ..analysis import pop as pop_analysis
 from ..analysis.iterations import per_iteration
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
@@ -109,6 +109,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
         "inc": _rows(agg.time_inc[index]), "exc": _rows(agg.time_exc[index]),
         "count": agg.count[index].tolist(),
+        "stats": _stats(values.summary(profile, agg), index),
         "runtime": rounded(run_times(profile, agg)),
         "iterations": _iterations(profile, position),
         "snapshots": _snapshots(over, position),
@@ -142,6 +143,14 @@ def rounded(values: np.ndarray) -> List[Optional[float]]:
 
 def _rows(matrix: np.ndarray) -> List[List[Optional[float]]]:
     return [rounded(r) for r in matrix]
+
+
+def _stats(s: values.Summary, index: np.ndarray) -> Dict[str, Any]:
+    """The call tree's columns (``tinyprof show``'s numbers), in the page's order."""
+    return {"ran": s.ranks[index].tolist(), "inc": rounded(s.mean[index]),
+            "exc": rounded(s.exclusive_mean[index]), "share": rounded(s.share[index]),
+            "imbalance": rounded(s.imbalance[index]), "max": rounded(s.maximum[index]),
+            "slowest": s.slowest[index].tolist()}
 
 
 def _iterations(profile: Profile, position: Dict[tuple, int]) -> Dict[str, Any]:
