@@ -33,7 +33,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, os.pardir, "tests"))
 
 import formats  # noqa: E402  (benchmarks/formats.py)
-from _browser import Browser  # noqa: E402  (tests/_browser.py)
+from helpers.browser import Browser  # noqa: E402  (tests/helpers/browser.py)
 
 import tinyprof  # noqa: E402
 from tinyprof.views import report as _report  # noqa: E402

@@ -1,5 +1,14 @@
 """Shared fixtures of the serial suite: fresh profiler state per test, a
-deterministic clock, and helpers to flush, read back and run subprocesses."""
+deterministic clock, helpers to flush, read back and run subprocesses, the
+tools a test needs, and the tiers (markers, registered in pyproject.toml):
+
+- ``mpi``: launches ``mpiexec`` (the ``mpiexec`` fixture, ``@needs_mpiexec``), or lives in tests/mpi;
+- ``browser``: drives a real Chromium (the ``chromium`` fixture, ``@needs_chromium``);
+- ``native``: compiles C or C++ (tests/native, or marked by hand);
+- ``slow``: marked by hand, for a test that alone takes tens of seconds;
+- ``network``: reaches the network (none does today).
+
+``make check`` runs the tests of none of these tiers; ``make test`` runs them all."""
 from __future__ import annotations
 
 import os
@@ -10,6 +19,9 @@ import textwrap
 from typing import Dict, Optional, Sequence
 
 import pytest
+from helpers.browser import chromium as _chromium
+from helpers.callflow import callflow_python
+from helpers.mpi import require_mpiexec
 
 import tinyprof
 from tinyprof import annotate
@@ -23,6 +35,47 @@ def pytest_terminal_summary(terminalreporter) -> None:
     seed = os.environ["TINYPROF_FUZZ_SEED"]
     terminalreporter.write_line(f"tinyprof fuzz seed: {seed} "
                                 f"(replay: TINYPROF_FUZZ_SEED={seed} make test-serial)")
+
+
+# A test requesting one of these fixtures (directly, through another fixture or
+# @pytest.mark.usefixtures) is in that tier.
+TIER_OF_FIXTURE = {"mpiexec": ("mpi",), "chromium": ("browser",), "build": ("native",),
+                   "callflow_env": ("slow", "network")}
+# A test under one of these folders of tests/ is in that tier.
+TIER_OF_FOLDER = {"mpi": "mpi", "native": "native"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    # pytest-mpi skips a test marked ``mpi`` in a run without --with-mpi when its
+    # own hook sees the mark. Its hook runs before this one (its plugin registers
+    # at configure, after this conftest), so the serial tests that launch
+    # mpiexec keep running while ``-m "not mpi"`` (the mark plugin runs last) deselects them.
+    tests = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        folder = os.path.relpath(str(item.path), tests).split(os.sep)[0]
+        tiers = {TIER_OF_FOLDER.get(folder)} | {t for f, ts in TIER_OF_FIXTURE.items() if f in item.fixturenames
+                                                 for t in ts}
+        for tier in sorted(tiers - {None} - {m.name for m in item.iter_markers()}):
+            item.add_marker(tier)
+
+
+@pytest.fixture(scope="session")
+def mpiexec() -> str:
+    """The path of mpiexec (and mpi4py is there); missing: skip, or fail under CI=1."""
+    return require_mpiexec()
+
+
+@pytest.fixture(scope="session")
+def callflow_env() -> str:
+    """The Python of CallFlow's own environment, made from PyPI on first use
+    if ``make install`` did not (about 700 MB)."""
+    return callflow_python()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The path of Chromium; missing: skip, or fail under CI=1."""
+    return _chromium()
 
 
 class FakeClock:
@@ -122,12 +175,9 @@ def run_python():
 
 
 @pytest.fixture(scope="session")
-def traced_demo(tmp_path_factory) -> tinyprof.Profile:
+def traced_demo(tmp_path_factory, mpiexec) -> tinyprof.Profile:
     """The demo on 3 real MPI ranks for 20 steps, traced with MPI capture
     (``TINYPROF_TRACE=1 TINYPROF_MPI=1``): read once per session."""
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if not os.access(mpiexec, os.X_OK):
-        pytest.skip("no mpiexec beside this Python (make install)")
     out = tmp_path_factory.mktemp("traced-demo") / "heat"
     env = dict(os.environ, TINYPROF_MPI="1", TINYPROF_TRACE="1")
     subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "tinyprof.demo", str(out),

@@ -8,16 +8,16 @@ import subprocess
 import sys
 
 import pytest
-from _browser import Browser
-from test_mpi_large import needs_mpi
+from helpers.browser import Browser, needs_chromium
+from helpers.mpi import needs_capture_library, needs_mpiexec
 
 import tinyprof
-from tinyprof.runtime import capture
 from tinyprof.views import report
 
 
-@needs_mpi
-@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@needs_chromium
+@needs_mpiexec
+@needs_capture_library
 def test_the_demo_fills_every_section_of_its_report(tmp_path):
     out = tmp_path / "demo.tinyprof"
     done = subprocess.run([sys.executable, "-m", "tinyprof.demo", "--run", "-n", "2",

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from test_mpi_large import MPIEXEC, needs_mpi
+from helpers.mpi import MPIEXEC, needs_mpiexec
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "fig3.tp")
 APP = "import sys\nprint('app', sys.argv[1:])\nsys.exit(3)\n"
@@ -18,7 +18,7 @@ def run(*argv, cwd):
                           env=dict(os.environ, TINYPROF="0"))
 
 
-@needs_mpi
+@needs_mpiexec
 def test_the_demo_runs_without_a_profile(tmp_path):
     done = run(sys.executable, "-m", "tinyprof.demo", "--run", "-n", "2", "--steps", "40",
                str(tmp_path / "demo"), cwd=tmp_path)         # 2 of its snapshots due
@@ -39,7 +39,7 @@ def test_a_zero_code_run_is_the_script_alone(tmp_path):
     assert os.listdir(tmp_path) == ["app.py"]
 
 
-@needs_mpi
+@needs_mpiexec
 @pytest.mark.parametrize("how", [["-m", "tinyprof.tune"], ["-m", "tinyprof.cli", "tune"]])
 def test_tune_says_there_is_nothing_to_measure(tmp_path, how):
     done = run(MPIEXEC, "-n", "2", sys.executable, *how, "--callpaths", "5", "--iterations", "2",

@@ -13,7 +13,7 @@ import urllib.request
 from typing import List, Optional, Tuple
 
 import pytest
-from _browser import free_port, serving
+from helpers.browser import free_port, serving
 
 GUIDE = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "guide.md")
 BIN = os.path.dirname(sys.executable)
@@ -37,9 +37,7 @@ def words(text: str) -> set:
 
 
 @pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory) -> str:
-    if not os.access(os.path.join(BIN, "mpiexec"), os.X_OK):
-        pytest.skip("no mpiexec beside this Python (make install)")
+def demo_dir(tmp_path_factory, mpiexec) -> str:
     where = tmp_path_factory.mktemp("guide")
     subprocess.run([sys.executable, "-m", "tinyprof.demo", "--run"], cwd=where, check=True,
                    stdout=subprocess.DEVNULL, timeout=300)

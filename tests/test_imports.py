@@ -10,12 +10,11 @@ import subprocess
 import sys
 from typing import Dict, Iterator, List, Set, Tuple
 
-import pytest
+from helpers.mpi import MPIEXEC, needs_mpiexec
 
 import tinyprof
 
 PACKAGE_DIR = os.path.dirname(tinyprof.__file__)
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 
 
 def _modules() -> Dict[str, str]:
@@ -264,13 +263,19 @@ def test_import_and_annotating_load_no_numpy_or_pandas(run_python, tmp_path):
     assert out.stdout.split("\n")[:2] == ["[] True False", "False"], out.stdout
 
 
-@pytest.mark.parametrize("launched", [False, True])
-def test_a_zero_code_run_reaches_the_script_without_numpy(tmp_path, launched):
-    """Issue 35: ``python -m tinyprof`` starts the profiler (with MPI capture
-    under a launcher) and runs the script before numpy is loaded; the flush
-    at exit loads it, and writes the same profile."""
-    if launched and not os.path.exists(MPIEXEC):
-        pytest.skip("no mpiexec")
+def test_a_zero_code_run_reaches_the_script_without_numpy(tmp_path):
+    """Issue 35: ``python -m tinyprof`` starts the profiler and runs the
+    script before numpy is loaded; the flush at exit loads it."""
+    _zero_code_run(tmp_path, launched=False)
+
+
+@needs_mpiexec
+def test_a_launched_zero_code_run_reaches_the_script_without_numpy(tmp_path):
+    """The same under mpiexec, with MPI capture: the same profile, and its communicators."""
+    _zero_code_run(tmp_path, launched=True)
+
+
+def _zero_code_run(tmp_path, launched: bool) -> None:
     app = tmp_path / "app.py"
     app.write_text("import sys\n"
                    "print(sorted(m for m in ('numpy', 'pandas', 'tinyprof.runtime.session') if m in sys.modules))\n")

@@ -2,20 +2,15 @@
 clean-up and the bad-argument paths; and the synthetic profile it flushes."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 
 import pytest
+from helpers.mpi import MPIEXEC, needs_mpiexec
 
 from tinyprof import _sweep, tune
-
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-needs_mpi = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
-    reason="needs mpi4py and mpiexec next to the Python executable (pip install mpi4py mpich)")
 
 
 @pytest.mark.parametrize("callpaths", [1, 2, 11, 20, 200, 1001])
@@ -63,7 +58,7 @@ def test_report_says_when_the_recommendation_is_within_the_noise(monkeypatch):
     assert close.splitlines()[-1] == "export TINYPROF_AGGREGATORS=64"
 
 
-@needs_mpi
+@needs_mpiexec
 def test_tune_on_three_ranks(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -86,13 +81,22 @@ def test_tune_on_three_ranks(tmp_path):
 @pytest.mark.parametrize("args, env, message", [
     (["--callpaths", "0"], {}, "argument --callpaths: must be an integer >= 1, not '0'"),
     (["--repeats", "x"], {}, "argument --repeats: must be an integer >= 1, not 'x'"),
-    pytest.param(["--outdir", "missing"], {}, "tinyprof tune: missing: No such file or directory",
-                 marks=needs_mpi),
-    pytest.param([], {"TINYPROF_AGGREGATORS": "0"},
-                 "tinyprof tune: TINYPROF_AGGREGATORS must be an integer >= 1, not '0'",
-                 marks=needs_mpi),
 ])
 def test_bad_arguments_end_with_one_line_and_status_2(tmp_path, args, env, message):
+    _fails_in_one_line(tmp_path, args, env, message)
+
+
+# Refused once tune has found mpiexec.
+@needs_mpiexec
+@pytest.mark.parametrize("args, env, message", [
+    (["--outdir", "missing"], {}, "tinyprof tune: missing: No such file or directory"),
+    ([], {"TINYPROF_AGGREGATORS": "0"}, "tinyprof tune: TINYPROF_AGGREGATORS must be an integer >= 1, not '0'"),
+])
+def test_bad_settings_end_with_one_line_and_status_2(tmp_path, args, env, message):
+    _fails_in_one_line(tmp_path, args, env, message)
+
+
+def _fails_in_one_line(tmp_path, args, env, message) -> None:
     proc = subprocess.run([sys.executable, "-m", "tinyprof.cli", "tune", *args],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, **env))

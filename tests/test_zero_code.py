@@ -13,11 +13,10 @@ import sys
 import textwrap
 
 import pytest
-from test_mpi_large import MPIEXEC, needs_mpi
-from test_stacks import needs_sites
+from helpers.mpi import MPIEXEC, needs_capture_library, needs_mpiexec
+from helpers.tools import needs_sites
 
 import tinyprof
-from tinyprof.runtime import capture
 
 APP = textwrap.dedent("""
     import sys
@@ -42,9 +41,9 @@ APP = textwrap.dedent("""
 """)
 
 
-@needs_mpi
+@needs_mpiexec
 @needs_sites
-@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@needs_capture_library
 @pytest.mark.parametrize("nranks", [1, 3])
 def test_an_unannotated_script_under_mpiexec(tmp_path, nranks):
     app = tmp_path / "app.py"
@@ -105,9 +104,9 @@ SITES_APP = textwrap.dedent("""
 """)
 
 
-@needs_mpi
+@needs_mpiexec
 @needs_sites
-@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@needs_capture_library
 def test_each_mpi_call_is_charged_to_its_python_line(tmp_path):
     """On 3 ranks of an unannotated script, each function's line gets exactly
     its calls on every rank; ``--site-depth 2`` adds the caller's line, and
@@ -177,8 +176,8 @@ def _sampled(prof, rank):
     return {cp: sum(map(sum, prof.series(cp, rank))) for cp in prof.callpaths}
 
 
-@needs_mpi
-@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@needs_mpiexec
+@needs_capture_library
 def test_only_a_real_mpi_call_is_labelled_mpi(tmp_path):
     """numpy's ``ufunc.reduce`` is named like an MPI operation, but only the
     capture library knows whether a thread is inside an MPI call: the loop
@@ -309,9 +308,9 @@ def test_a_module_runs_as_under_python_m(tmp_path, options):
     assert prof.name == "pkg.mod" and prof.callpaths[0] == ("pkg.mod",)
 
 
-@needs_mpi
+@needs_mpiexec
 @needs_sites
-@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@needs_capture_library
 def test_mpi4py_demos(tmp_path):
     """mpi4py's own demos, by relative path from their directory, sampled at
     100 Hz: the spawning counter (it spawns ``__file__`` and tells the child

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import List
 
 import pytest
-from test_convert import record_ranks, write_profile
-from test_hostile import deep_file
-from test_mpi_convert import HALO, MAIN, REDUCE, SOLVE, make_profile
-from test_pop import NRANKS, _growing, _write_snapshot
+from helpers.files import deep_file
+from helpers.mpi_profile import HALO, MAIN, REDUCE, SOLVE, make_mpi_profile
+from helpers.pop_profile import NRANKS, growing, write_snapshot
+from helpers.profiles import record_ranks, write_profile
 
 import tinyprof
 from tinyprof.analysis import mpi_tables
@@ -57,7 +57,7 @@ def odd(tmp_path, clock) -> tinyprof.Profile:
 
 @pytest.fixture
 def mpi_profile(tmp_path, clock) -> tinyprof.Profile:
-    return tinyprof.read(make_profile(tmp_path / "prof", clock))
+    return tinyprof.read(make_mpi_profile(tmp_path / "prof", clock))
 
 
 def test_a_string_is_one_region_or_a_path_never_letters(odd):
@@ -134,8 +134,8 @@ def test_pop_history_reads_a_string_as_the_region(tmp_path, clock):
     out = tmp_path / "g"
     tinyprof.Profiler("g", outdir=out)
     for k in range(1, 3):
-        ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, k), clock)
-        _write_snapshot(out, k, ranks, executions)
+        ranks, executions = record_ranks(NRANKS, lambda r, c: growing(r, c, k), clock)
+        write_snapshot(out, k, ranks, executions)
     text = tinyprof.pop_history(out, callpath="main<step")
     assert list(text["callpath"]) == [("main", "step"), ("main", "step", "compute"),
                                       ("main", "step", "sync")] * 2

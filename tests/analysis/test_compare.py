@@ -9,7 +9,6 @@ noise, different per run, so the runs of one side differ as real runs do.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import subprocess
@@ -19,57 +18,21 @@ from typing import List
 
 import numpy as np
 import pytest
+from helpers.compare_runs import COMPUTE, MAIN, NRANKS, SOLVE, STEPS, WAIT, write_run
+from helpers.mpi import MPIEXEC, needs_mpiexec
+from helpers.mpi_profile import HALO, REDUCE, make_mpi_profile
+from helpers.profiles import make_profile
 
 import tinyprof
 from tinyprof import annotate
 from tinyprof.analysis.compare import _betainc, _t_two_sided
 from tinyprof.cli import main
-from tinyprof.format import encoding as _format
-from tinyprof.format import layout
-from tinyprof.runtime import assemble, stacks
-from tinyprof.runtime import collect as _collect
+from tinyprof.runtime import stacks
 
 pd = pytest.importorskip("pandas")
 
 impl = annotate.impl
 Event = tinyprof.Event
-NRANKS, STEPS = 4, 5
-MAIN, COMPUTE, SOLVE, WAIT = ("main",), ("main", "compute"), ("main", "solve"), ("main", "wait")
-MS = 1_000_000
-
-
-def write_run(outdir, clock, seed: int, slow: float = 1.0, nranks: int = NRANKS, extra: bool = False,
-              name: str = "app", shift: float = 1.0) -> str:
-    """One run on ``nranks`` ranks, ``solve`` ``slow`` times as long; ``extra``:
-    rank 0 also enters ``main<io``; ``shift``: every duration that many times
-    as long (a whole run on a loaded machine). Returns the output directory."""
-    rng = np.random.default_rng(seed)
-    jitter = lambda: shift * (1 + rng.uniform(-0.02, 0.02, (nranks, STEPS)))
-    compute = 20 * MS * (1 + 0.1 * np.arange(nranks))[:, None] * jitter()
-    solve = 10 * MS * slow * jitter()
-    busy = compute + solve
-    wait = busy.max(axis=0) - busy + shift * rng.uniform(0, 2 * MS, (nranks, STEPS))   # the machine's jitter
-    ranks, executions = [], []
-    for r in range(nranks):
-        impl.reset()
-        with Event("main"):
-            clock.tick(int(shift * MS))
-            for step in range(STEPS):
-                for region, ns in (("compute", compute), ("solve", solve), ("wait", wait)):
-                    with Event(region, loop=1):
-                        clock.tick(int(ns[r, step]))
-            if extra and r == 0:
-                with Event("io", is_common=False):
-                    clock.tick(3 * MS)
-        ranks.append(_collect.collect(impl.root()))
-        executions.append(impl.executions())
-    impl.reset()
-    os.makedirs(outdir, exist_ok=True)
-    header = _format.Header(name=name, nranks=nranks, first_rank=0, rank_count=nranks,
-                            file_index=0, file_count=1, metrics=[])
-    layout.write_atomic(os.path.join(outdir, layout.file_name(name, 0, 1)),
-                        assemble.build_file(header, ranks, executions))
-    return str(outdir)
 
 
 def runs(tmp_path, clock, tag: str, seeds, slow: float = 1.0, **kw) -> List[str]:
@@ -194,9 +157,7 @@ def test_new_and_gone_callpaths_and_other_rank_counts(tmp_path, clock):
 
 
 def test_mpi_time_and_bytes_are_compared_when_recorded(tmp_path, clock):
-    from test_mpi_convert import HALO, REDUCE, make_profile
-
-    p = tinyprof.read(make_profile(tmp_path / "m", clock))
+    p = tinyprof.read(make_mpi_profile(tmp_path / "m", clock))
     frame = tinyprof.compare(p, p)
     halo = row(frame, HALO)
     # base and new: the exclusive time outside MPI calls (rank 2 never entered halo)
@@ -260,12 +221,10 @@ def test_the_command_names_a_bad_file_and_a_bad_metric(tmp_path, clock, capsys):
         main(["compare", base, base, "--fail-above", "-3"])
 
 
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_compare_app.py")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
-                    reason="needs mpi4py and mpiexec next to the Python executable")
+@needs_mpiexec
 def test_the_gate_on_real_mpi_runs(tmp_path):
     """Real runs on 4 ranks: one run a side passes the gate, saying it cannot
     tell, whatever a loaded machine does to the sleeps and the barrier's waits.
@@ -328,8 +287,6 @@ def test_read_many_gives_each_run_its_metadata(tmp_path, clock):
 
 
 def test_a_custom_metric_is_compared_summed_per_rank(tmp_path, clock):
-    from test_convert import make_profile
-
     p = tinyprof.read(make_profile(tmp_path / "c", clock))
     frame = tinyprof.compare(p, p, metric="mem")
     compute = ("main", "compute")

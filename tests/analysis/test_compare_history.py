@@ -5,7 +5,7 @@ times with seeded noise per (rank, step), and a barrier's waits."""
 from __future__ import annotations
 
 import pytest
-from test_compare import SOLVE, write_run
+from helpers.compare_runs import SOLVE, write_run
 
 import tinyprof
 

@@ -6,40 +6,35 @@ expected number is computed here by hand.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import subprocess
 import sys
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
-import _pop_checks
 import numpy as np
 import pytest
-from test_convert import record_ranks, write_profile
-from test_trace_analysis import build
+from helpers import pop_checks
+from helpers.browser import needs_chromium
+from helpers.mpi import MPIEXEC, needs_capture_library, needs_mpiexec
+from helpers.pop_profile import NRANKS, UNIT, growing, pop_section, write_snapshot
+from helpers.profiles import record_ranks, write_profile
+from helpers.traces import make_trace
 
 import tinyprof
 from tinyprof.analysis import pop as _pop
 from tinyprof.analysis import trace as _trace
 from tinyprof.analysis.pop import PopError
 from tinyprof.cli import main
-from tinyprof.format import encoding as _format
-from tinyprof.format import hostlist, layout, meta_section
-from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
-from tinyprof.runtime import assemble
-from tinyprof.runtime import capture as _capture
+from tinyprof.format import hostlist, meta_section
 from tinyprof.runtime import collect as _collect
 
 pd = pytest.importorskip("pandas")
 
 Event = tinyprof.Event
 Callpath = Tuple[str, ...]
-NRANKS = 4
-UNIT = 300_000_000                 # ns: r/3 of it is exact
 MAIN, COMPUTE, SYNC = ("main",), ("main", "compute"), ("main", "sync")
 WORLD = "COMM_WORLD"
-RUN = "00000000000000cd"
 
 
 def _compute_then_sync(rank: int, clock) -> List[_collect.LocalEvent]:
@@ -52,20 +47,12 @@ def _compute_then_sync(rank: int, clock) -> List[_collect.LocalEvent]:
     return _collect.collect(tinyprof.annotate.impl.root())
 
 
-def _section(lines: Sequence[Callpath], ranks: range, calls) -> bytes:
-    """The mpi section of ranks ``ranks``: ``calls`` is (callpath, rank, op, ns)."""
-    comms = [Communicator(WORLD, NRANKS, tuple(range(NRANKS)), NONE)]
-    ops = [(rank, lines.index(path), 0, op, bucket(0), 1, 0, ns)
-           for path, rank, op, ns in calls if rank in ranks]
-    return encode(comms, ops, [])
-
-
 def _write(outdir, ranks, executions, calls, mpi: bool = True, bounds=((0, 2), (2, NRANKS)),
            meta: bytes = b"") -> str:
     """With ``meta``, file 0 holds that meta section payload, as a run's does."""
     def sections(index: int, lo: int, hi: int):
         lines = [e.path for e in ranks[lo]]
-        return [("mpi", _section(lines, range(lo, hi), calls))] * mpi + \
+        return [("mpi", pop_section(lines, range(lo, hi), calls))] * mpi + \
             [("meta", meta)] * bool(index == 0 and meta)
     return write_profile(outdir, "pop", [], ranks, executions, list(bounds), sections)
 
@@ -160,12 +147,13 @@ def test_the_hosts_the_run_recorded_are_the_default(tmp_path, clock, capsys):
         assert "hosts" not in recorded(other).pop().columns, other
 
 
+@needs_chromium
 def test_the_report_splits_the_balance_over_the_recorded_hosts(tmp_path, clock):
     """The report's efficiency table has TALP's columns when the run spanned
     several hosts (as ``Profile.pop`` and ``tinyprof pop``), drawn by real
     Chromium; on one host it has none."""
     pytest.importorskip("plotly")
-    from _browser import Browser
+    from helpers.browser import Browser
 
     from tinyprof.views import report
     tinyprof.Profiler("pop", outdir=tmp_path / "p")
@@ -364,37 +352,6 @@ def test_without_mpi_capture_one_clear_line(tmp_path, clock, capsys):
 STEPS = 4
 
 
-def _growing(rank: int, clock, upto: int) -> List[_collect.LocalEvent]:
-    """Steps 0..upto-1 of a run whose imbalance grows: in step k rank r
-    computes (1 + k r / 3) units, then waits in a barrier for the slowest."""
-    with Event("main"):
-        for k in range(upto):
-            with Event("step", loop=1):
-                with Event("compute"):
-                    clock.tick(UNIT + k * rank * UNIT // 3)
-                with Event("sync"):
-                    clock.tick(k * (NRANKS - 1 - rank) * UNIT // 3)
-        return _collect.collect(tinyprof.annotate.impl.root())      # main still open
-
-
-def _barrier_until(upto: int):
-    """The cumulative MPI time of each rank's barriers after ``upto`` steps."""
-    return [(("main", "step", "sync"), r, "Barrier",
-             sum(k * (NRANKS - 1 - r) * UNIT // 3 for k in range(upto))) for r in range(NRANKS)]
-
-
-def _write_snapshot(outdir, k: int, ranks, executions, meta: bytes = b"", mpi: bool = True) -> None:
-    lines = [e.path for e in ranks[0]]
-    header = _format.Header(name="g", nranks=NRANKS, first_rank=0, rank_count=NRANKS, run=RUN,
-                            set_kind="snapshot", set_number=k,
-                            created=f"2026-11-26T10:00:0{k}Z")
-    data = assemble.build_file(header, ranks, executions, sections=[
-        ("mpi", _section(lines, range(NRANKS), _barrier_until(k)))] * mpi + [("meta", meta)] * bool(meta))
-    directory = layout.snapshot_dir(str(outdir), k)
-    os.makedirs(directory, exist_ok=True)
-    assert layout.write_file(directory, layout.set_file(directory, "g", 0, 1), data) is None
-
-
 def test_pop_history_shows_the_balance_degrade_step_by_step(tmp_path, clock):
     """Snapshot k holds steps 0..k-1 (the cumulative values a run writes);
     the interval ending at snapshot k is step k-1 alone: load balance
@@ -402,8 +359,8 @@ def test_pop_history_shows_the_balance_degrade_step_by_step(tmp_path, clock):
     out = tmp_path / "g"
     tinyprof.Profiler("g", outdir=out)
     for k in range(1, STEPS + 1):
-        ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, k), clock)
-        _write_snapshot(out, k, ranks, executions)
+        ranks, executions = record_ranks(NRANKS, lambda r, c: growing(r, c, k), clock)
+        write_snapshot(out, k, ranks, executions)
     frame = tinyprof.pop_history(out)
     step = frame[frame["callpath"] == ("main", "step")]
     assert list(step["snapshot"]) == [1, 2, 3, 4] and list(step["created"]) == [
@@ -425,6 +382,7 @@ def test_pop_history_shows_the_balance_degrade_step_by_step(tmp_path, clock):
         tinyprof.pop_history(out, callpath=("main", "nope"))
 
 
+@needs_chromium
 def test_pop_history_splits_the_balance_on_the_recorded_hosts(tmp_path, clock):
     """The snapshots' run metadata puts ranks 0, 1 on host a and 2, 3 on b:
     pop_history splits the balance of each interval without ``hosts``."""
@@ -432,8 +390,8 @@ def test_pop_history_splits_the_balance_on_the_recorded_hosts(tmp_path, clock):
     tinyprof.Profiler("g", outdir=out)
     meta = meta_section.encode({"rank_hosts": "a*2,b*2"})
     for k in range(1, 3):
-        ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, k), clock)
-        _write_snapshot(out, k, ranks, executions, meta)
+        ranks, executions = record_ranks(NRANKS, lambda r, c: growing(r, c, k), clock)
+        write_snapshot(out, k, ranks, executions, meta)
     step = tinyprof.pop_history(out, callpath=("main", "step"))
     step = step[step["callpath"] == ("main", "step")]
     # the interval ending at snapshot 2 is step 1: useful 1, 4/3, 5/3, 2 units
@@ -445,11 +403,11 @@ def test_pop_history_splits_the_balance_on_the_recorded_hosts(tmp_path, clock):
     assert list(given[given["callpath"] == ("main", "step")]["hosts"]) == [1, 1]
     # the report draws both over time, in real Chromium
     pytest.importorskip("plotly")
-    from _browser import Browser
+    from helpers.browser import Browser
 
     from tinyprof.views import report
     final = tmp_path / "final"
-    ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, 2), clock)
+    ranks, executions = record_ranks(NRANKS, lambda r, c: growing(r, c, 2), clock)
     _write(final, ranks, executions, [], meta=meta)
     data = report.build(tinyprof.read(final), str(out))
     series = {data["callpaths"][s["callpath"]]["path"]: s for s in data["pop"]["history"]["series"]}
@@ -475,8 +433,8 @@ def test_snapshots_without_mpi_data_one_clear_line_everywhere(tmp_path, clock, c
     out = tmp_path / "g"
     tinyprof.Profiler("g", outdir=out)
     for k in range(1, 4):
-        ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, k), clock)
-        _write_snapshot(out, k, ranks, executions, mpi=k == 3)
+        ranks, executions = record_ranks(NRANKS, lambda r, c: growing(r, c, k), clock)
+        write_snapshot(out, k, ranks, executions, mpi=k == 3)
     says = f"{out}: snapshot 1 holds no MPI data"
     with pytest.raises(PopError, match=says):
         tinyprof.pop_history(out)
@@ -505,11 +463,6 @@ def test_pop_history_without_snapshots_one_clear_line(tmp_path, balance, capsys)
 # -- on real MPI ranks ---------------------------------------------------------------
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-needs_mpi = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or not os.access(MPIEXEC, os.X_OK)
-    or not os.path.exists(_capture.LIBRARY),
-    reason="needs mpi4py, mpiexec beside this Python and libtinyprof_mpi.so (make install)")
 
 
 def _run_app(outdir, mode: str, unit: float) -> None:
@@ -519,11 +472,12 @@ def _run_app(outdir, mode: str, unit: float) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@needs_mpi
+@needs_mpiexec
+@needs_capture_library
 def test_compute_then_sync_on_real_ranks(tmp_path, capsys):
     _run_app(tmp_path / "b", "balance", 0.5)
     profile = tinyprof.read(tmp_path / "b")
-    assert _pop_checks.balance(profile, NRANKS) == []
+    assert pop_checks.balance(profile, NRANKS) == []
     main_ = profile.pop().set_index("callpath").loc[[MAIN]].iloc[0]
     assert main(["pop", str(tmp_path / "b")]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:-2]}
@@ -531,7 +485,8 @@ def test_compute_then_sync_on_real_ranks(tmp_path, capsys):
     assert float(rows["main"][5]) == pytest.approx(main_["load_balance"], abs=0.005)
 
 
-@needs_mpi
+@needs_mpiexec
+@needs_capture_library
 def test_a_region_on_one_real_rank_is_flagged_everywhere(tmp_path, capsys):
     """4 real ranks, ``source`` on rank 3 only (3 units) while the others wait
     in a barrier: its load balance is about 0.25 in ``tinyprof pop``,
@@ -540,30 +495,32 @@ def test_a_region_on_one_real_rank_is_flagged_everywhere(tmp_path, capsys):
     _run_app(tmp_path / "o", "one", 0.2)
     profile = tinyprof.read(tmp_path / "o")
     row = _pop_row(profile.pop(), SOURCE)
-    assert row.ranks == 1 and row.load_balance == pytest.approx(0.25, abs=_pop_checks.TOLERANCE)
+    assert row.ranks == 1 and row.load_balance == pytest.approx(0.25, abs=pop_checks.TOLERANCE)
     assert main(["pop", str(tmp_path / "o")]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:-2]}
     assert list(rows)[1:] == ["sync", "source"]            # both below main's 0.8, worst first
-    assert float(rows["source"][5]) == pytest.approx(0.25, abs=_pop_checks.TOLERANCE)
+    assert float(rows["source"][5]) == pytest.approx(0.25, abs=pop_checks.TOLERANCE)
     assert float(rows["source"][-1]) < 0.8
     assert main(["show", str(tmp_path / "o")]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:5]}
     assert rows["source"][1] == "1/4"
-    assert float(rows["source"][-1]) == pytest.approx(0.25, abs=_pop_checks.TOLERANCE)
+    assert float(rows["source"][-1]) == pytest.approx(0.25, abs=pop_checks.TOLERANCE)
     assert float(rows["source"][7].rstrip("x")) == pytest.approx(4.0, abs=0.3)    # imbalance
     from tinyprof.views import report
     data = report.build(profile, str(tmp_path / "o"))
     names = [p["path"] for p in data["callpaths"]]
     at = {name: k + 1 for k, name in enumerate(data["pop"]["columns"])}
     shown = {names[r[0]]: r for r in data["pop"]["rows"]}["main<source"]
-    assert shown[at["load_balance"]] == pytest.approx(0.25, abs=_pop_checks.TOLERANCE)
+    assert shown[at["load_balance"]] == pytest.approx(0.25, abs=pop_checks.TOLERANCE)
     assert shown[at["parallel_efficiency"]] < 0.8
 
 
-@needs_mpi
+@needs_chromium
+@needs_mpiexec
+@needs_capture_library
 def test_growing_imbalance_over_real_snapshots(tmp_path):
     _run_app(tmp_path / "g", "growing", 0.25)
-    assert _pop_checks.growing(tmp_path / "g") == []
+    assert pop_checks.growing(tmp_path / "g") == []
     # the history page of these snapshots: each interval's MPI time and bytes
     # per callpath are what its snapshot added to the one before
     from tinyprof.views import history
@@ -587,7 +544,7 @@ def test_growing_imbalance_over_real_snapshots(tmp_path):
     # the report's efficiency section: the table, worst sibling first, and the
     # metrics per interval, drawn by real Chromium
     pytest.importorskip("plotly")
-    from _browser import Browser
+    from helpers.browser import Browser
 
     from tinyprof.views import report
     page = tmp_path / "g.html"
@@ -636,7 +593,7 @@ def _split(trace):
 
 
 def _check_product(row) -> None:
-    assert _pop_checks.split_product(row) == []
+    assert pop_checks.split_product(row) == []
 
 
 def test_a_token_pipeline_is_pure_serialization():
@@ -649,7 +606,7 @@ def test_a_token_pipeline_is_pure_serialization():
     calls = [(0, MAIN, "Send", 10, 10, [("s", 1, 5, 8)]),
              (1, MAIN, "Recv", 0, 10, [("r", 0, 5, 8)]), (1, MAIN, "Send", 20, 20, [("s", 2, 5, 8)]),
              (2, MAIN, "Recv", 0, 20, [("r", 1, 5, 8)])]
-    trace = build(3, events, calls)
+    trace = make_trace(3, events, calls)
     start, end, _ = _trace.ideal_replay(trace)
     assert list(end) == [10, 10, 20, 20]          # the calls in rank order: nothing moves
     row = _split(trace)[MAIN]
@@ -669,7 +626,7 @@ def test_balanced_ranks_exchanging_large_messages_are_pure_transfer():
         events += [(r, MAIN, 0, 30), (r, ("main", "work"), 0, 10)]
         calls.append((r, MAIN, "Sendrecv", 10, 30, [("s", (r + 1) % 4, 1, 1 << 20),
                                                      ("r", (r - 1) % 4, 1, 1 << 20)]))
-    row = _split(build(4, events, calls))[MAIN]
+    row = _split(make_trace(4, events, calls))[MAIN]
     assert row.ideal_runtime == pytest.approx(10e-9)
     assert row.serialization_efficiency == pytest.approx(1.0, abs=1e-12)
     assert row.transfer_efficiency == pytest.approx(1 / 3, abs=1e-12)
@@ -687,7 +644,7 @@ def test_a_collective_after_imbalanced_work_splits_into_both():
         events += [(r, MAIN, 0, 50), (r, ("main", "work"), 0, 10 * (r + 1))]
         calls.append((r, MAIN, "Allreduce", 10 * (r + 1), 40))
         calls.append((r, MAIN, "Bcast", 40 + (5 if r == 2 else 0), 50, 2))
-    trace = build(3, events, calls)
+    trace = make_trace(3, events, calls)
     start, end, _ = _trace.ideal_replay(trace)
     # per rank: Allreduce ends when the last (rank 2) arrives at 30; Bcast waits for root 2 at 35
     assert list(end) == [30, 35, 30, 35, 30, 35]
@@ -705,25 +662,26 @@ def test_receives_waiting_for_each_other_are_one_clear_line():
     receive: no run gives that (it would hang), a damaged file can."""
     calls = [(r, MAIN, op, t0, t1, [(kind, 1 - r, 5, 8)])
              for r in range(2) for op, t0, t1, kind in (("Recv", 0, 10, "r"), ("Send", 10, 11, "s"))]
-    trace = build(2, [(0, MAIN, 0, 11), (1, MAIN, 0, 11)], calls)
+    trace = make_trace(2, [(0, MAIN, 0, 11), (1, MAIN, 0, 11)], calls)
     with pytest.raises(ValueError, match="cannot be replayed: rank 0's Recv waits for a call "
                                          "that never comes"):
         _trace.ideal_replay(trace)
 
 
-@needs_mpi
+@needs_mpiexec
+@needs_capture_library
 def test_pipeline_and_transfer_on_real_ranks(tmp_path, capsys):
     """Traced runs of tests/_pop_app.py on 4 ranks: a token pipeline (each
     rank computes 0.2 s with the token) waits for nothing but the token:
     serialization 1/4, transfer 1; balanced ranks (0.2 s each) that exchange
     8 x 16 MB lose to transfer what the ideal network gives back."""
     _run_app(tmp_path / "p", "pipeline", 0.2)
-    assert _pop_checks.pipeline(tinyprof.read(tmp_path / "p")) == []
+    assert pop_checks.pipeline(tinyprof.read(tmp_path / "p")) == []
     assert main(["pop", str(tmp_path / "p"), "--trace"]) == 0
     head = capsys.readouterr().out.splitlines()[1].split()
     assert head[-6:] == ["ser", "eff", "trf", "eff", "par", "eff"], head
     _run_app(tmp_path / "x", "transfer", 0.2)
-    assert _pop_checks.transfer(tinyprof.read(tmp_path / "x")) == []
+    assert pop_checks.transfer(tinyprof.read(tmp_path / "x")) == []
 
 
 def _pop_row(frame, path):

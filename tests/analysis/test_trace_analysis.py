@@ -1,46 +1,18 @@
 """The trace analysis on hand-made traces whose critical path and wait
 states are known exactly: message matching, Scalasca's wait-state patterns,
 the backward replay of the critical path (docs/trace.md). Runs on real MPI
-ranks are in tests/mpi/test_trace.py."""
+ranks are in tests/mpi/test_mpi_trace.py."""
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List
 
 import numpy as np
 import pytest
+from helpers.traces import make_trace
 
 from tinyprof.analysis import trace as _trace
-from tinyprof.format.trace_section import RECV, SEND
 
 NS = 1e-9
-MAIN = 7            # the OS tid of every rank's main thread here
-
-
-def build(nranks: int, events: Sequence[tuple], calls: Sequence[tuple]) -> _trace.Trace:
-    """events: (rank, callpath, start, end); calls: (rank, callpath, op, start,
-    end, endpoints) with endpoints [("s"|"r", peer, tag, bytes)], or (..., root)
-    for a rooted collective; all on COMM_WORLD, times in ns."""
-    paths: List[Tuple[str, ...]] = []
-    for e in events:
-        for i in range(1, len(e[1]) + 1):
-            if e[1][:i] not in paths:
-                paths.append(e[1][:i])
-    ops: List[str] = []
-    ev = sorted((r, MAIN, paths.index(p), s, t) for r, p, s, t in events)
-    rows, eps = [], []
-    for i, (r, p, op, s, t, *rest) in enumerate(sorted(calls, key=lambda c: (c[0], c[3]))):
-        if op not in ops:
-            ops.append(op)
-        ends, root = (rest[0], -1) if rest and isinstance(rest[0], list) else \
-            ([], rest[0] if rest else -1)
-        rows.append((r, MAIN, paths.index(p), s, t, ops.index(op), 0, 8, root))
-        eps += [(i, SEND if k == "s" else RECV, peer, tag, n, 0, r) for k, peer, tag, n in ends]
-    trace = _trace.Trace(nranks, "ns", paths, ops, ["COMM_WORLD"], 0,
-                         dict(zip(_trace.EV_COLUMNS, np.array(ev, np.int64).reshape(-1, 5).T)),
-                         dict(zip(_trace.CALL_COLUMNS, np.array(rows, np.int64).reshape(-1, 9).T)),
-                         {}, np.zeros((nranks, 2), np.int64))
-    trace.msgs = _trace.match(trace, np.array(eps, np.int64).reshape(-1, 7))
-    return trace
 
 
 def segments(trace) -> List[tuple]:
@@ -70,7 +42,7 @@ def pipeline(nranks: int, work: int = 10) -> _trace.Trace:
         if r < nranks - 1:
             calls.append((r, ("main",), "Send", t, t + 1, [("s", r + 1, 5, 8)]))
         events[-2] = (r, ("main",), 0, t + 1 if r < nranks - 1 else t)
-    return build(nranks, events, calls)
+    return make_trace(nranks, events, calls)
 
 
 def test_a_token_pipeline_puts_every_rank_on_the_path_in_turn():
@@ -96,7 +68,7 @@ def test_the_last_arrival_at_a_collective_holds_the_others_up():
         work = 100 if r == 1 else 10
         events += [(r, ("main",), 0, 110), (r, ("main", "solve"), 0, work)]
         calls.append((r, ("main",), "Allreduce", work, 110))
-    trace = build(3, events, calls)
+    trace = make_trace(3, events, calls)
     # all end at 110: the path starts back from the lowest rank, 0
     assert segments(trace) == [(1, "main<solve", "", 0, 100), (0, "main", "Allreduce", 100, 10)]
     assert waits(trace) == {("main", 0): (0, 0, 90, 0), ("main", 2): (0, 0, 90, 0)}
@@ -109,7 +81,7 @@ def test_the_last_arrival_at_a_collective_holds_the_others_up():
 def test_a_barrier_reached_late_is_a_wait_at_barrier_and_jumps_to_the_late_rank():
     events = [(0, ("main",), 0, 60), (1, ("main",), 0, 60), (1, ("main", "io"), 0, 50)]
     calls = [(0, ("main",), "Barrier", 5, 60), (1, ("main",), "Barrier", 50, 60)]
-    trace = build(2, events, calls)
+    trace = make_trace(2, events, calls)
     assert waits(trace) == {("main", 0): (0, 0, 0, 45)}
     assert segments(trace) == [(1, "main<io", "", 0, 50), (0, "main", "Barrier", 50, 10)]
 
@@ -120,7 +92,7 @@ def test_a_late_root_of_a_broadcast_and_an_early_root_of_a_reduce():
              (2, ("main",), "Bcast", 5, 42, 0),
              (0, ("main",), "Reduce", 40, 90, 0), (1, ("main",), "Reduce", 80, 90, 0),
              (2, ("main",), "Reduce", 45, 50, 0)]
-    w = waits(build(3, events, calls))
+    w = waits(make_trace(3, events, calls))
     assert w == {("main", 1): (0, 0, 30, 0), ("main", 2): (0, 0, 25, 0),
                  ("main", 0): (0, 0, 40, 0)}
 
@@ -129,7 +101,7 @@ def test_a_blocking_send_that_waits_for_a_late_receiver():
     events = [(0, ("main",), 0, 30), (1, ("main",), 0, 30), (1, ("main", "busy"), 0, 15)]
     calls = [(0, ("main",), "Send", 2, 20, [("s", 1, 0, 8)]),
              (1, ("main",), "Recv", 15, 20, [("r", 0, 0, 8)])]
-    trace = build(2, events, calls)
+    trace = make_trace(2, events, calls)
     assert waits(trace) == {("main", 0): (0, 13, 0, 0)}
     # rank 0 finished last (tie: the lower rank); its send waited for rank 1's receive
     assert segments(trace)[:2] == [(1, "main<busy", "", 0, 15), (0, "main", "Send", 15, 5)]
@@ -140,7 +112,7 @@ def test_messages_match_in_order_per_sender_receiver_and_tag():
              (0, ("m",), "Send", 4, 5, [("s", 1, 1, 30)]),
              (1, ("m",), "Recv", 0, 6, [("r", 0, 2, 20)]),
              (1, ("m",), "Waitall", 7, 9, [("r", 0, 1, 10), ("r", 0, 1, 30)])]
-    trace = build(2, [(0, ("m",), 0, 9), (1, ("m",), 0, 9)], calls)
+    trace = make_trace(2, [(0, ("m",), 0, 9), (1, ("m",), 0, 9)], calls)
     m = trace.msgs
     got = sorted(zip(m["send"].tolist(), m["recv"].tolist(), m["tag"].tolist(),
                      m["bytes"].tolist()))
@@ -163,7 +135,7 @@ def test_the_path_is_contiguous_and_as_long_as_the_run_on_a_random_bsp_trace():
         for r in range(4):
             calls.append((r, ("main",), "Allreduce", int(now[r]) + 5, done + 3))
         now[:] = done + 3
-    trace = build(4, [(r, ("main",), 0, int(now[r])) for r in range(4)] + events, calls)
+    trace = make_trace(4, [(r, ("main",), 0, int(now[r])) for r in range(4)] + events, calls)
     path = _trace.critical_path(trace)
     starts, ends = path["start"].to_numpy(), (path["start"] + path["duration"]).to_numpy()
     assert np.allclose(starts[1:], ends[:-1])

@@ -1,8 +1,10 @@
 """Annotation semantics (paper Section IV-A) through the public API.
 
 Every test runs with each twin of the hot path: the C core (when built) and
-the pure-Python one. Values are checked after a real flush() and read(), with
-an injected clock.
+the pure-Python one, with an injected clock. Values are checked on the event
+map itself (``recorded()``: tests/helpers/eventmap.py), which
+test_the_map_reads_as_its_flush_does holds to a real flush() and read(); the
+custom metrics, which the reader also checks, go through a real flush and read.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import tracemalloc
 import warnings
 
 import pytest
+from helpers.eventmap import Recorded
 
 import tinyprof
 from tinyprof import annotate
@@ -40,12 +43,46 @@ def hot_path(request, monkeypatch):
     return twin
 
 
+@pytest.fixture
+def recorded(hot_path):
+    """``recorded()``: the event map as a flush would write it, read without one."""
+    return lambda: Recorded(hot_path)
+
+
 def same(a, b) -> bool:
     """Equal lists of floats, NaN equal to NaN."""
     return len(a) == len(b) and all(x == y or (x != x and y != y) for x, y in zip(a, b))
 
 
 # -- callpaths, executions, loop modes ----------------------------------------
+
+def test_the_map_reads_as_its_flush_does(clock, recorded, flush_read):
+    """Every callpath, loop mode and series of a map with nesting, loop modes
+    0, 1 and 2, executions without values and an event still open, read from
+    the map and from the file a real flush wrote of it: the same."""
+    for execution in range(3):
+        with Event("main"):
+            for i in range(3):
+                with Event("step", loop=1):
+                    clock.tick(10 + i)
+                    with Event("comm", loop=2):
+                        clock.tick(3 + execution)
+            if execution != 1:
+                with Event("io"):
+                    clock.tick(7)
+    still_open = Event("tail")
+    still_open.__enter__()
+    with Event("inner"):
+        clock.tick(5)
+    from_map = recorded()
+    from_file = flush_read()
+    still_open.__exit__(None, None, None)
+    assert from_map.callpaths == from_file.callpaths and len(from_map.callpaths) == 6
+    assert from_map.executions(0) == from_file.executions(0) == 3       # tail is still open
+    for path in from_map.callpaths:
+        assert from_map.loop(path) == from_file.loop(path), path
+        assert from_map.series(path, 0) == from_file.series(path, 0), path
+
 
 def test_callpaths_nest_in_preorder(clock, flush_read, assert_ns):
     with Event("main"):
@@ -66,7 +103,7 @@ def test_callpaths_nest_in_preorder(clock, flush_read, assert_ns):
     assert_ns(p, "main<exchange<comm", [[10]])
 
 
-def test_same_name_under_different_parents_is_two_callpaths(clock, flush_read, assert_ns):
+def test_same_name_under_different_parents_is_two_callpaths(clock, recorded, assert_ns):
     with Event("main"):
         with Event("a"):
             with Event("x"):
@@ -74,12 +111,12 @@ def test_same_name_under_different_parents_is_two_callpaths(clock, flush_read, a
         with Event("b"):
             with Event("x"):
                 clock.tick(2)
-    p = flush_read()
+    p = recorded()
     assert_ns(p, "main<a<x", [[1]])
     assert_ns(p, "main<b<x", [[2]])
 
 
-def test_new_execution_only_when_first_root_is_entered_again(clock, flush_read, assert_ns):
+def test_new_execution_only_when_first_root_is_entered_again(clock, recorded, assert_ns):
     with Event("main"):
         clock.tick(1)
     with Event("post"):         # another root event: still execution 0
@@ -90,23 +127,23 @@ def test_new_execution_only_when_first_root_is_entered_again(clock, flush_read, 
         clock.tick(4)
     with Event("post"):
         clock.tick(5)
-    p = flush_read()
+    p = recorded()
     assert p.executions(0) == 2
     assert_ns(p, "main", [[1], [3]])
     assert_ns(p, "post", [[2], [4, 5]])
 
 
-def test_event_missing_from_an_execution_has_an_empty_one(clock, flush_read, assert_ns):
+def test_event_missing_from_an_execution_has_an_empty_one(clock, recorded, assert_ns):
     for run in range(3):
         with Event("main"):
             if run == 1:
                 with Event("rare"):
                     clock.tick(9)
-    p = flush_read()
+    p = recorded()
     assert_ns(p, "main<rare", [[], [9], []])
 
 
-def test_loop_modes(clock, flush_read, assert_ns):
+def test_loop_modes(clock, recorded, assert_ns):
     for run in range(2):
         with Event("main"):
             for i in range(3):
@@ -118,7 +155,7 @@ def test_loop_modes(clock, flush_read, assert_ns):
             for i in range(2):
                 with Event("plain"):
                     clock.tick(1000 + i)
-    p = flush_read()
+    p = recorded()
     assert [p.loop(c) for c in p.callpaths[1:]] == [1, 2, 0]
     assert_ns(p, "main<per_iteration", [[1, 2, 3], [11, 12, 13]])
     assert_ns(p, "main<summed", [[6], [306]])
@@ -226,7 +263,7 @@ class Solver:
         return x + 1
 
 
-def test_event_as_decorator(clock, flush_read, assert_ns):
+def test_event_as_decorator(clock, recorded, assert_ns):
     @Event("solve")
     def solve(a, b=2):
         """Doc."""
@@ -237,44 +274,44 @@ def test_event_as_decorator(clock, flush_read, assert_ns):
     with Event("main"):
         assert solve(3) == 6
         assert solve(1, b=1) == 1
-    p = flush_read()
+    p = recorded()
     assert_ns(p, "main<solve", [[5, 2]])
 
 
-def test_bare_event_decorator_uses_qualname_and_options(flush_read, monkeypatch):
+def test_bare_event_decorator_uses_qualname_and_options(recorded, monkeypatch):
     monkeypatch.setattr(Solver, "step", tinyprof.event(loop=1)(Solver.step))
     twice = tinyprof.event(helper)
     s = Solver()
     with Event("main"):
         assert [s.step(i) for i in range(4)] == [1, 2, 3, 4]
         assert twice(2) == 4
-    p = flush_read()
+    p = recorded()
     assert twice.__name__ == "helper"
     assert p.callpaths == [("main",), ("main", "Solver.step"), ("main", "helper")]
     assert [p.loop(c) for c in p.callpaths] == [0, 1, 0]
     assert len(p.series(("main", "Solver.step"), 0)[0]) == 4
 
 
-def test_recursion_through_decorator_nests_callpaths(clock, flush_read, assert_ns):
+def test_recursion_through_decorator_nests_callpaths(clock, recorded, assert_ns):
     @Event("fact")
     def fact(n: int) -> int:
         clock.tick(1)
         return 1 if n <= 1 else n * fact(n - 1)
 
     assert fact(3) == 6
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("fact",), ("fact", "fact"), ("fact", "fact", "fact")]
     assert_ns(p, "fact", [[3]])
     assert_ns(p, "fact<fact", [[2]])
     assert_ns(p, "fact<fact<fact", [[1]])
 
 
-def test_event_object_reused_sequentially(clock, flush_read, assert_ns):
+def test_event_object_reused_sequentially(clock, recorded, assert_ns):
     ev = Event("main")
     for t in (4, 5):
         with ev:
             clock.tick(t)
-    assert_ns(flush_read(), "main", [[4], [5]])
+    assert_ns(recorded(), "main", [[4], [5]])
 
 
 # -- kill switch and running without MPI -------------------------------------
@@ -351,15 +388,15 @@ def fast_switching():
     sys.setswitchinterval(old)
 
 
-def test_thread_after_reset_records_into_the_current_map(flush_read):
+def test_thread_after_reset_records_into_the_current_map(recorded):
     t = threading.Thread(target=lambda: Event("worker").__enter__().__exit__(None, None, None))
     t.start()
     t.join()
     assert list(impl.root().children) == ["worker"]
-    assert flush_read().callpaths == [("worker",)]
+    assert recorded().callpaths == [("worker",)]
 
 
-def test_threads_have_their_own_stacks_and_lose_no_values(fast_switching, flush_read):
+def test_threads_have_their_own_stacks_and_lose_no_values(fast_switching, recorded):
     nthreads, iterations = 4, 1000
     barrier = threading.Barrier(nthreads)
     errors = []
@@ -385,7 +422,7 @@ def test_threads_have_their_own_stacks_and_lose_no_values(fast_switching, flush_
         for t in threads:
             t.join()
     assert not errors, errors
-    p = flush_read()
+    p = recorded()
     assert p.executions(0) == 1
     expected = [("main",), ("worker",), ("worker", "shared")]
     expected += [("worker", f"t{i}") for i in range(nthreads)]
@@ -399,7 +436,7 @@ def test_threads_have_their_own_stacks_and_lose_no_values(fast_switching, flush_
         assert count("worker", f"t{i}", "inner") == i + 1
 
 
-def test_asyncio_tasks_have_their_own_stacks(flush_read):
+def test_asyncio_tasks_have_their_own_stacks(recorded):
     order = []
 
     async def worker(name):
@@ -416,13 +453,13 @@ def test_asyncio_tasks_have_their_own_stacks(flush_read):
 
     asyncio.run(main())
     assert order[:3] == ["a", "b", "c"]           # the events really interleaved
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("main",)] + [c for n in "abc" for c in (("main", n), ("main", n, "inner"))]
     for n in "abc":
         assert [len(ex) for ex in p.series(("main", n, "inner"), 0)] == [1]
 
 
-def test_asyncio_child_task_inherits_the_callpath_it_was_created_in(flush_read):
+def test_asyncio_child_task_inherits_the_callpath_it_was_created_in(recorded):
     async def child():
         with Event("child"):
             await asyncio.sleep(0)
@@ -437,7 +474,7 @@ def test_asyncio_child_task_inherits_the_callpath_it_was_created_in(flush_read):
                 pass
 
     asyncio.run(main())
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("main",), ("main", "parent"), ("main", "parent", "child"),
                            ("main", "sibling")]
     assert len(p.series(("main", "parent", "child"), 0)[0]) == 2
@@ -445,7 +482,7 @@ def test_asyncio_child_task_inherits_the_callpath_it_was_created_in(flush_read):
 
 # -- exceptions and misuse ----------------------------------------------------
 
-def test_exception_propagates_unchanged_and_time_is_recorded(clock, flush_read, assert_ns):
+def test_exception_propagates_unchanged_and_time_is_recorded(clock, recorded, assert_ns):
     err = ValueError("boom")
     with pytest.raises(ValueError) as info:
         with Event("main"):
@@ -453,7 +490,7 @@ def test_exception_propagates_unchanged_and_time_is_recorded(clock, flush_read, 
                 clock.tick(3)
                 raise err
     assert info.value is err
-    p = flush_read()
+    p = recorded()
     assert_ns(p, "main", [[3]])
     assert_ns(p, "main<inner", [[3]])
 
@@ -468,7 +505,7 @@ def test_decorating_a_non_callable_is_a_type_error_quoting_the_name_capped(hot_p
     assert len(message) < 200 and "\x1b" not in message and "(10000004 characters)" in message
 
 
-def test_exception_through_decorator_propagates_unchanged(tmp_path, clock, flush_read, assert_ns):
+def test_exception_through_decorator_propagates_unchanged(tmp_path, clock, recorded, assert_ns):
     tinyprof.Profiler("m", selfkeys="mem:1", outdir=tmp_path / "m")
     err = KeyError("boom")
 
@@ -480,7 +517,7 @@ def test_exception_through_decorator_propagates_unchanged(tmp_path, clock, flush
     with pytest.raises(KeyError) as info:
         fail()
     assert info.value is err
-    assert_ns(flush_read(), "decorated", [[3]])
+    assert_ns(recorded(), "decorated", [[3]])
 
 
 @pytest.fixture
@@ -493,7 +530,7 @@ def warns():
     _args.warned.clear()
 
 
-def test_misuse_warns_once_per_kind_and_is_ignored(clock, flush_read, assert_ns, warns):
+def test_misuse_warns_once_per_kind_and_is_ignored(clock, recorded, assert_ns, warns):
     ev = Event("main")
     ev.__enter__()
     clock.tick(2)
@@ -513,7 +550,7 @@ def test_misuse_warns_once_per_kind_and_is_ignored(clock, flush_read, assert_ns,
         (RuntimeWarning, "tinyprof: event 'main' entered again while it is open; "
                          "ignored (warned once)")]
     assert {w.filename for w in warns} == {__file__}     # the application's lines
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("main",)]
     assert_ns(p, "main", [[2], [1], [4]])
 
@@ -523,7 +560,7 @@ def test_loop_true_is_loop_1():
     assert Event("x", True, False).loop == 0
 
 
-def test_suspended_generator_does_not_break_the_application(clock, flush_read, assert_ns, warns):
+def test_suspended_generator_does_not_break_the_application(clock, recorded, assert_ns, warns):
     """The issue's program: "main" exits while the generator's event is open."""
     def rows():
         with Event("read_rows"):
@@ -541,7 +578,7 @@ def test_suspended_generator_does_not_break_the_application(clock, flush_read, a
         assert impl.current().name == "main"
         with Event("after"):
             clock.tick(8)
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("main",), ("main", "read_rows"), ("main", "after")]
     assert_ns(p, "main", [[3], [12]])
     assert_ns(p, "main<read_rows", [[], [7]])     # entered in execution 0, exited in 1
@@ -549,7 +586,7 @@ def test_suspended_generator_does_not_break_the_application(clock, flush_read, a
     assert not warns
 
 
-def test_generator_closed_later_by_the_garbage_collector(clock, flush_read, assert_ns):
+def test_generator_closed_later_by_the_garbage_collector(clock, recorded, assert_ns):
     def rows():
         with Event("read_rows"):
             yield 1
@@ -566,7 +603,7 @@ def test_generator_closed_later_by_the_garbage_collector(clock, flush_read, asse
             del g                                 # GeneratorExit: "read_rows" exits here
             assert impl.current().name == "compute"
             clock.tick(8)
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("main",), ("main", "load"), ("main", "load", "read_rows"),
                            ("main", "compute")]
     assert_ns(p, "main", [[15]])
@@ -575,7 +612,7 @@ def test_generator_closed_later_by_the_garbage_collector(clock, flush_read, asse
     assert_ns(p, "main<compute", [[12]])
 
 
-def test_generator_exhausted_in_order_closes_normally(clock, flush_read, assert_ns):
+def test_generator_exhausted_in_order_closes_normally(clock, recorded, assert_ns):
     def rows():
         with Event("read_rows", loop=2):
             for i in range(3):
@@ -586,13 +623,13 @@ def test_generator_exhausted_in_order_closes_normally(clock, flush_read, assert_
         for _ in rows():
             with Event("use"):                    # nested inside the open "read_rows"
                 clock.tick(10)
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("main",), ("main", "read_rows"), ("main", "read_rows", "use")]
     assert_ns(p, "main<read_rows", [[33]])
     assert_ns(p, "main<read_rows<use", [[10, 10, 10]])
 
 
-def test_tasks_with_overlapping_events(clock, flush_read, assert_ns):
+def test_tasks_with_overlapping_events(clock, recorded, assert_ns):
     async def step(name, ticks):
         with Event(name):
             clock.tick(ticks)
@@ -608,7 +645,7 @@ def test_tasks_with_overlapping_events(clock, flush_read, assert_ns):
             await asyncio.gather(step("b", 10), step("c", 100))
 
     asyncio.run(main())
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("main",), ("main", "wait"), ("main", "a"), ("main", "b"),
                            ("main", "c")]
     assert_ns(p, "main<a", [[2]])
@@ -618,7 +655,7 @@ def test_tasks_with_overlapping_events(clock, flush_read, assert_ns):
     assert_ns(p, "main", [[222]])
 
 
-def test_async_generator_left_open_then_closed(clock, flush_read, assert_ns):
+def test_async_generator_left_open_then_closed(clock, recorded, assert_ns):
     async def stream():
         with Event("stream"):
             clock.tick(1)
@@ -638,7 +675,7 @@ def test_async_generator_left_open_then_closed(clock, flush_read, assert_ns):
                 assert impl.current().name == "other"
 
     asyncio.run(main())
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("main",), ("main", "consume"), ("main", "consume", "stream"),
                            ("main", "other")]
     assert_ns(p, "main<consume", [[3]])
@@ -647,7 +684,7 @@ def test_async_generator_left_open_then_closed(clock, flush_read, assert_ns):
     assert_ns(p, "main", [[7]])
 
 
-def test_callbacks_enter_and_exit_an_event_in_different_contexts(clock, flush_read, assert_ns):
+def test_callbacks_enter_and_exit_an_event_in_different_contexts(clock, recorded, assert_ns):
     """asyncio runs each callback in a copy of the context it was scheduled from."""
     async def main():
         loop = asyncio.get_running_loop()
@@ -663,14 +700,14 @@ def test_callbacks_enter_and_exit_an_event_in_different_contexts(clock, flush_re
                 clock.tick(1)
 
     asyncio.run(main())
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("main",), ("main", "request"), ("main", "next")]
     assert_ns(p, "main<request", [[5]])
     assert_ns(p, "main<next", [[1]])
     assert_ns(p, "main", [[6]])
 
 
-def test_exit_of_an_ancestor_abandons_the_inner_events(clock, flush_read, assert_ns, warns):
+def test_exit_of_an_ancestor_abandons_the_inner_events(clock, recorded, assert_ns, warns):
     a, b, c = Event("a"), Event("b"), Event("c")
     a.__enter__()
     b.__enter__()
@@ -683,7 +720,7 @@ def test_exit_of_an_ancestor_abandons_the_inner_events(clock, flush_read, assert
         c.__exit__(None, None, None)              # abandoned: recorded, current unchanged
         assert impl.current().name == "d"
     a.__exit__(None, None, None)
-    p = flush_read()
+    p = recorded()
     assert p.callpaths == [("a",), ("a", "b"), ("a", "b", "c"), ("a", "d")]
     assert_ns(p, "a", [[3]])
     assert_ns(p, "a<b", [[1]])
@@ -692,7 +729,7 @@ def test_exit_of_an_ancestor_abandons_the_inner_events(clock, flush_read, assert
     assert impl.current() is impl.root() and not warns
 
 
-def test_decorated_function_leaving_an_event_open(clock, flush_read, assert_ns):
+def test_decorated_function_leaving_an_event_open(clock, recorded, assert_ns):
     @Event("f")
     def leaves_open():
         Event("inner").__enter__()
@@ -701,7 +738,7 @@ def test_decorated_function_leaving_an_event_open(clock, flush_read, assert_ns):
     with Event("main"):
         leaves_open()
         assert impl.current().name == "main"
-    p = flush_read()
+    p = recorded()
     assert_ns(p, "main<f", [[1]])
     assert p.callpaths == [("main",), ("main", "f"), ("main", "f", "inner")]
     assert_ns(p, "main<f<inner", [[]])           # never exited: no value
@@ -735,26 +772,26 @@ def test_exiting_the_outermost_of_twenty_thousand_open_levels():
     assert impl.root().children["e"].children["e"].count == 1
 
 
-def test_flush_inside_open_events_writes_them_as_open(clock, flush_read, assert_ns):
+def test_flush_inside_open_events_writes_them_as_open(clock, recorded, assert_ns):
     with Event("main"):
         with Event("inner"):
             clock.tick(1)
         with Event("inner"):
-            p = flush_read()
+            p = recorded()
             assert p.callpaths == [("main",), ("main", "inner")]
             assert_ns(p, "main", [[]])
             assert_ns(p, "main<inner", [[1]])         # the finished occurrence only
             clock.tick(2)
-    assert_ns(flush_read(), "main<inner", [[1, 2]])
+    assert_ns(recorded(), "main<inner", [[1, 2]])
 
 
-def test_flush_twice_rewrites_with_everything_so_far(clock, flush_read, assert_ns):
+def test_flush_twice_rewrites_with_everything_so_far(clock, recorded, assert_ns):
     with Event("main"):
         clock.tick(1)
-    assert_ns(flush_read(), "main", [[1]])
+    assert_ns(recorded(), "main", [[1]])
     with Event("main"):
         clock.tick(2)
-    assert_ns(flush_read(), "main", [[1], [2]])
+    assert_ns(recorded(), "main", [[1], [2]])
 
 
 # -- event map compactness ----------------------------------------------------

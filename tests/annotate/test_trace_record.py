@@ -2,7 +2,7 @@
 section codec (docs/format.md#the-trace-section) and the flush that writes it.
 
 The MPI side (clock alignment, blocks of many ranks, trace-off files equal
-to the golden file) is in tests/mpi/test_trace.py.
+to the golden file) is in tests/mpi/test_mpi_trace.py.
 """
 from __future__ import annotations
 

@@ -5,49 +5,25 @@ per node; its web app, served on any port, shows the demo's run and call
 sites in real headless Chromium."""
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
-import sys
-from typing import Any, Dict, List
 
 import pytest
-from _browser import Browser, free_port, serving
-from test_convert import NRANKS, assert_same, expected, make_profile
+from helpers.browser import Browser, free_port, needs_chromium, serving
+from helpers.callflow import callflow_frame
+from helpers.profiles import NRANKS, assert_same, expected, make_profile
+from helpers.tools import script
 
 import tinyprof
 from tinyprof.converters import callflow
 
-# CallFlow's own frames: pandas 1.5 pickles of hatchet 1.4.1 Nodes, read by CallFlow's Python.
-_READ_FRAME = ("import pandas as pd, sys; f = pd.read_pickle(sys.argv[1]); "
-               "print(f.to_json(orient='records', default_handler=str, double_precision=15))")
 
-
-def _script(name: str) -> str:
-    return os.path.join(os.path.dirname(sys.executable), name)
-
-
-@functools.cache
-def callflow_python() -> str:
-    """The Python of CallFlow's environment (made here only if make install did not)."""
-    return callflow.environment()
-
-
-def callflow_frame(path) -> List[Dict[str, Any]]:
-    """The rows of a dataframe CallFlow pickled, read in CallFlow's environment."""
-    done = subprocess.run([callflow_python(), "-I", "-c", _READ_FRAME, str(path)], capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
-
-
-def test_callflow_processes_a_converted_profile(tmp_path, clock):
-    callflow_python()
+def test_callflow_processes_a_converted_profile(tmp_path, clock, callflow_env):
     profile_dir = make_profile(tmp_path / "prof", clock)
     profile = tinyprof.read(profile_dir)
     data = tmp_path / "flow"
-    done = subprocess.run([_script("tinyprof"), "callflow", profile_dir, "-o", str(data),
+    done = subprocess.run([script("tinyprof"), "callflow", profile_dir, "-o", str(data),
                            "--process-only"], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"wrote {data / 'conv.json'}" in done.stdout
@@ -96,13 +72,13 @@ def test_callflow_input_is_in_microseconds_mpi_times_too(tmp_path, traced_demo):
     assert max(micro["mpi.time"]) > 0
 
 
-def test_callflow_without_the_fix_fails(tmp_path, clock):
+def test_callflow_without_the_fix_fails(tmp_path, clock, callflow_env):
     """The break the fix works around: plain ``callflow --process`` on the same data."""
     profile_dir = make_profile(tmp_path / "prof", clock)
     data = tmp_path / "flow"
-    assert subprocess.run([_script("tinyprof-convert"), profile_dir, "--to", "callflow",
+    assert subprocess.run([script("tinyprof-convert"), profile_dir, "--to", "callflow",
                            "-o", str(data)], capture_output=True).returncode == 0
-    plain = os.path.join(os.path.dirname(callflow_python()), "callflow")
+    plain = os.path.join(os.path.dirname(callflow_env), "callflow")
     done = subprocess.run([plain, "--data_path", str(data), "--profile_format",
                            "caliper_json", "--process"], capture_output=True, text=True, timeout=180)
     assert done.returncode != 0 and "from_htframe" in done.stderr and "AssertionError" in done.stderr
@@ -114,7 +90,7 @@ def test_callflow_without_the_fix_fails(tmp_path, clock):
 def test_an_environment_that_cannot_be_made_is_one_line(tmp_path, clock, python, error):
     profile_dir = make_profile(tmp_path / "prof", clock)
     env = tmp_path / "env"
-    done = subprocess.run([_script("tinyprof"), "callflow", profile_dir, "-o", str(tmp_path / "flow"),
+    done = subprocess.run([script("tinyprof"), "callflow", profile_dir, "-o", str(tmp_path / "flow"),
                            "--process-only"], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TINYPROF_CALLFLOW_ENV": str(env),
                                "TINYPROF_CALLFLOW_PYTHON": python})
@@ -133,7 +109,7 @@ def test_an_environment_whose_python_went_away_is_one_line(tmp_path, clock):
     (env / "bin" / "python").symlink_to(tmp_path / "removed-python")
     (env / ".tinyprof-ready").write_text(" ".join(callflow.REQUIREMENTS))
     for serve in ([], ["--process-only"]):
-        done = subprocess.run([_script("tinyprof"), "callflow", profile_dir, "-o", str(tmp_path / "flow"),
+        done = subprocess.run([script("tinyprof"), "callflow", profile_dir, "-o", str(tmp_path / "flow"),
                                *serve], capture_output=True, text=True, timeout=120,
                               env={**os.environ, "TINYPROF_CALLFLOW_ENV": str(env)})
         assert done.returncode == 2 and done.stderr.splitlines() == [
@@ -145,22 +121,22 @@ def test_an_environment_whose_python_went_away_is_one_line(tmp_path, clock):
     ([], "tinyprof: callflow: give a PROFILE (or --setup)"),
     (["missing.tinyprof"], "tinyprof: missing.tinyprof: no such file or directory")])
 def test_bad_input_is_one_line(tmp_path, argv, error):
-    done = subprocess.run([_script("tinyprof"), "callflow", *argv], capture_output=True, text=True,
+    done = subprocess.run([script("tinyprof"), "callflow", *argv], capture_output=True, text=True,
                           timeout=60, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.splitlines() == [error]
 
 
 @pytest.fixture
-def served(tmp_path, traced_demo):
+def served(tmp_path, traced_demo, callflow_env):
     """``tinyprof callflow`` serving the 3-rank demo on a free port (not 5000,
     which the unfixed frontend would call whatever the port)."""
-    callflow_python()
     port = free_port()
-    with serving([_script("tinyprof"), "callflow", os.path.dirname(traced_demo.files[0]),
+    with serving([script("tinyprof"), "callflow", os.path.dirname(traced_demo.files[0]),
                   "-o", str(tmp_path / "flow"), "--host", "127.0.0.1", "--port", str(port)], port):
         yield f"http://127.0.0.1:{port}/"
 
 
+@needs_chromium
 def test_callflow_app_shows_the_run_and_its_call_sites(served, traced_demo):
     """What a user sees: the run in the summary, and every call site in the
     Super Graph and the CCT (both were empty before the fixes)."""

@@ -18,87 +18,20 @@ import sys
 from typing import Dict, List, Tuple
 
 import pytest
+from helpers.profiles import NRANKS, Callpath, assert_same, callpaths, expected, flat, make_profile
+from helpers.tools import script
 
 import tinyprof
 from tinyprof import annotate
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError
-from tinyprof.format import encoding as _format
-from tinyprof.format import layout
-from tinyprof.runtime import assemble
-from tinyprof.runtime import collect as _collect
 
 pd = pytest.importorskip("pandas")
 ht = pytest.importorskip("hatchet")
 
 impl = annotate.impl
 Event = tinyprof.Event
-NRANKS = 4
 STATISTICS = ("sum", "mean", "min", "max")
-Callpath = Tuple[str, ...]
-
-
-def _record_rank(rank: int, clock) -> List[_collect.LocalEvent]:
-    """One rank's run; returns its event map as the flush copies it."""
-    for ex in range(2 + rank % 2):
-        with Event("main"):
-            clock.tick(7 + rank)
-            for it in range(3 + rank):
-                mem = {"mem": 100.0 * rank + it} if it % 2 == 0 else {}    # missing on odd
-                with Event("compute", loop=1, **mem):
-                    clock.tick(1000 * (rank + 1) + 10 * it + ex)
-            with Event("halo, exchange", loop=2, tag=7):
-                for it in range(4):
-                    with Event("comm", loop=2, mem=0.5 * (rank + 1)):
-                        clock.tick(300 + 17 * rank + it)
-                    clock.tick(3)
-            if rank % 2:
-                with Event('update <x> "q"', is_common=False, tag=2.5):
-                    clock.tick(50 + ex)
-            if rank == 2 and ex == 1:
-                with Event("données", is_common=False, mem=-1e300):
-                    clock.tick(9)
-    tail = Event("tail")                 # still open at the snapshot: no values of its own
-    tail.__enter__()
-    with Event("inner"):
-        clock.tick(5)
-    events = _collect.collect(impl.root())
-    tail.__exit__(None, None, None)
-    return events
-
-
-def make_profile(outdir, clock, selfkeys: str = "tag:0,mem:1", name: str = "conv") -> str:
-    """Record NRANKS ranks serially and write them as a two-file profile in ``outdir``."""
-    prof = tinyprof.Profiler(name, selfkeys=selfkeys, outdir=outdir)
-    ranks, executions = record_ranks(NRANKS, _record_rank, clock)
-    half = NRANKS // 2
-    return write_profile(outdir, name, prof.metrics, ranks, executions, [(0, half), (half, NRANKS)])
-
-
-def record_ranks(nranks: int, record_rank, clock):
-    """``record_rank(rank, clock)`` on a fresh event map for each rank, serially:
-    each rank's events and executions."""
-    ranks, executions = [], []
-    for rank in range(nranks):
-        impl.reset()
-        ranks.append(record_rank(rank, clock))
-        executions.append(impl.executions())
-    impl.reset()
-    return ranks, executions
-
-
-def write_profile(outdir, name: str, metrics, ranks, executions, bounds,
-                  sections=lambda index, lo, hi: ()) -> str:
-    """Write the ranks' events as one file per ``(lo, hi)`` rank range of ``bounds``;
-    ``sections(index, lo, hi)`` gives each file's sections."""
-    os.makedirs(outdir, exist_ok=True)
-    for index, (lo, hi) in enumerate(bounds):
-        header = _format.Header(name=name, nranks=len(ranks), first_rank=lo, rank_count=hi - lo,
-                                file_index=index, file_count=len(bounds), metrics=list(metrics))
-        data = assemble.build_file(header, ranks[lo:hi], executions[lo:hi],
-                                    sections=sections(index, lo, hi))
-        layout.write_atomic(os.path.join(outdir, layout.file_name(name, index, len(bounds))), data)
-    return str(outdir)
 
 
 @pytest.fixture
@@ -112,58 +45,6 @@ def profile(profile_dir) -> tinyprof.Profile:
 
 
 # -- the expected values, straight from Profile.series / Profile.value ----------
-
-def _flat(series: List[List[float]]) -> List[float]:
-    return [v for execution in series for v in execution]
-
-
-def _stat(values: List[float], statistic: str, empty: float) -> float:
-    if not values:
-        return empty
-    return {"sum": sum, "min": min, "max": max,
-            "mean": lambda v: sum(v) / len(v)}[statistic](values)
-
-
-def expected(profile: tinyprof.Profile, statistic: str) -> Dict[Tuple[Callpath, int], Dict[str, float]]:
-    """Per (callpath, rank): count, time (inc), time and every custom metric."""
-    out = {}
-    for path in profile.callpaths:
-        for rank in range(profile.nranks):
-            times = _flat(profile.series(path, rank))
-            row = {"count": len(times),
-                   "time (inc)": _stat(times, statistic, 0.0 if statistic == "sum" else math.nan)}
-            for key, consistent in profile.metrics:
-                if consistent:
-                    value = profile.value(path, key)
-                    row[key] = math.nan if value is None else value
-                else:
-                    given = [v for v in _flat(profile.series(path, rank, key)) if not math.isnan(v)]
-                    row[key] = _stat(given, statistic, math.nan)
-            out[path, rank] = row
-    for (path, rank), row in out.items():
-        children = [out[p, rank]["time (inc)"] for p in profile.callpaths
-                    if len(p) == len(path) + 1 and p[:-1] == path]
-        row["time"] = row["time (inc)"] - sum(0.0 if math.isnan(c) else c for c in children)
-    return out
-
-
-def assert_same(got: float, want: float, what: str) -> None:
-    if math.isnan(want):
-        assert math.isnan(got), what
-    else:
-        assert got == pytest.approx(want, rel=1e-12, abs=1e-18), what
-
-
-def callpaths(graph) -> Dict[int, Callpath]:
-    """{id(node): callpath} of a hatchet graph, walked down from its roots
-    (llnl-hatchet's ``from_caliper`` links children only: its nodes have no parents)."""
-    found: Dict[int, Callpath] = {}
-    todo = [(root, ()) for root in graph.roots]
-    while todo:
-        node, above = todo.pop()
-        path = found[id(node)] = above + (node.frame["name"],)
-        todo += [(child, path) for child in node.children]
-    return found
 
 
 def assert_graphframe(gf, profile: tinyprof.Profile, statistic: str) -> None:
@@ -231,7 +112,7 @@ def test_to_dataframe_holds_every_value(profile):
             series = profile.series(path, rank)
             group = groups.get((i, rank))
             if group is None:
-                assert not _flat(series), (path, rank)
+                assert not flat(series), (path, rank)
                 continue
             assert set(group["callpath"]) == {"<".join(path)}
             executions = [[] for _ in series]
@@ -239,11 +120,11 @@ def test_to_dataframe_holds_every_value(profile):
                 assert row.iteration == len(executions[row.execution])
                 executions[row.execution].append(row.time)
             assert executions == series, (path, rank)
-            mem = _flat(profile.series(path, rank, "mem"))
+            mem = flat(profile.series(path, rank, "mem"))
             assert [m if m == m else None for m in group["mem"]] == [m if m == m else None for m in mem]
             tag = profile.value(path, "tag")
             assert all((t == tag) if tag is not None else math.isnan(t) for t in group["tag"])
-    assert len(frame) == sum(len(_flat(profile.series(p, r)))
+    assert len(frame) == sum(len(flat(profile.series(p, r)))
                              for p in profile.callpaths for r in range(NRANKS))
 
 
@@ -281,19 +162,16 @@ def test_converting_an_empty_profile(tmp_path):
 
 # -- the command line -----------------------------------------------------------
 
-def _script(name: str) -> str:
-    return os.path.join(os.path.dirname(sys.executable), name)
-
 
 def test_console_script_help_and_success(profile_dir, tmp_path):
-    helped = subprocess.run([_script("tinyprof-convert"), "--help"], capture_output=True, text=True)
+    helped = subprocess.run([script("tinyprof-convert"), "--help"], capture_output=True, text=True)
     assert helped.returncode == 0 and "--to FORMAT" in helped.stdout
     out = tmp_path / "flow"
-    done = subprocess.run([_script("tinyprof-convert"), profile_dir, "--to", "callflow", "-o", str(out)],
+    done = subprocess.run([script("tinyprof-convert"), profile_dir, "--to", "callflow", "-o", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out / "conv.json") and os.path.isfile(out / "conv.json")
-    helped = subprocess.run([_script("tinyprof"), "callflow", "--help"], capture_output=True, text=True)
+    helped = subprocess.run([script("tinyprof"), "callflow", "--help"], capture_output=True, text=True)
     assert helped.returncode == 0 and "--process-only" in helped.stdout
 
 
@@ -325,8 +203,8 @@ def test_bad_input_is_one_line_exit_2(profile_dir, tmp_path, capsys):
 
 def test_bad_input_in_a_real_process_has_no_traceback(profile_dir, tmp_path):
     path = _bad_inputs(tmp_path, profile_dir)["truncated.tp"]
-    for argv in ([_script("tinyprof-convert"), path, "--to", "hatchet", "-o", str(tmp_path / "x.json")],
-                 [_script("tinyprof"), "callflow", path, "-o", str(tmp_path / "flow"), "--process-only"]):
+    for argv in ([script("tinyprof-convert"), path, "--to", "hatchet", "-o", str(tmp_path / "x.json")],
+                 [script("tinyprof"), "callflow", path, "-o", str(tmp_path / "flow"), "--process-only"]):
         done = subprocess.run(argv, capture_output=True, text=True)
         assert done.returncode == 2
         assert done.stderr.count("\n") == 1 and path in done.stderr and "Traceback" not in done.stderr
@@ -376,7 +254,7 @@ def test_converters_live_inside_the_package():
 
 def _convert_in_a_process(profile_dir: str, target: str, out) -> None:
     """The real ``tinyprof-convert``: success, the path on stdout, nothing on stderr."""
-    done = subprocess.run([_script("tinyprof-convert"), profile_dir, "--to", target, "-o", str(out)],
+    done = subprocess.run([script("tinyprof-convert"), profile_dir, "--to", target, "-o", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout.strip().startswith(str(out))
@@ -415,7 +293,7 @@ def test_lone_surrogates_convert_without_loss(tmp_path, clock):
 
 def test_output_path_of_non_utf8_bytes_prints_without_traceback(profile_dir, tmp_path):
     out = os.path.join(os.fsdecode(tmp_path), os.fsdecode(b"\xffconv.csv"))    # lone surrogate
-    done = subprocess.run([_script("tinyprof-convert"), profile_dir, "--to", "csv", "-o", out],
+    done = subprocess.run([script("tinyprof-convert"), profile_dir, "--to", "csv", "-o", out],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONIOENCODING="utf-8"))
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout == out.replace("\udcff", "\\udcff") + "\n"

@@ -9,7 +9,7 @@ import signal
 
 import numpy as np
 import pytest
-from test_convert import NRANKS, make_profile
+from helpers.profiles import NRANKS, make_profile
 
 import tinyprof
 from tinyprof.converters.hatchet import load_imbalance

@@ -7,7 +7,7 @@ import csv as std_csv
 
 import numpy as np
 import pytest
-from test_hostile import deep_file, many_executions_file, peak_of
+from helpers.files import deep_file, many_executions_file, peak_of
 
 import tinyprof
 from tinyprof.analysis import ConvertError

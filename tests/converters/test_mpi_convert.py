@@ -11,18 +11,19 @@ from __future__ import annotations
 import csv
 import os
 import subprocess
-import sys
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import pytest
-from test_convert import callpaths, record_ranks, write_profile
+from helpers.callflow import callflow_frame
+from helpers.mpi_profile import CALLS, HALO, MAIN, MPI_NRANKS, REDUCE, SOLVE, SPLIT, WORLD, make_mpi_profile
+from helpers.profiles import callpaths
+from helpers.tools import script
 
 import tinyprof
 from tinyprof import annotate
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError
-from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
-from tinyprof.runtime import collect as _collect
+from tinyprof.format.mpi_section import bucket
 from tinyprof.views import mpi
 
 pd = pytest.importorskip("pandas")
@@ -30,86 +31,12 @@ ht = pytest.importorskip("hatchet")
 
 impl = annotate.impl
 Event = tinyprof.Event
-NRANKS = 3
 Callpath = Tuple[str, ...]
-MAIN, HALO, SOLVE, REDUCE = ("main",), ("main", "halo"), ("main", "solve"), ("main", "solve", "reduce")
-WORLD, SPLIT, SELF = "COMM_WORLD", "COMM_WORLD.split1@0", "COMM_SELF"
-
-# (callpath, rank, comm, op, bytes per call, calls, time in ns)
-CALLS = [
-    ((), 0, WORLD, "Barrier", 0, 1, 500),
-    ((), 1, WORLD, "Barrier", 0, 1, 700),
-    ((), 2, WORLD, "Barrier", 0, 1, 900),
-    (MAIN, 0, WORLD, "Comm_split", 0, 1, 2000),
-    (MAIN, 1, WORLD, "Comm_split", 0, 1, 2100),
-    (MAIN, 2, WORLD, "Comm_split", 0, 1, 2200),
-    (HALO, 0, WORLD, "Sendrecv", 1024, 4, 40000),
-    (HALO, 1, WORLD, "Sendrecv", 1500, 4, 50000),
-    (HALO, 0, WORLD, "Isend", 100, 2, 600),
-    (HALO, 0, "", "Waitall", 0, 2, 9000),
-    (HALO, 1, "", "Waitall", 0, 3, 8000),
-    (SOLVE, 0, SPLIT, "Bcast", 2048, 1, 3000),
-    (SOLVE, 1, SPLIT, "Bcast", 2048, 1, 3500),
-    (SOLVE, 2, SELF, "Bcast", 4, 1, 100),
-    (REDUCE, 0, WORLD, "Allreduce", 8, 10, 30000),
-    (REDUCE, 1, WORLD, "Allreduce", 8, 10, 31000),
-    (REDUCE, 2, WORLD, "Allreduce", 8, 10, 32000),
-    (REDUCE, 2, WORLD, "Allreduce", 16, 5, 16000),
-]
-# (comm, size, members, creating callpath or None)
-COMMS = [(WORLD, 3, (0, 1, 2), None), (SELF, 1, (), None), (SPLIT, 2, (0, 1), MAIN),
-         ("COMM_WORLD.split1@2", 1, (2,), MAIN)]
-
-
-def _record_rank(rank: int, clock) -> List[_collect.LocalEvent]:
-    with Event("main"):
-        clock.tick(100)
-        if rank < 2:
-            with Event("halo"):
-                clock.tick(10)
-        with Event("solve"):
-            with Event("reduce"):
-                clock.tick(20)
-    return _collect.collect(impl.root())
-
-
-def _section(lines: List[Callpath], ranks: range) -> bytes:
-    """The mpi section of the file holding ``ranks`` whose event lines are ``lines``."""
-    def line(path: Callpath) -> int:
-        return lines.index(path) if path else NONE
-    comms = [Communicator(name, size, members, NONE if made is None else line(made))
-             for name, size, members, made in COMMS if rank_knows(name, ranks)]
-    index = {c.name: i for i, c in enumerate(comms)}
-    index[""] = NONE
-    ops = [(rank, line(path), index[comm], op, bucket(size), calls, calls * size, t)
-           for path, rank, comm, op, size, calls, t in CALLS if rank in ranks]
-    peers = [(0, line(HALO), index[WORLD], 1, 4, 4096), (0, line(HALO), index[WORLD], 2, 2, 200),
-             (1, line(HALO), index[WORLD], 0, 4, 6000)] if 0 in ranks else []
-    return encode(comms, ops, peers)
-
-
-def rank_knows(comm: str, ranks: range) -> bool:
-    members = next(m for name, _, m, _ in COMMS if name == comm)
-    return not members or any(r in members for r in ranks)
-
-
-def make_profile(outdir, clock, name: str = "mpiconv", mpi: bool = True,
-                 section: Optional[bytes] = None) -> str:
-    """Record the ranks serially; write them as two files, with mpi sections if ``mpi``
-    (``section``: the payload of the first file's instead)."""
-    prof = tinyprof.Profiler(name, outdir=outdir)
-    ranks, executions = record_ranks(NRANKS, _record_rank, clock)
-
-    def sections(index: int, lo: int, hi: int):
-        lines = [e.path for e in ranks[lo]]        # the lowest rank of each file has all its lines
-        payload = section if section is not None and index == 0 else _section(lines, range(lo, hi))
-        return [("mpi", payload)] if mpi else []
-    return write_profile(outdir, name, prof.metrics, ranks, executions, [(0, 2), (2, 3)], sections)
 
 
 @pytest.fixture
 def profile_dir(tmp_path, clock) -> str:
-    return make_profile(tmp_path / "prof", clock)
+    return make_mpi_profile(tmp_path / "prof", clock)
 
 
 @pytest.fixture
@@ -149,7 +76,7 @@ def test_to_hatchet_has_mpi_columns(profile):
     assert gf.exc_metrics == ["time", "count", "mpi.time", "mpi.bytes", "mpi.calls"]
     assert gf.inc_metrics == ["time (inc)", "mpi.time (inc)", "mpi.bytes (inc)", "mpi.calls (inc)"]
     frame = gf.dataframe
-    assert len(frame) == 4 * NRANKS
+    assert len(frame) == 4 * MPI_NRANKS
     paths = callpaths(gf.graph)
     for (node, rank), row in frame.iterrows():
         path = paths[id(node)]
@@ -177,25 +104,20 @@ def test_hatchet_file_has_mpi_columns(profile_dir, tmp_path):
             assert got == (calls, nbytes, ns / 1e9), (path, rank, suffix)
 
 
-def test_callflow_processes_a_profile_with_mpi_columns(profile_dir, tmp_path):
+def test_callflow_processes_a_profile_with_mpi_columns(profile_dir, tmp_path, callflow_env):
     """The --to hatchet file is also CallFlow's input: the MPI columns must not break it."""
-    from test_callflow import callflow_frame, callflow_python
-    callflow_python()
     data = tmp_path / "flow"
-    done = subprocess.run([_script("tinyprof"), "callflow", profile_dir, "-o", str(data),
+    done = subprocess.run([script("tinyprof"), "callflow", profile_dir, "-o", str(data),
                            "--process-only"], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = callflow_frame(data / ".callflow" / "mpiconv" / "df.pkl")
     recorded = tinyprof.read(profile_dir).callpaths
-    assert len(rows) == 4 * NRANKS
+    assert len(rows) == 4 * MPI_NRANKS
     for row in rows:
         path, rank = recorded[row["nid"]], row["rank"]
         assert (row["mpi.calls (inc)"], row["mpi.bytes"]) == (INCLUSIVE[path][rank][0],
                                                               EXCLUSIVE[path][rank][1])
 
-
-def _script(name: str) -> str:
-    return os.path.join(os.path.dirname(sys.executable), name)
 
 
 def test_mpi_columns_work_in_hatchet(profile):
@@ -210,7 +132,7 @@ def test_mpi_columns_work_in_hatchet(profile):
 
 
 def test_to_hatchet_without_mpi_has_no_mpi_columns(tmp_path, clock):
-    gf = tinyprof.to_hatchet(make_profile(tmp_path / "plain", clock, mpi=False))
+    gf = tinyprof.to_hatchet(make_mpi_profile(tmp_path / "plain", clock, mpi=False))
     assert not any(c.startswith("mpi.") for c in gf.dataframe.columns)
     assert gf.inc_metrics == ["time (inc)"]
 
@@ -266,7 +188,7 @@ def test_csv_mpi_table(profile_dir, tmp_path, capsys):
 
 
 def test_csv_mpi_table_refusals(tmp_path, clock, profile_dir, capsys):
-    plain = make_profile(tmp_path / "plain", clock, mpi=False)
+    plain = make_mpi_profile(tmp_path / "plain", clock, mpi=False)
     out = tmp_path / "x.csv"
     assert convert_main([plain, "--to", "csv", "--table", "mpi", "-o", str(out)]) == 2
     err = capsys.readouterr().err
@@ -361,7 +283,7 @@ def test_cli_comms(profile_dir, capsys):
 
 
 def test_cli_no_mpi_data_and_no_match(tmp_path, clock, profile_dir, capsys):
-    plain = make_profile(tmp_path / "plain", clock, mpi=False)
+    plain = make_mpi_profile(tmp_path / "plain", clock, mpi=False)
     code, lines, err = _run(capsys, plain)
     assert (code, lines) == (1, [])
     assert err == ("tinyprof: profile 'mpiconv' holds no MPI data "
@@ -390,8 +312,8 @@ def test_cli_bad_arguments_exit_2(profile_dir, capsys):
 
 def test_cli_bad_profile_in_a_real_process(tmp_path, clock):
     section = b"comms 0\nops 1\n0||5|Send|0|1|0|0\npeers 0\n"     # no communicator 5
-    bad = os.path.join(make_profile(tmp_path / "bad", clock, section=section), "mpiconv.0-of-2.tp")
-    done = subprocess.run([_script("tinyprof"), "mpi", str(bad)], capture_output=True, text=True)
+    bad = os.path.join(make_mpi_profile(tmp_path / "bad", clock, section=section), "mpiconv.0-of-2.tp")
+    done = subprocess.run([script("tinyprof"), "mpi", str(bad)], capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and bad in done.stderr and "mpi section" in done.stderr
 

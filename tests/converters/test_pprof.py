@@ -21,8 +21,9 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
-from test_convert import make_profile, record_ranks, write_profile
-from test_hostile import deep_file, peak_of
+from helpers.files import deep_file, peak_of
+from helpers.profiles import make_profile, record_ranks, write_profile
+from helpers.tools import require
 
 import tinyprof
 from tinyprof import annotate
@@ -38,12 +39,7 @@ Event = tinyprof.Event
 
 
 def go() -> str:
-    path = shutil.which("go")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("no go on PATH: .ci/run installs Debian's golang-go")
-        pytest.skip("no go on PATH (apt-get install golang-go)")
-    return path
+    return require(shutil.which("go"), "go on PATH", "apt-get install golang-go")
 
 
 # Go's build cache and module path, writable, shared by the runs (a Go that builds

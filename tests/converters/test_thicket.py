@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from test_convert import NRANKS, callpaths, make_profile
+from helpers.profiles import NRANKS, callpaths, make_profile
 
 import tinyprof
 

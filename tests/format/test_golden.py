@@ -13,10 +13,9 @@ Times are sums of the clock ticks inside each event, e.g. rank 0's first
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
+from helpers.golden import GOLDEN, GOLDEN_V1, GOLDEN_V2, RUN, fig2
 
 import tinyprof
 from tinyprof import annotate
@@ -27,29 +26,6 @@ from tinyprof.runtime import collect as _collect
 
 impl = annotate.impl
 Event = tinyprof.Event
-GOLDEN = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "fig3-v3.tp")
-GOLDEN_V2 = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "fig3-v2.tp")
-GOLDEN_V1 = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "fig3.tp")
-RUN = "5f0c9e1d2a3b4c6d"
-
-
-def fig2(rank: int, execution: int, clock) -> None:
-    """Fig. 2: main; a 3-iteration loop (mode 1); comm summed (mode 2) with a
-    consistent tag and an inconsistent mem; update on rank 1 only."""
-    x = execution
-    with Event("main", mem=1024 * (rank + 1) + x):
-        clock.tick(5)
-        for i in range(3):
-            with Event("compute", loop=1):
-                clock.tick(1000 * (i + 1) + 100 * rank + 10 * x)
-        with Event("exchange"):
-            clock.tick(50)
-            for j in range(2):
-                with Event("comm", loop=2, tag=2, mem=1.25 * (j + 1) * (rank + 1) + x):
-                    clock.tick(200 * (j + 1) + 10 * x + rank)
-        if rank == 1:
-            with Event("update", is_common=False):
-                clock.tick(300 + x)
 
 
 def build(clock) -> bytes:

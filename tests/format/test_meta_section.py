@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers.golden import GOLDEN, GOLDEN_V1, GOLDEN_V2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +45,6 @@ def test_a_file_without_the_section_reads_as_empty(tmp_path):
 
 
 def test_golden_files_of_every_version_have_no_metadata():
-    from test_golden import GOLDEN, GOLDEN_V1, GOLDEN_V2
     assert [tinyprof.read(g).metadata for g in (GOLDEN, GOLDEN_V2, GOLDEN_V1)] == [{}, {}, {}]
 
 

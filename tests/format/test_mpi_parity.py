@@ -13,9 +13,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers.files import corrupted
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_mpisection import corrupted
 
 from tinyprof.format import mpi_section
 from tinyprof.format.encoding import FormatError

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers.files import corrupted
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -142,21 +143,6 @@ def test_corrupted_payloads_never_raise_anything_else(rnd: random.Random):
     except FormatError:
         return
     assert encode(s.comms, s.ops, s.peers) == data      # accepted: it is canonical
-
-
-def corrupted(rnd: random.Random, payload: bytes, most: int) -> bytes:
-    """``payload`` with 1 to ``most`` bytes changed, removed or added."""
-    data = bytearray(payload)
-    for _ in range(rnd.randint(1, most)):
-        i = rnd.randrange(len(data))
-        op = rnd.randrange(3)
-        if op == 0:
-            data[i] = rnd.choice(b"0123456789|\n-,:@abcAWZ_ \xff")
-        elif op == 1:
-            del data[i]
-        else:
-            data.insert(i, rnd.choice(b"0123456789|\n"))
-    return bytes(data)
 
 
 def test_a_resummed_file_with_bytes_outside_their_bucket_is_refused(tmp_path):

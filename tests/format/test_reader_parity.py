@@ -18,9 +18,9 @@ import zlib
 
 import numpy as np
 import pytest
+from helpers.fuzz import SEED, content, mutated, real_profiles, resum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fuzz import SEED, content, mutated, real_profiles, resum
 
 from tinyprof.format import reader
 from tinyprof.format.encoding import FormatError, Header
@@ -156,6 +156,7 @@ _FIELD_TOKENS = [b"5", b"-0", b"2.5", b"nan", b"+", b";", b",", b"|"]
 _GAP_TOKENS = [b"*1;", b"*2;", b"*3;", b"*"]
 
 
+@pytest.mark.slow           # every field of up to 3 tokens: tens of seconds
 @pytest.mark.parametrize("version,tokens", [(2, _FIELD_TOKENS + [b"*2;"]),
                                             (3, _FIELD_TOKENS[:1] + _FIELD_TOKENS[3:] + _GAP_TOKENS)])
 def test_every_short_rank_field_reads_the_same(tmp_path, version, tokens):

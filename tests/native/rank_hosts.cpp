@@ -1,6 +1,6 @@
 // Test driver: prints the run metadata's `rank_hosts` text of the host names
 // read from stdin, each ended by a NUL byte, through the header's encoder; the
-// Python twin is tinyprof.format.hostlist.encode (tests/native/test_metadata.py).
+// Python twin is tinyprof.format.hostlist.encode (tests/native/test_native_metadata.py).
 #include <tinyprof/detail/metadata.hpp>
 
 #include <iostream>

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BIN, MPIEXEC, run
-from test_mpi_capture import check_run
-from test_stacks import needs_sites
+from helpers.mpi_capture import check_run
+from helpers.native import BIN, MPIEXEC, run
+from helpers.tools import needs_sites
 
 import tinyprof
 from tinyprof.analysis import sites

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
-from conftest import BIN, FLAGS, IMPLEMENTATION, MPICXX, ROOT, env, run
-from test_vectors import RankScript, run_cxx
+from helpers.native import BIN, FLAGS, IMPLEMENTATION, MPICXX, ROOT, STEP, env, expected_steps, run
+from helpers.scenarios import RankScript, run_cxx
 
 import tinyprof
 from tinyprof.format import layout
@@ -145,20 +145,6 @@ def test_non_utf8_names_read_back(build, tmp_path):
     assert prof.name == "prof\udcff"
     assert prof.callpaths == [("main",)] + [("main", raw.decode("utf-8", "surrogateescape"))
                                             for raw in RAW_NAMES]
-
-
-STEP = ("main", "step")
-
-
-def expected_steps(rank: int, k: int) -> list:
-    """tests/native/snapshot.cpp: rank's series of `main<step` (metric `it`) in snapshot k."""
-    out, counted = [], 0
-    for j in range(1, k + 1):
-        n = (j * (rank + 1)) % 4
-        out.append([float(i) for i in range(counted, counted + n)])
-        out += [[]] if rank % 2 else []
-        counted += n
-    return out
 
 
 @pytest.mark.parametrize("nranks,level", [(0, "none"), (1, "multiple"), (3, "multiple"), (5, "multiple"),

@@ -8,29 +8,27 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.tools import ROOT, require
 
-ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "benchmarks" / "scale.py")
 assert _spec is not None and _spec.loader is not None
 scale = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(scale)
 
 RANKS, ITERATIONS = 256, 3
+# smpicxx() installs libsimgrid-dev with apt-get when it is missing.
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
 @pytest.fixture(scope="module")
 def workload(tmp_path_factory) -> Path:
     compiler, why = scale.smpicxx()
-    if compiler is None:
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    return scale.build(compiler, tmp_path_factory.mktemp("smpi"))
+    return scale.build(require(compiler, "SimGrid's smpicxx", why),
+                       tmp_path_factory.mktemp("smpi"))
 
 
 def smpirun(workload: Path, tmp_path: Path, mode: str, aggregators: int = 0,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from conftest import run
-from test_programs import STEP, expected_steps
+from helpers.native import STEP, expected_steps, run
 
 import tinyprof
 from tinyprof.format import layout

@@ -6,14 +6,14 @@ linked with libtinyprof_mpi under MPIR_CVAR_NOLOCAL=1 (docs/native.md)."""
 from __future__ import annotations
 
 import ctypes
-import os
 import random
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run
-from test_mpi_capture import driver_input, linked, random_section
+from helpers.mpi import needs_capture_library
+from helpers.mpi_capture import driver_input, linked, random_section
+from helpers.native import ROOT, run
 
 import tinyprof
 from tinyprof.format import mpi_section
@@ -55,7 +55,7 @@ def golden_queries():
     return [(int(code), int(size)) for code, size, *_ in rows], ["|".join(row) for row in rows]
 
 
-@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@needs_capture_library
 def test_tables_read_as_recorded():
     lib = capture._check(capture._bind(ctypes.CDLL(capture.LIBRARY)))
     text = TABLES.read_bytes()

@@ -5,7 +5,6 @@ timeout); the rest runs in this process.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import signal
@@ -14,6 +13,7 @@ import sys
 import time
 
 import pytest
+from helpers.mpi import MPIEXEC, needs_mpiexec
 
 import tinyprof
 from tinyprof.format import chain as _chain
@@ -22,12 +22,8 @@ from tinyprof.runtime import session as _session
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
 APP = os.path.join(HERE, "_snapshot_app.py")
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 STEP = ("main", "step")
 
-needs_mpi = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
-    reason="needs mpi4py and mpiexec next to the Python executable (pip install mpi4py mpich)")
 
 
 def _command(nranks, outdir, frequency, keep="last", steps=0, mode="plain", runner=()):
@@ -66,7 +62,7 @@ def _steps(profile, rank):
     return len(its)
 
 
-@needs_mpi
+@needs_mpiexec
 def test_sigkill_mid_run_leaves_the_last_complete_snapshot(tmp_path):
     out = tmp_path / "out"
     _signal_when_running(_command(4, out, 0.2, keep="all"), signal.SIGKILL,
@@ -87,7 +83,7 @@ def test_sigkill_mid_run_leaves_the_last_complete_snapshot(tmp_path):
     assert counts[-1] == [_steps(latest, r) for r in range(4)]
 
 
-@needs_mpi
+@needs_mpiexec
 @pytest.mark.parametrize("keep", ["last", "all"])
 def test_sigkill_at_random_instants_leaves_a_readable_recent_state(tmp_path, monkeypatch, keep):
     """Kills at random instants (some during a snapshot, some while files of
@@ -121,7 +117,7 @@ def test_sigkill_at_random_instants_leaves_a_readable_recent_state(tmp_path, mon
                 _steps(latest, r)       # 0, 1, 2, ...: whole steps, in order
 
 
-@needs_mpi
+@needs_mpiexec
 def test_keep_last_leaves_the_newest_snapshots_chain(tmp_path, monkeypatch):
     monkeypatch.setenv("TINYPROF_CHAIN", "2")    # full, delta, delta, full, ...
     out = tmp_path / "out"
@@ -141,7 +137,7 @@ def test_keep_last_leaves_the_newest_snapshots_chain(tmp_path, monkeypatch):
     assert _steps(tinyprof.read(out), 1) > 0
 
 
-@needs_mpi
+@needs_mpiexec
 def test_sigterm_before_the_first_snapshot_leaves_a_profile(tmp_path):
     out = tmp_path / "out"
     proc = _signal_when_running(_command(4, out, 3600), signal.SIGTERM)
@@ -160,7 +156,7 @@ def test_sigterm_chains_to_the_applications_handler(tmp_path):
     assert p.snapshot is None and _steps(p, 0) >= _steps(tinyprof.read(out, snapshot=1), 0)
 
 
-@needs_mpi
+@needs_mpiexec
 def test_exit_flush_when_the_application_never_flushes(tmp_path):
     out = tmp_path / "out"
     proc = _run(3, out, 0, steps=30)
@@ -170,7 +166,7 @@ def test_exit_flush_when_the_application_never_flushes(tmp_path):
     assert [_steps(p, r) for r in range(3)] == [30, 30, 30]
 
 
-@needs_mpi
+@needs_mpiexec
 def test_a_rank_raising_at_the_end_does_not_hang(tmp_path):
     out = tmp_path / "out"
     proc = _run(4, out, 0, steps=30, mode="raise_end")
@@ -180,7 +176,7 @@ def test_a_rank_raising_at_the_end_does_not_hang(tmp_path):
     assert p.snapshot == 1 and [_steps(p, r) for r in range(4)] == [30] * 4
 
 
-@needs_mpi
+@needs_mpiexec
 def test_a_rank_raising_under_mpi4py_aborts_without_hanging(tmp_path):
     out = tmp_path / "out"
     proc = _run(4, out, 0.1, mode="raise_mid", runner=("-m", "mpi4py"))
@@ -189,7 +185,7 @@ def test_a_rank_raising_under_mpi4py_aborts_without_hanging(tmp_path):
     assert proc.returncode != 0 and "rank 1 fails" in proc.stderr
 
 
-@needs_mpi
+@needs_mpiexec
 @pytest.mark.parametrize("frequency, mode", [(3600, "plain"), (0.002, "plain"), (0.002, "trace"),
                                              (3600, "late"), (0.002, "late")])
 def test_an_application_that_finalizes_mpi_itself(tmp_path, frequency, mode):
@@ -210,7 +206,7 @@ def test_an_application_that_finalizes_mpi_itself(tmp_path, frequency, mode):
     assert [len(p.series(("after",), r)[0]) for r in range(3)] == [1] * 3
 
 
-@needs_mpi
+@needs_mpiexec
 def test_unwritable_output_directory_warns_and_exits_0(tmp_path):
     (tmp_path / "file").write_text("a regular file: no directory can be made below it")
     out = tmp_path / "file" / "out"
@@ -222,7 +218,7 @@ def test_unwritable_output_directory_warns_and_exits_0(tmp_path):
     assert proc.stderr.count("cannot write snapshot") == 1
 
 
-@needs_mpi
+@needs_mpiexec
 @pytest.mark.parametrize("level, warning", [
     ("single", "below MPI_THREAD_MULTIPLE: each rank writes its own snapshot file"),
     ("funneled", "below MPI_THREAD_MULTIPLE: each rank writes its own snapshot file")])
@@ -264,7 +260,7 @@ if lines:
 """
 
 
-@needs_mpi
+@needs_mpiexec
 def test_snapshots_at_thread_level_single_leave_sigalrm_to_the_application(tmp_path):
     """A helper thread that makes no MPI call writes them: no timer, no signal borrowed."""
     script = tmp_path / "app.py"

@@ -39,6 +39,7 @@ RUN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow           # 50,000 callpaths and 300,000 occurrences, flushed under tracemalloc
 @pytest.mark.parametrize("case, n, bound", [("callpaths", 50_000, 900),
                                             ("trace", 300_000, 125)])
 def test_the_flush_peak_per_item_is_bounded(tmp_path, case, n, bound):

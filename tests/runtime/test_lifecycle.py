@@ -7,7 +7,6 @@ the point); the profile it leaves is read back from disk.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import shutil
@@ -17,17 +16,13 @@ import sys
 import textwrap
 
 import pytest
+from helpers.mpi import MPIEXEC, needs_mpiexec
 
 import tinyprof
 from tinyprof.runtime import assemble
 from tinyprof.runtime import session as _session
 from tinyprof.runtime.settings import Settings
 from tinyprof.runtime.snapshots import Snapshotter
-
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-needs_mpi = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
-    reason="needs mpi4py and mpiexec next to the Python executable (pip install mpi4py mpich)")
 
 
 def _python(tmp_path, code: str, nranks: int = 0, timeout: float = 120):
@@ -351,7 +346,7 @@ def test_settings_are_frozen():
 
 # -- MPI launches ----------------------------------------------------------------------
 
-@needs_mpi
+@needs_mpiexec
 def test_a_launched_program_without_mpi4py_gets_every_rank(tmp_path):
     _ok(_python(tmp_path, """
     import sys, tinyprof
@@ -365,7 +360,7 @@ def test_a_launched_program_without_mpi4py_gets_every_rank(tmp_path):
     assert p.nranks == 3 and all(len(p.series(("main",), r)[0]) == 1 for r in range(3))
 
 
-@needs_mpi
+@needs_mpiexec
 def test_without_mpi4py_each_rank_writes_its_own_profile(tmp_path):
     proc = _ok(_python(tmp_path, """
     import sys

@@ -16,14 +16,13 @@ import textwrap
 import warnings
 
 import pytest
+from helpers.mpi import MPIEXEC, needs_mpiexec
 
 import tinyprof
 from tinyprof.format import meta_section
 from tinyprof.runtime import metadata as _metadata
 from tinyprof.runtime.settings import Settings, parse_metadata
 
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-needs_mpi = pytest.mark.skipif(not os.path.exists(MPIEXEC), reason="needs mpiexec next to Python")
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
@@ -66,7 +65,7 @@ def test_a_run_reads_back_its_metadata(tmp_path):
     }                                   # tmp_path is in no git work tree: no "git" key
 
 
-@needs_mpi
+@needs_mpiexec
 @pytest.mark.parametrize("aggregators", [1, 3])
 def test_an_mpi_run_records_its_ranks_hosts_and_library(tmp_path, aggregators):
     proc = _run(tmp_path, """
@@ -104,7 +103,7 @@ def test_rank_hosts_of_a_huge_round_robin_run_is_left_out():
     assert blocks == "node00000*60000,node00001*60000"
 
 
-@needs_mpi
+@needs_mpiexec
 def test_per_rank_snapshots_carry_the_metadata(tmp_path):
     """Below MPI_THREAD_MULTIPLE each rank writes its own snapshot file, with
     no MPI call: rank 0's file has the hosts gathered at start."""

@@ -6,24 +6,21 @@ checking every aggregator count from 1 to P, the default and a wrong hint.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
+from helpers.mpi import MPIEXEC, needs_mpiexec
 
 from tinyprof.format.layout import file_name
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-
-needs_mpi = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
-    reason="needs mpi4py and mpiexec next to the Python executable (pip install mpi4py mpich)")
 
 
-@needs_mpi
+
+@needs_mpiexec
+@pytest.mark.slow           # 16 and 33 ranks on however few cores
 @pytest.mark.parametrize("nranks", [16, 33])
 def test_every_aggregator_count_at_large_sizes(tmp_path, nranks):
     proc = subprocess.run(
@@ -60,7 +57,7 @@ def test_flush_works_when_mpi4py_cannot_be_imported(run_python, tmp_path):
                + RECORD.replace("\n    ", "\n"), cwd=tmp_path)
 
 
-@needs_mpi
+@needs_mpiexec
 def test_flush_is_single_process_while_mpi_is_not_initialised(run_python, tmp_path):
     run_python("import mpi4py\nmpi4py.rc.initialize = False\nfrom mpi4py import MPI\n"
                + RECORD.replace("\n    ", "\n")
@@ -69,7 +66,7 @@ def test_flush_is_single_process_while_mpi_is_not_initialised(run_python, tmp_pa
                cwd=tmp_path)
 
 
-@needs_mpi
+@needs_mpiexec
 def test_flush_is_collective_once_the_application_initialised_mpi(run_python, tmp_path):
     run_python("from mpi4py import MPI\n" + RECORD.replace("\n    ", "\n")
                + "from tinyprof.runtime import session\n"
@@ -78,7 +75,7 @@ def test_flush_is_collective_once_the_application_initialised_mpi(run_python, tm
                cwd=tmp_path)
 
 
-@needs_mpi
+@needs_mpiexec
 def test_demo_runs_on_three_ranks_and_summarises(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "tinyprof.demo", "--run", "-n", "3", "--steps", "20", "heat"],

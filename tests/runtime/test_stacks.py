@@ -13,16 +13,12 @@ import threading
 import time
 
 import pytest
-from test_mpi_large import MPIEXEC, needs_mpi
+from helpers.mpi import MPIEXEC, needs_capture_library, needs_mpiexec
+from helpers.tools import needs_sites
 
 import tinyprof
 from tinyprof import annotate
-from tinyprof.runtime import capture, stacks
-
-# Call sites read CPython 3.11-3.13's frames (docs/unannotated.md): elsewhere they are off, with a warning.
-needs_sites = pytest.mark.skipif(stacks.sites_unavailable() is not None,
-                                 reason=str(stacks.sites_unavailable()))
-
+from tinyprof.runtime import stacks
 
 HERE = os.path.basename(__file__)
 
@@ -88,8 +84,8 @@ def test_a_cpu_heavy_function_holds_its_share(tmp_path):
     assert heavy in snap.callpaths and _sampled(snap)[heavy] > 0
 
 
-@needs_mpi
-@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@needs_mpiexec
+@needs_capture_library
 def test_time_waiting_in_mpi_is_the_mpi_call(tmp_path):
     """Rank 0 waits in ``comm.recv`` while rank 1 computes: rank 0's samples
     end in the MPI call that mpi4py's ``recv`` makes (the capture library's
@@ -168,8 +164,8 @@ IN_MPI = textwrap.dedent("""
 """)
 
 
-@needs_mpi
-@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@needs_mpiexec
+@needs_capture_library
 def test_only_a_thread_inside_an_mpi_call_ends_in_it(samples, tmp_path):
     """The capture library says which thread is inside which MPI call: a
     thread in ``comm.Recv`` ends in ``MPI_Recv``; one in a call of a
@@ -188,10 +184,9 @@ def test_only_a_thread_inside_an_mpi_call_ends_in_it(samples, tmp_path):
     assert lock and all(p[-1] == f"named_like_mpi (app.py:{line['named_like_mpi']})" for p in lock), lock
 
 
-
-@needs_mpi
+@needs_mpiexec
 @needs_sites
-@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+@needs_capture_library
 def test_sites_in_annotated_code_hang_below_the_innermost_event(tmp_path):
     """``Profiler(sites=True)``: each MPI call below the innermost open event,
     at its line; in the flush and in a snapshot alike."""

@@ -3,13 +3,13 @@ tests/_ucx_app.py through MPICH's ch4:ucx, its tables parsed, its section
 codec, its text table and its part of the report in a real headless
 Chromium. docs/mpi.md, "Transports"."""
 import ctypes
-import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
-from _browser import Browser
+from helpers.browser import Browser, needs_chromium
+from helpers.mpi import MPIEXEC, needs_capture_library, needs_mpiexec
 
 import tinyprof
 from tinyprof.converters import ConvertError
@@ -20,10 +20,6 @@ from tinyprof.views import mpi
 from tinyprof.views import report as _report
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-needs_mpi = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
-    reason="needs mpi4py and mpiexec next to the Python executable (pip install mpi4py mpich)")
 
 SMALL, LARGE = 64, 800_000
 
@@ -46,10 +42,8 @@ def rows(prof, callpath, rank):
 
 
 @pytest.fixture(scope="module")
-def nolocal(tmp_path_factory):
+def nolocal(tmp_path_factory, mpiexec):
     """3 ranks through UCX (MPIR_CVAR_NOLOCAL=1): its profile."""
-    if importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC):
-        pytest.skip("needs mpi4py and mpiexec next to the Python executable")
     return run(tmp_path_factory.mktemp("ucx"), MPIR_CVAR_NOLOCAL="1")[0]
 
 
@@ -95,7 +89,7 @@ def test_eager_small_rendezvous_large_counted_where_posted(nolocal):
     assert set(t[~t.callpath.map(bool)].op) == {"Barrier"}
 
 
-@needs_mpi
+@needs_mpiexec
 def test_snapshots_and_their_deltas_carry_it(tmp_path):
     prof, _ = run(tmp_path, MPIR_CVAR_NOLOCAL="1", snapshots=True)
     out = str(tmp_path / "prof")
@@ -116,7 +110,7 @@ def test_snapshots_and_their_deltas_carry_it(tmp_path):
     assert set(first.transport.op) == {"Send", "Recv"}
 
 
-@needs_mpi
+@needs_mpiexec
 def test_tcp_reported(tmp_path):
     prof, _ = run(tmp_path, nranks=2, MPIR_CVAR_NOLOCAL="1", UCX_TLS="tcp,self")
     sends = prof.transport[prof.transport.ucp_op == "tag_send"]
@@ -124,7 +118,7 @@ def test_tcp_reported(tmp_path):
     assert rows(prof, "large", 0).protocol.iloc[0].startswith("rendezvous")
 
 
-@needs_mpi
+@needs_mpiexec
 def test_mpich_shared_memory_is_said_not_ucx(tmp_path):
     prof, _ = run(tmp_path, nranks=2)           # without MPIR_CVAR_NOLOCAL: MPICH's own shm
     assert prof.ucx == {0: "unused", 1: "unused"}
@@ -135,7 +129,7 @@ def test_mpich_shared_memory_is_said_not_ucx(tmp_path):
     assert text.returncode == 0 and "MPIR_CVAR_NOLOCAL=1" in text.stdout
 
 
-@needs_mpi
+@needs_mpiexec
 def test_off_records_no_transport(tmp_path):
     prof, _ = run(tmp_path, nranks=2, ucx=False, MPIR_CVAR_NOLOCAL="1")
     assert prof.ucx == {} and prof.transport.empty and not prof.mpi.empty
@@ -150,7 +144,6 @@ TABLES = open(os.path.join(HERE, "golden", "ucx_tables.txt")).read()
 
 
 FAST, MULTI, REPLY, NONCONTIG = 16, 32, 64, 128        # TP_UCP_* of native/include/tinyprof/tinyprof_mpi.h
-needs_library = pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
 
 
 def library():
@@ -166,7 +159,7 @@ def classify(tables, code, size):
     return protocol.value.decode(), transport.value.decode()
 
 
-@needs_library
+@needs_capture_library
 def test_tables_classify_by_size_and_variant():
     assert classify(TABLES, 0, 0) == ("eager short", "sysv/memory")
     assert classify(TABLES, 0, 92) == ("eager short", "sysv/memory")
@@ -190,7 +183,7 @@ def test_tables_classify_by_size_and_variant():
         ["tag_send", "tag_send_sync", "put", "get"]
 
 
-@needs_library
+@needs_capture_library
 def test_classify_truncates_and_says_so():
     protocol, transport = ctypes.create_string_buffer(6), ctypes.create_string_buffer(6)
     lib = library()
@@ -241,6 +234,7 @@ def test_text_table(nolocal):
         mpi.transport(nolocal, ["nowhere"])
 
 
+@needs_chromium
 def test_report_shows_it(nolocal, tmp_path):
     pytest.importorskip("plotly")
     data = _report.build(nolocal)["mpi"]["transport"]

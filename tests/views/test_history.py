@@ -5,7 +5,6 @@ errors, and the page in a real headless Chromium: no script error, the diff
 of two runs picked on the page, the metadata filter, hostile names as text."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -14,7 +13,9 @@ import sys
 
 import numpy as np
 import pytest
-from _browser import Browser
+from helpers.browser import Browser, needs_chromium
+from helpers.mpi import MPIEXEC, needs_mpiexec
+from helpers.mpi_profile import make_mpi_profile
 
 import tinyprof
 from tinyprof.analysis import compare
@@ -175,6 +176,7 @@ def test_a_directory_beside_the_runs_is_no_run(runs, tmp_path, capsys):
                    "(.tp files or snapshots/)\n")
 
 
+@needs_chromium
 def test_snapshots_of_one_run_are_its_history(tmp_path, step_snapshots):
     """The snapshots, cumulative, are taken as intervals: what each added."""
     out = tmp_path / "s"
@@ -236,12 +238,10 @@ def test_a_bad_run_among_many_is_named_in_one_line(runs, tmp_path, capsys):
     assert "no run could be read" in capsys.readouterr().err
 
 
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_compare_app.py")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
-                    reason="needs mpi4py and mpiexec next to the Python executable")
+@needs_mpiexec
 def test_real_mpi_runs_in_start_order_outside_mpi(tmp_path):
     """Four real runs on 4 ranks (tests/_compare_app.py), named against their
     start order; from the third on, solve twice as long: flagged, on the time
@@ -310,6 +310,7 @@ def _page(path, checks):
     return facts
 
 
+@needs_chromium
 def test_the_page_renders_and_diffs_two_runs_picked_on_it(tmp_path):
     """60 runs; solve 25% slower from run 30 on; the page picks runs 10 and 40."""
     where = tmp_path / "many"
@@ -333,6 +334,7 @@ def test_the_page_renders_and_diffs_two_runs_picked_on_it(tmp_path):
     assert clicked[0].startswith("r30 against r29: ") and clicked[1].startswith("main<solve: ")
 
 
+@needs_chromium
 def test_hostile_names_are_text_on_the_page(tmp_path):
     where = tmp_path / "h"
     for k, slow in enumerate([1.0, 1.0, 1.5, 1.5]):
@@ -356,6 +358,7 @@ def _data(path):
     return json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', path.read_text(), re.S)[1])
 
 
+@needs_chromium
 def test_the_rule_is_given_on_the_command_line(runs, tmp_path, capsys):
     """--threshold, --floor, --inclusive, --metric as tinyprof compare's; with
     one run's report, a one-line usage error."""
@@ -429,15 +432,15 @@ MPI_PAGE = """(() => {
 })()"""
 
 
+@needs_chromium
 def test_mpi_time_and_bytes_per_callpath_over_the_runs(tmp_path, clock):
     """Two runs with MPI capture and one without: each callpath's MPI time and
     bytes per rank, per run (null for the run without), in the data, the
     chart and the diff of two runs, equal to each profile's own MPI rows."""
-    from test_mpi_convert import make_profile
 
     where = tmp_path / "runs"
     for name, mpi in (("r0", True), ("r1", False), ("r2", True)):
-        make_profile(where / name, clock, mpi=mpi)
+        make_mpi_profile(where / name, clock, mpi=mpi)
     out = tmp_path / "h.html"
     assert main(["report", str(where), "-o", str(out)]) == 0
     data = _data(out)
@@ -495,6 +498,7 @@ CUSTOM = """(() => ({ head: [...document.querySelectorAll('#flags-table thead th
   title: document.getElementById('diff-title').textContent }))()"""
 
 
+@needs_chromium
 def test_a_custom_metric_over_the_runs(tmp_path):
     """--metric flops: its values per rank on average, flagged by compare's rule, in its own unit."""
     where = tmp_path / "runs"
@@ -525,6 +529,7 @@ FLAGS = """(() => ({ facts: document.getElementById('facts').textContent,
     [...tr.children].map((td) => td.textContent)) }))()"""
 
 
+@needs_chromium
 def test_alternating_runs_flag_the_slowed_region_alone(tmp_path):
     """6 runs of 4 ranks with noise, base and change alternating (the guide's CI
     order), the change's solve 25% slower: solve is flagged at every run, each

@@ -5,7 +5,8 @@ Each character a terminal would act on is printed escaped, the escaped name
 is there to read, and the columns stay aligned, wide characters too."""
 from __future__ import annotations
 
-from test_convert import record_ranks, write_profile
+from helpers.files import deep_file, write_file
+from helpers.profiles import record_ranks, write_profile
 
 import tinyprof
 from tinyprof import annotate
@@ -99,7 +100,6 @@ def test_show_stays_bounded_on_deep_trees_and_huge_names(tmp_path, capsys):
     and a 10^6-character name is cut in its middle: every line of ``show``
     stays a few hundred columns wide, so its output follows the callpaths
     (it was the sum of their depths, 2 GB at 20,000 levels)."""
-    from test_hostile import deep_file, write_file
 
     deep_file(tmp_path / "deep", 3000)
     out = _run(capsys, "show", str(tmp_path / "deep"))

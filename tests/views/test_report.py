@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 import pytest
-from _browser import Browser
-from test_convert import NRANKS, make_profile
+from helpers.browser import Browser, needs_chromium
+from helpers.profiles import NRANKS, make_profile
 
 import tinyprof
 from tinyprof.cli import main
@@ -129,6 +129,7 @@ FOLD = """(() => { const row = [...document.querySelectorAll('#tree-table tbody 
     return document.querySelectorAll('#tree-table tbody tr').length; })()"""
 
 
+@needs_chromium
 def test_the_traced_demo_report_renders_every_section(traced_demo, tmp_path):
     out = tmp_path / "demo.html"
     _report.write(traced_demo, out)
@@ -148,6 +149,7 @@ def test_the_traced_demo_report_renders_every_section(traced_demo, tmp_path):
     assert critical.startswith("Critical path ") and "of 3 ranks" in critical
 
 
+@needs_chromium
 def test_a_profile_without_mpi_trace_or_snapshots_says_how_to_get_them(tmp_path, clock):
     out = tmp_path / "r.html"
     _report.write(make_profile(tmp_path / "prof", clock), out)
@@ -157,6 +159,7 @@ def test_a_profile_without_mpi_trace_or_snapshots_says_how_to_get_them(tmp_path,
     assert set(facts["plots"]) == {"dist", "iters", "heat"}
 
 
+@needs_chromium
 def test_1024_ranks_by_200_callpaths(tmp_path):
     sys.path.insert(0, BENCHMARKS)
     try:

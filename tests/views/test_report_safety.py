@@ -13,8 +13,8 @@ import json
 import re
 
 import pytest
-from _browser import Browser
-from test_convert import record_ranks, write_profile
+from helpers.browser import Browser, needs_chromium
+from helpers.profiles import record_ranks, write_profile
 
 import tinyprof
 from tinyprof import annotate
@@ -90,6 +90,7 @@ HOSTILE_FACTS = """(() => {
 })()"""
 
 
+@needs_chromium
 def test_hostile_names_show_as_text_in_a_browser(hostile, tmp_path):
     out = tmp_path / "h.html"
     _report.write(hostile, out)
@@ -155,6 +156,7 @@ PICTURE_FACTS = """(() => {
 })()""" % CHARTS
 
 
+@needs_chromium
 def test_pictures_of_a_two_rank_run(pictures, tmp_path, monkeypatch):
     monkeypatch.setattr(_report, "MAX_POINTS", 2)     # 5 occurrences in 2 bins: from 0 and from 2
     out = tmp_path / "pic.html"
@@ -173,6 +175,7 @@ def _solve_rank(rank, clock):
     return _collect.collect(annotate.impl.root())
 
 
+@needs_chromium
 def test_the_heatmap_scale_starts_at_0(tmp_path, clock):
     """23.848 s and 23.851 s: near the top of one scale from 0, not its two ends."""
     prof = tinyprof.Profiler("solve", outdir=tmp_path / "solve")
@@ -200,6 +203,7 @@ DEMO_FACTS = """(() => {
 })()""" % CHARTS
 
 
+@needs_chromium
 def test_pictures_of_the_traced_demo(traced_demo, tmp_path):
     out = tmp_path / "demo.html"
     _report.write(traced_demo, out)

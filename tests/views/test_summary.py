@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from test_mpi_convert import make_profile
+from helpers.mpi_profile import make_mpi_profile
 
 import tinyprof
 from tinyprof.cli import main
@@ -46,7 +46,7 @@ def test_show_share_of_a_closed_run(tmp_path, clock, capsys):
 
 
 def test_limit_0_means_all_rows_in_every_command(tmp_path, clock, capsys):
-    where = make_profile(tmp_path / "m", clock)
+    where = make_mpi_profile(tmp_path / "m", clock)
     assert main(["mpi", where]) == 0
     every = capsys.readouterr().out
     assert "not shown" not in every and len(every.splitlines()) == 2 + 9

@@ -13,7 +13,7 @@ import tempfile
 # the headless Chromium driver of the browser tests
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "tests"))
 
-from _browser import Browser, free_port, serving
+from helpers.browser import Browser, free_port, serving
 
 VIEWS = (("supergraph", "#/super_graph", "#ensemble-supergraph-overview g.callsite"),
          ("cct", "#/cct", "#cct-overview g.node.cct-node"))

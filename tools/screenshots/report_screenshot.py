@@ -14,7 +14,7 @@ import tempfile
 # the headless Chromium driver of the browser tests
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "tests"))
 
-from _browser import Browser
+from helpers.browser import Browser
 
 from tinyprof.views import report as _report
 

@@ -1,4 +1,4 @@
-// Python twin: tinyprof/runtime/clocksync.py; identity: tests/native/test_trace.py
+// Python twin: tinyprof/runtime/clocksync.py; identity: tests/native/test_native_trace.py
 //
 // Trace mode's clock alignment to rank 0's (docs/trace.md#clocks).
 #pragma once

@@ -1,5 +1,5 @@
 // Python twin: tinyprof/runtime/snapshots.py (the mpi section: runtime/session.py, _snapshot_extras);
-// identity: tests/native/test_vectors.py, tests/native/test_pop.py (the mpi section)
+// identity: tests/native/test_vectors.py, tests/native/test_native_pop.py (the mpi section)
 //
 // Snapshots (docs/native.md, "Snapshots"): a helper thread per process that
 // writes full and delta snapshots while the run goes on.

@@ -1,4 +1,4 @@
-// Python twin: tinyprof/runtime/trace_block.py; identity: tests/native/test_trace.py
+// Python twin: tinyprof/runtime/trace_block.py; identity: tests/native/test_native_trace.py
 //
 // Trace mode (docs/trace.md): what this rank traced, read at a flush, and its
 // block of the `trace` section.

@@ -1,4 +1,4 @@
-// Python twin: tinyprof/format/trace_section.py; identity: tests/native/test_trace.py
+// Python twin: tinyprof/format/trace_section.py; identity: tests/native/test_native_trace.py
 //
 // The `trace` section (docs/format.md): one rank's block, the same bytes as
 // the Python side's make_block + encode.

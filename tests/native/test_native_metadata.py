@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from conftest import run
+from helpers.native import run
+from helpers.scenarios import SCENARIO_CPP, common_only, write_scripts
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_vectors import SCENARIO_CPP, common_only, write_scripts
 
 import tinyprof
 from tinyprof.format import hostlist

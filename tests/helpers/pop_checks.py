@@ -9,7 +9,7 @@ Sleeps overshoot by a few ms on a loaded machine: the load balances are
 checked within the issue's tolerance, never a duration. The exact values of
 the metrics on profiles with known times are in tests/analysis/test_pop.py.
 
-Used by tests/analysis/test_pop.py and tests/native/test_pop.py.
+Used by tests/analysis/test_pop.py and tests/native/test_native_pop.py.
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ Network requests other than to localhost (or file:, data:, blob:) fail (the Fetc
 every request), so a test proves that a page works offline; every request
 and console error is recorded. ``chromium()`` gives the browser's path, or
 skips the test when there is none, unless the environment variable CI is
-set (then the test fails: CI installs Debian's ``chromium``, .ci/run).
+set (then the test fails: CI installs Debian's ``chromium``, .ci/run). A test
+that opens a Browser is decorated ``@needs_chromium``: it is then in the ``browser`` tier.
 """
 from __future__ import annotations
 
@@ -26,16 +27,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from helpers.tools import require
+
 LOCAL = ("localhost", "127.0.0.1", "[::1]")
 
 
+needs_chromium = pytest.mark.usefixtures("chromium")
+
+
 def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("no chromium on PATH: .ci/run installs Debian's chromium")
-        pytest.skip("no chromium on PATH (apt-get install chromium)")
-    return path
+    return require(shutil.which("chromium") or shutil.which("chromium-browser"), "chromium on PATH",
+                   "apt-get install chromium")
 
 
 def free_port() -> int:

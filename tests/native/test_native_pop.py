@@ -2,18 +2,18 @@
 libtinyprof_mpi) are those of the same program in Python (tests/_pop_app.py):
 the header's profiles hold each rank's inclusive time and MPI time per
 callpath alike, its snapshots their MPI data, its traces the calls and
-messages, so the same checks (tests/_pop_checks.py) hold."""
+messages, so the same checks (tests/helpers/pop_checks.py) hold."""
 from __future__ import annotations
 
-import _pop_checks
 import pytest
-from conftest import run
-from test_mpi_capture import linked
+from helpers import pop_checks
+from helpers.mpi_capture import linked
+from helpers.native import run
 
 import tinyprof
 
 NRANKS = 4
-SYNC = (*_pop_checks.STEP, "sync")
+SYNC = (*pop_checks.STEP, "sync")
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +25,14 @@ def test_cpp_pipeline_and_transfer_split(pop_program, tmp_path):
     """Traced C++ runs give the serialization/transfer split of the Python
     ones (tests/analysis/test_pop.py): the header's trace section replays alike."""
     run([pop_program, tmp_path / "p", "pipeline", "0.2"], nranks=NRANKS, timeout=300)
-    assert _pop_checks.pipeline(tinyprof.read(tmp_path / "p")) == []
+    assert pop_checks.pipeline(tinyprof.read(tmp_path / "p")) == []
     run([pop_program, tmp_path / "x", "transfer", "0.2"], nranks=NRANKS, timeout=300)
-    assert _pop_checks.transfer(tinyprof.read(tmp_path / "x")) == []
+    assert pop_checks.transfer(tinyprof.read(tmp_path / "x")) == []
 
 
 def test_cpp_compute_then_sync(pop_program, tmp_path):
     run([pop_program, tmp_path / "b", "balance", "0.5"], nranks=NRANKS, timeout=300)
-    assert _pop_checks.balance(tinyprof.read(tmp_path / "b"), NRANKS) == []
+    assert pop_checks.balance(tinyprof.read(tmp_path / "b"), NRANKS) == []
 
 
 @pytest.mark.parametrize("level", ["multiple", "single"])
@@ -44,11 +44,11 @@ def test_cpp_growing_imbalance_over_snapshots(pop_program, tmp_path, level):
     rank r computes (4 + 2r) units, so main<step's load balance is 7/10."""
     run([pop_program, tmp_path / "g", "growing", "0.25", level], nranks=NRANKS, timeout=300)
     profile = tinyprof.read(tmp_path / "g")
-    assert _pop_checks.only_barriers_below_main(profile) == []
+    assert pop_checks.only_barriers_below_main(profile) == []
     frame = profile.pop()
-    step = frame[[p == _pop_checks.STEP for p in frame["callpath"]]].iloc[0]
-    assert abs(step["load_balance"] - 0.7) <= _pop_checks.TOLERANCE, step
-    assert _pop_checks.growing(tmp_path / "g") == []
+    step = frame[[p == pop_checks.STEP for p in frame["callpath"]]].iloc[0]
+    assert abs(step["load_balance"] - 0.7) <= pop_checks.TOLERANCE, step
+    assert pop_checks.growing(tmp_path / "g") == []
     # snapshot k holds the k barriers of every rank so far in main<step<sync,
     # and the one before main; the last one all the calls of the flushed profile
     def calls(prof):

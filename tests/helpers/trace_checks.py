@@ -8,7 +8,7 @@ a collective: the last rank to arrive began after this one), and the path
 crosses to the rank that arrived last. The exact values of the analysis on
 made-up records are tested in tests/analysis/test_trace_analysis.py.
 
-Used by tests/mpi/test_trace_analysis.py and tests/native/test_trace.py.
+Used by tests/mpi/test_mpi_trace_analysis.py and tests/native/test_native_trace.py.
 """
 from __future__ import annotations
 

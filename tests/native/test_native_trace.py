@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 import subprocess
 
-import _trace_checks
 import numpy as np
 import pytest
-from conftest import run
-from test_mpi_capture import LIB
+from helpers import trace_checks
+from helpers.mpi_capture import LIB
+from helpers.native import run
 
 import tinyprof
 from tinyprof.format.trace_section import NONE, encode, make_block
@@ -101,8 +101,8 @@ def test_cxx_trace_critical_path_and_wait_states(traced):
     """Checked against the run's own records, whatever the load: the waits
     are what the records say, the path crosses at each Allreduce to the rank
     that arrived last, and visits the token's work in rank order."""
-    assert _trace_checks.check(traced) == []
-    assert _trace_checks.ranks_on_path(traced, ("main", "solve")) == \
-        _trace_checks.last_arrivals(traced.trace)
-    work = _trace_checks.ranks_on_path(traced, ("main", "work"))
+    assert trace_checks.check(traced) == []
+    assert trace_checks.ranks_on_path(traced, ("main", "solve")) == \
+        trace_checks.last_arrivals(traced.trace)
+    work = trace_checks.ranks_on_path(traced, ("main", "work"))
     assert work and work == sorted(set(work))

@@ -4,7 +4,7 @@ imbalance (``Profiler(trace=True, mpi=True)``, docs/trace.md).
 The imbalance is injected with ``time.sleep``, but nothing here depends on
 how long a sleep lasted or which rank arrived first: on a loaded machine any
 rank may be late. The analysis is checked against the run's own records
-(tests/_trace_checks.py); the exact values on made-up records are in
+(tests/helpers/trace_checks.py); the exact values on made-up records are in
 tests/analysis/test_trace_analysis.py.
 
 Errors are gathered to all ranks before any assert (see _workload.all_errors).
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 
-import _trace_checks
 import numpy as np
 import pytest
 from _workload import all_errors
+from helpers import trace_checks
 from mpi4py import MPI
 
 import tinyprof
@@ -58,11 +58,11 @@ def test_the_path_crosses_to_the_last_rank_at_each_collective(world, mpi_tmp_pat
     profile = _finish(world, mpi_tmp_path)
     errors = []
     if world.rank == 0:
-        errors = _trace_checks.check(profile)
+        errors = trace_checks.check(profile)
         # at each Allreduce, the path crosses to the rank that arrived last and
         # goes back through its solve, whichever rank that was
-        lasts = _trace_checks.last_arrivals(profile.trace)
-        solves = _trace_checks.ranks_on_path(profile, ("main", "solve"))
+        lasts = trace_checks.last_arrivals(profile.trace)
+        solves = trace_checks.ranks_on_path(profile, ("main", "solve"))
         if len(lasts) != steps or solves != lasts:
             errors.append(f"solve on the path on ranks {solves}, last arrivals {lasts}")
     assert all_errors(world, errors) == []
@@ -87,10 +87,10 @@ def test_a_token_pipeline_is_a_path_through_every_rank_in_order(world, mpi_tmp_p
     profile = _finish(world, mpi_tmp_path)
     errors = []
     if world.rank == 0:
-        errors = _trace_checks.check(profile)
+        errors = trace_checks.check(profile)
         # rank r works after r-1 has: whichever ranks' work the path visits,
         # it visits them in rank order
-        work = _trace_checks.ranks_on_path(profile, ("main", "work"))
+        work = trace_checks.ranks_on_path(profile, ("main", "work"))
         if not work or work != sorted(set(work)):
             errors.append(f"work on the path on ranks {work}")
         msgs = profile.trace.msgs

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 
 import numpy as np
 import pytest
 from _workload import all_errors
+from helpers.golden import GOLDEN, RUN, fig2
 
 import tinyprof
 from tinyprof import annotate
 from tinyprof.format import trace_section
 from tinyprof.format.reader import parse_file
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "format"))
-from test_golden import GOLDEN, RUN, fig2
 
 
 def _fake_clock_class():

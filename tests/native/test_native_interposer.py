@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
-from conftest import BIN, ROOT, run
+from helpers.native import BIN, ROOT, run
 
 import tinyprof
 
