@@ -11,7 +11,7 @@ DEPS   := setup.cfg setup.py pyproject.toml tinyprof/annotate/_core.c tinyprof/f
 # Rank counts for the MPI test suite (odd ones on purpose).
 MPI_SIZES ?= 1 2 3 5 7 8
 
-.PHONY: install check-build demo test test-serial test-mpi test-native test-pythons bench bench-native scale clean
+.PHONY: install check-build demo check test test-serial test-mpi test-native test-pythons bench bench-native scale clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -53,13 +53,23 @@ demo: $(DEMO)
 	@$(BIN)/tinyprof report demo.tinyprof -o demo-report.html >/dev/null
 	@echo "== the report: $(CURDIR)/demo-report.html (open it in any browser; it works offline)"
 
+# Every tier. Each pytest run prints its 20 slowest tests (addopts in pyproject.toml).
 test: install test-serial test-mpi test-native test-pythons
 
-# Lint and type checks first (settings in pyproject.toml), then the serial suite.
+# The fast tier: lint, types, and the tests that launch no mpiexec, drive no browser,
+# compile nothing, run briefly and reach no network (tiers: tests/conftest.py).
+FAST_TIER := not mpi and not browser and not native and not slow and not network
+check: install
+	$(BIN)/ruff check --quiet .
+	$(BIN)/mypy
+	$(PY) -m pytest -q -p no:cacheprovider -m "$(FAST_TIER)" tests
+
+# Lint and type checks first (settings in pyproject.toml), then every serial test but
+# the native ones (test-native); tests/mpi is collected only under --with-mpi (test-mpi).
 test-serial: install
 	$(BIN)/ruff check --quiet .
 	$(BIN)/mypy
-	$(PY) -m pytest -q tests --ignore=tests/mpi --ignore=tests/native
+	$(PY) -m pytest -q tests --ignore=tests/native
 
 # One line per rank count (rank 0's pytest summary); the whole output on a failure.
 test-mpi: install

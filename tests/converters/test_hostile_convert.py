@@ -17,6 +17,7 @@ from tinyprof.converters.dataframe import to_dataframe
 pytest.importorskip("pandas")
 
 
+@pytest.mark.slow           # 10^5 executions on 1,000 callpaths
 def test_declared_executions_cost_nothing_without_values(tmp_path):
     """10^5 executions on 1,000 callpaths in 200 KB, the children with one
     value each: the converters built an offsets array per callpath and

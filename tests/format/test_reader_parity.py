@@ -115,6 +115,7 @@ def _profile(draw):
     return assemble.build_file(header, ranks, nexecs)
 
 
+@pytest.mark.slow           # 300 random profiles, each written and read twice
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=_profile())
 def test_random_profiles_read_the_same(tmp_path, data):
@@ -135,6 +136,7 @@ _TOKENS = ["0", "1", "-1", "12", "007", "-0", "9223372036854775807", "9223372036
            "1000000000000000", "9999999999999999", "2.5e16", " 1", "+1", "0x10", "1_0", ""]
 
 
+@pytest.mark.slow           # 2,000 random lines
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parts=st.lists(st.one_of(st.sampled_from(_TOKENS), st.sampled_from(list("|,;+:*"))),
                       max_size=24), version=st.sampled_from([2, 3]))

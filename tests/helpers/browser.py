@@ -30,8 +30,6 @@ import pytest
 from helpers.tools import require
 
 LOCAL = ("localhost", "127.0.0.1", "[::1]")
-
-
 needs_chromium = pytest.mark.usefixtures("chromium")
 
 

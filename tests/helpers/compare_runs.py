@@ -15,14 +15,8 @@ from tinyprof.runtime import collect as _collect
 
 impl = annotate.impl
 Event = tinyprof.Event
-
-
 NRANKS, STEPS = 4, 5
-
-
 MAIN, COMPUTE, SOLVE, WAIT = ("main",), ("main", "compute"), ("main", "solve"), ("main", "wait")
-
-
 MS = 1_000_000
 
 

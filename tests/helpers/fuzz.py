@@ -19,11 +19,7 @@ from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
 
 SEED = int(os.environ.get("TINYPROF_FUZZ_SEED") or random.randrange(2**32))
-
-
 NAMES = ["main", "compute", "é|<+;", "\u2028x", "", "%25", "\ud800", "exchange", "comm"]
-
-
 NASTY = [b"0", b"1", b"-1", b"", b" ", b"99999999999999999999", b"1000000000000", b"2*1000000000000",
          b"1_0", b"007", b"nan", b"%", b"\x00", b"\xff", b"flush 99999999999999999999", b"1e3"]
 

@@ -7,17 +7,9 @@ import os
 import tinyprof
 
 Event = tinyprof.Event
-
-
 GOLDEN = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "fig3-v3.tp")
-
-
 GOLDEN_V2 = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "fig3-v2.tp")
-
-
 GOLDEN_V1 = os.path.join(os.path.dirname(__file__), os.pardir, "golden", "fig3.tp")
-
-
 RUN = "5f0c9e1d2a3b4c6d"
 
 

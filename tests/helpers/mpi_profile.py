@@ -15,14 +15,8 @@ from tinyprof.runtime import collect as _collect
 impl = annotate.impl
 Event = tinyprof.Event
 Callpath = Tuple[str, ...]
-
-
 MPI_NRANKS = 3
-
-
 MAIN, HALO, SOLVE, REDUCE = ("main",), ("main", "halo"), ("main", "solve"), ("main", "solve", "reduce")
-
-
 WORLD, SPLIT, SELF = "COMM_WORLD", "COMM_WORLD.split1@0", "COMM_SELF"
 
 

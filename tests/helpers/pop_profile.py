@@ -16,14 +16,8 @@ from tinyprof.runtime import collect as _collect
 Event = tinyprof.Event
 Callpath = Tuple[str, ...]
 WORLD = "COMM_WORLD"
-
-
 NRANKS = 4
-
-
 UNIT = 300_000_000                 # ns: r/3 of it is exact
-
-
 RUN = "00000000000000cd"
 
 

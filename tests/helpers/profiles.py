@@ -19,11 +19,7 @@ from tinyprof.runtime import collect as _collect
 
 impl = annotate.impl
 Event = tinyprof.Event
-
-
 NRANKS = 4
-
-
 Callpath = Tuple[str, ...]
 
 
