@@ -5,8 +5,11 @@ tools a test needs, and the tiers (markers, registered in pyproject.toml):
 - ``mpi``: launches ``mpiexec`` (the ``mpiexec`` fixture, ``@needs_mpiexec``), or lives in tests/mpi;
 - ``browser``: drives a real Chromium (the ``chromium`` fixture, ``@needs_chromium``);
 - ``native``: compiles C or C++ (tests/native, or marked by hand);
-- ``slow``: marked by hand, for a test that alone takes tens of seconds;
-- ``network``: reaches the network (none does today).
+- ``slow``: takes tens of seconds alone (by hand, or the ``callflow_env`` fixture);
+- ``network``: may reach the network (CallFlow's environment from PyPI, SimGrid from apt-get).
+
+A test is marked ``mpi`` through the fixture, never by hand: pytest-mpi skips
+a test it sees marked ``mpi`` in a run without --with-mpi.
 
 ``make check`` runs the tests of none of these tiers; ``make test`` runs them all."""
 from __future__ import annotations
@@ -19,7 +22,7 @@ import textwrap
 from typing import Dict, Optional, Sequence
 
 import pytest
-from helpers.browser import chromium as _chromium
+from helpers.browser import find_chromium
 from helpers.callflow import callflow_python
 from helpers.mpi import require_mpiexec
 
@@ -46,10 +49,10 @@ TIER_OF_FOLDER = {"mpi": "mpi", "native": "native"}
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    # pytest-mpi skips a test marked ``mpi`` in a run without --with-mpi when its
-    # own hook sees the mark. Its hook runs before this one (its plugin registers
-    # at configure, after this conftest), so the serial tests that launch
-    # mpiexec keep running while ``-m "not mpi"`` (the mark plugin runs last) deselects them.
+    # pytest-mpi's hook runs before this one (its plugin registers at configure,
+    # after this conftest) and so does not see these marks: the serial tests that
+    # launch mpiexec still run, while ``-m "not mpi"`` (the mark plugin runs last)
+    # deselects them. tests/test_tiers.py checks both.
     tests = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         folder = os.path.relpath(str(item.path), tests).split(os.sep)[0]
@@ -75,7 +78,7 @@ def callflow_env() -> str:
 @pytest.fixture(scope="session")
 def chromium() -> str:
     """The path of Chromium; missing: skip, or fail under CI=1."""
-    return _chromium()
+    return find_chromium()
 
 
 class FakeClock:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from helpers import mpi, native
-from helpers.browser import chromium
+from helpers.browser import find_chromium
 from helpers.mpi import needs_mpiexec
 from helpers.tools import ROOT, TESTS
 
@@ -22,7 +22,7 @@ def _missing(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
 
 
-@pytest.mark.parametrize("find", [mpi.require_mpiexec, native.require_mpicxx, chromium])
+@pytest.mark.parametrize("find", [mpi.require_mpiexec, native.require_mpicxx, find_chromium])
 def test_a_missing_tool_fails_under_ci(monkeypatch, tmp_path, find):
     _missing(monkeypatch, tmp_path)
     monkeypatch.setenv("CI", "1")
@@ -30,7 +30,7 @@ def test_a_missing_tool_fails_under_ci(monkeypatch, tmp_path, find):
         find()
 
 
-@pytest.mark.parametrize("find", [mpi.require_mpiexec, native.require_mpicxx, chromium])
+@pytest.mark.parametrize("find", [mpi.require_mpiexec, native.require_mpicxx, find_chromium])
 def test_a_missing_tool_skips_elsewhere(monkeypatch, tmp_path, find):
     _missing(monkeypatch, tmp_path)
     monkeypatch.delenv("CI", raising=False)

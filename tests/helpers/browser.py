@@ -3,7 +3,7 @@ on a pipe (``--remote-debugging-pipe``): no Selenium, no driver binary.
 
 Network requests other than to localhost (or file:, data:, blob:) fail (the Fetch domain intercepts
 every request), so a test proves that a page works offline; every request
-and console error is recorded. ``chromium()`` gives the browser's path, or
+and console error is recorded. ``find_chromium()`` gives the browser's path, or
 skips the test when there is none, unless the environment variable CI is
 set (then the test fails: CI installs Debian's ``chromium``, .ci/run). A test
 that opens a Browser is decorated ``@needs_chromium``: it is then in the ``browser`` tier.
@@ -33,7 +33,7 @@ LOCAL = ("localhost", "127.0.0.1", "[::1]")
 needs_chromium = pytest.mark.usefixtures("chromium")
 
 
-def chromium() -> str:
+def find_chromium() -> str:
     return require(shutil.which("chromium") or shutil.which("chromium-browser"), "chromium on PATH",
                    "apt-get install chromium")
 
@@ -92,7 +92,7 @@ class Browser:
             os.dup2(high[0], 3)        # inheritable, whatever numbers the pipes had
             os.dup2(high[1], 4)
         self.proc = subprocess.Popen(
-            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            [find_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", "--hide-scrollbars", f"--window-size={width},{height}",
              f"--user-data-dir={self.profile}", "--remote-debugging-pipe", "about:blank"],
