@@ -19,10 +19,11 @@ def _missing(monkeypatch, tmp_path) -> None:
     """No tool anywhere: mpiexec and mpicxx point at nothing, PATH is empty."""
     monkeypatch.setattr(mpi, "MPIEXEC", str(tmp_path / "mpiexec"))
     monkeypatch.setattr(native, "MPICXX", tmp_path / "mpicxx")
+    monkeypatch.setattr(native, "MPICC", tmp_path / "mpicc")
     monkeypatch.setenv("PATH", str(tmp_path))
 
 
-@pytest.mark.parametrize("find", [mpi.require_mpiexec, native.require_mpicxx, find_chromium])
+@pytest.mark.parametrize("find", [mpi.require_mpiexec, native.require_mpicxx, native.require_mpicc, find_chromium])
 def test_a_missing_tool_fails_under_ci(monkeypatch, tmp_path, find):
     _missing(monkeypatch, tmp_path)
     monkeypatch.setenv("CI", "1")
@@ -30,7 +31,7 @@ def test_a_missing_tool_fails_under_ci(monkeypatch, tmp_path, find):
         find()
 
 
-@pytest.mark.parametrize("find", [mpi.require_mpiexec, native.require_mpicxx, find_chromium])
+@pytest.mark.parametrize("find", [mpi.require_mpiexec, native.require_mpicxx, native.require_mpicc, find_chromium])
 def test_a_missing_tool_skips_elsewhere(monkeypatch, tmp_path, find):
     _missing(monkeypatch, tmp_path)
     monkeypatch.delenv("CI", raising=False)

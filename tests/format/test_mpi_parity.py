@@ -41,7 +41,7 @@ def same(payload: bytes) -> str:
     return c[0]
 
 
-def random_section(rng: random.Random) -> bytes:
+def random_payload(rng: random.Random) -> bytes:
     comms = [Communicator("COMM_WORLD", NRANKS, tuple(range(NRANKS)), NONE),
              Communicator("COMM_SELF", 1, (), NONE)][:rng.randint(0, 2)]
     ops, peers = {}, {}
@@ -60,7 +60,7 @@ def random_section(rng: random.Random) -> bytes:
 def test_random_sections_read_the_same_in_c():
     rng = random.Random(7)
     for _ in range(300):
-        payload = random_section(rng)
+        payload = random_payload(rng)
         assert same(payload) == "ok"
         start = payload.index(b"ops ")
         assert _parse.mpi_rows(payload, start, 2, NLINES, FIRST, COUNT, NRANKS) is not None
@@ -68,7 +68,7 @@ def test_random_sections_read_the_same_in_c():
 
 def test_mutated_sections_are_judged_the_same():
     rng = random.Random(11)
-    corpus = [random_section(rng) for _ in range(40)]
+    corpus = [random_payload(rng) for _ in range(40)]
     seen = {"ok": 0, "error": 0}
     for _ in range(3000):
         seen[same(corrupted(rng, rng.choice(corpus), 3))] += 1

@@ -12,6 +12,7 @@ from helpers.mpi import MPIEXEC
 from helpers.tools import BIN, ROOT, require
 
 MPICXX = BIN / "mpicxx"
+MPICC = BIN / "mpicc"
 FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-O2", "-pthread"]
 EPOCH = "1700000000"
 
@@ -34,6 +35,11 @@ def require_mpicxx() -> str:
     """MPICXX; missing, the native tests skip, or fail under CI=1 (they used
     to skip even there, and a broken mpich wheel passed the parity suite)."""
     return require(MPICXX, "mpicxx beside this Python", "make install")
+
+
+def require_mpicc() -> str:
+    """MPICC; missing: skip, or fail under CI=1."""
+    return require(MPICC, "mpicc beside this Python", "make install")
 
 
 class Builder:

@@ -8,18 +8,16 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
-from helpers.native import BIN, ROOT, run
+from helpers.native import MPICC, ROOT, require_mpicc, run
 
 import tinyprof
 
-MPICC = BIN / "mpicc"
 LIB = Path(tinyprof.__file__).parent / "libtinyprof_mpi.so"
 
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory) -> Path:
-    if not MPICC.exists():
-        pytest.skip(f"no mpicc at {MPICC} (make install)")
+    require_mpicc()
     assert LIB.exists(), f"{LIB} not built (setup.py build_ext --inplace)"
     exe = tmp_path_factory.mktemp("mpi-capture") / "interposer"
     cmd = [str(MPICC), "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),

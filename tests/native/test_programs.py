@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
-from helpers.native import BIN, FLAGS, IMPLEMENTATION, MPICXX, ROOT, STEP, env, expected_steps, run
+from helpers.native import FLAGS, IMPLEMENTATION, MPICXX, ROOT, STEP, env, expected_steps, run
 from helpers.scenarios import RankScript, run_cxx
+from helpers.tools import script
 
 import tinyprof
 from tinyprof.format import layout
@@ -51,7 +52,7 @@ def test_aggregators_from_the_environment(build, tmp_path):
 def test_convert_a_cxx_profile_to_csv(build, tmp_path):
     out = tmp_path / "out"
     run([build("native/examples/heat.cpp"), 3, out], 2)
-    result = subprocess.run([str(BIN / "tinyprof-convert"), str(out), "--to", "csv",
+    result = subprocess.run([script("tinyprof-convert"), str(out), "--to", "csv",
                              "-o", str(tmp_path / "heat.csv")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     with open(tmp_path / "heat.csv", newline="") as f:

@@ -36,7 +36,7 @@ OWN = 10 * US                                 # main's own time on every rank
 HOSTILE = '<img src=x onerror="window.pwned=1">'
 
 
-def write_run(directory, start: str, slow: float = 1.0, names=("compute", "solve"), commit: str = "a" * 40,
+def write_dated_run(directory, start: str, slow: float = 1.0, names=("compute", "solve"), commit: str = "a" * 40,
               app: str = "app", nranks: int = NRANKS, flops: bool = False, mpi=None, seed=None) -> str:
     """One run of ``nranks`` ranks (at most NRANKS), one file: main (OWN)
     holding ``names[0]`` (COMPUTE) and ``names[1]`` (SOLVE x ``slow``), with
@@ -80,7 +80,7 @@ ORDER = ["b", "c", "a", "d"]
 def runs(tmp_path):
     where = tmp_path / "runs"
     for name, (start, slow) in STARTS.items():
-        write_run(where / name, start, slow, commit=name * 40)
+        write_dated_run(where / name, start, slow, commit=name * 40)
     return str(where)
 
 
@@ -110,8 +110,8 @@ def test_the_page_data_is_the_runs_in_start_order(runs):
 
 
 def test_runs_of_different_rank_counts_are_per_rank_and_say_so(tmp_path):
-    write_run(tmp_path / "two", "2026-03-01T01:00:00Z", nranks=2)
-    write_run(tmp_path / "four", "2026-03-01T02:00:00Z")
+    write_dated_run(tmp_path / "two", "2026-03-01T01:00:00Z", nranks=2)
+    write_dated_run(tmp_path / "four", "2026-03-01T02:00:00Z")
     data = history.build(*history.load([str(tmp_path)]))
     assert data["runs"] == ["two", "four"] and data["nranks"] == [2, 4]
     assert data["notes"] == ["rank counts differ (2/4 ranks): values are per rank on average",
@@ -143,7 +143,7 @@ def test_a_directory_of_runs_is_its_runs(runs, tmp_path):
     profiles, labels, cumulative = history.load([str(flat)])
     assert labels == [layout.file_name(f"app-{n}", 0, 1) for n in ORDER] and not cumulative
     one = tmp_path / "one"
-    write_run(one, "2026-03-01T00:00:00Z")
+    write_dated_run(one, "2026-03-01T00:00:00Z")
     assert layout.runs_in([str(one)]) == [str(one)]             # one run's directory
 
 
@@ -164,7 +164,7 @@ def test_a_directory_beside_the_runs_is_no_run(runs, tmp_path, capsys):
     data = json.loads(re.search(r'id="tinyprof-data">(.*?)</script>', out.read_text(), re.S)[1])
     assert data["runs"] == ORDER
     one = tmp_path / "one"                             # one run's directory, with its logs
-    write_run(one, "2026-03-01T00:00:00Z")
+    write_dated_run(one, "2026-03-01T00:00:00Z")
     (one / "logs").mkdir()
     assert layout.runs_in([str(one)]) == [str(one)]
     none = tmp_path / "none"
@@ -315,7 +315,7 @@ def test_the_page_renders_and_diffs_two_runs_picked_on_it(tmp_path):
     """60 runs; solve 25% slower from run 30 on; the page picks runs 10 and 40."""
     where = tmp_path / "many"
     for k in range(60):
-        write_run(where / f"r{k:02d}", f"2026-03-{1 + k // 24:02d}T{k % 24:02d}:00:00Z", 1.25 if k >= 30 else 1.0,
+        write_dated_run(where / f"r{k:02d}", f"2026-03-{1 + k // 24:02d}T{k % 24:02d}:00:00Z", 1.25 if k >= 30 else 1.0,
                   commit=f"{k // 10:040x}")
     out = tmp_path / "many.html"
     history.write([str(where)], out)
@@ -338,7 +338,7 @@ def test_the_page_renders_and_diffs_two_runs_picked_on_it(tmp_path):
 def test_hostile_names_are_text_on_the_page(tmp_path):
     where = tmp_path / "h"
     for k, slow in enumerate([1.0, 1.0, 1.5, 1.5]):
-        write_run(where / f"r{k}", f"2026-03-01T0{k}:00:00Z", slow, names=(HOSTILE, "</script><b>x"),
+        write_dated_run(where / f"r{k}", f"2026-03-01T0{k}:00:00Z", slow, names=(HOSTILE, "</script><b>x"),
                   app="<b>app</b>")
     out = tmp_path / "h.html"
     history.write([str(where)], out)
@@ -459,13 +459,13 @@ def test_mpi_time_and_bytes_per_callpath_over_the_runs(tmp_path, clock):
                                                 **{key: [data["mpi"][key][0]] * 2 for key in ("time", "bytes")}}
     without = tmp_path / "none"
     for k in range(2):
-        write_run(without / f"r{k}", f"2026-03-01T0{k}:00:00Z")
+        write_dated_run(without / f"r{k}", f"2026-03-01T0{k}:00:00Z")
     assert history.build(*history.load([str(without)]))["mpi"] is None
     # Only the callpaths where a run made MPI calls are embedded; the page shows 0 for the others
     solve = tmp_path / "solve"
     calls = [(3, 8, 1000 * (r + 1)) for r in range(NRANKS)]
     for k in range(2):
-        write_run(solve / f"r{k}", f"2026-03-01T0{k}:00:00Z", mpi=calls)
+        write_dated_run(solve / f"r{k}", f"2026-03-01T0{k}:00:00Z", mpi=calls)
     compact = history.build(*history.load([str(solve)]))
     assert compact["mpi"] == {"columns": [2], "time": [[2500e-9]] * 2, "bytes": [[24.0]] * 2}
     picked = _page(history.write([str(solve)], tmp_path / "s.html"), [PICK % (0, 1)])
@@ -503,7 +503,7 @@ def test_a_custom_metric_over_the_runs(tmp_path):
     """--metric flops: its values per rank on average, flagged by compare's rule, in its own unit."""
     where = tmp_path / "runs"
     for name, (start, slow) in STARTS.items():
-        write_run(where / name, start, slow, flops=True)
+        write_dated_run(where / name, start, slow, flops=True)
     out = tmp_path / "h.html"
     assert main(["report", str(where), "--metric", "flops", "--threshold", "20", "-o", str(out)]) == 0
     data = _data(out)
@@ -537,7 +537,7 @@ def test_alternating_runs_flag_the_slowed_region_alone(tmp_path):
     ``tinyprof.history`` gives it, nothing else; the header counts the list."""
     where = tmp_path / "ci"
     for k in range(6):
-        write_run(where / f"{k}-{'new' if k % 2 else 'base'}", f"2026-03-01T0{k}:00:00Z",
+        write_dated_run(where / f"{k}-{'new' if k % 2 else 'base'}", f"2026-03-01T0{k}:00:00Z",
                   1.25 if k % 2 else 1.0, seed=k)
     table = tinyprof.history(where)
     assert set(table["callpath"]) == {("main", "solve")}
