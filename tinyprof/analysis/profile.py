@@ -183,7 +183,7 @@ class Profile:
     @cached_property
     def trace(self) -> Any:
         """The trace (``Profiler(trace=True)``): every occurrence and MPI call
-        of every rank on one clock, messages matched (a ``tinyprof._trace.Trace``;
+        of every rank on one clock, messages matched (a ``tinyprof.analysis.trace.Trace``;
         docs/trace.md). Raises ValueError when the profile holds no trace.
         A snapshot of a traced run holds none (docs/trace.md): read from
         the output directory, its trace is that of the run's flushed set."""

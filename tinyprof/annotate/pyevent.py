@@ -5,7 +5,7 @@ Both implementations expose the same names: ``Event``, ``Node``, ``root()``,
 ``current()``, ``executions()``, ``reset()``, ``set_clock()`` and
 ``set_metric_keys()``. The call tree *is* the event map: one ``Node`` per
 callpath, children in first-entry order, values appended in typed arrays.
-Exits out of order and misuse follow docs/events.md; ``tinyprof._args`` checks
+Exits out of order and misuse follow docs/events.md; ``tinyprof.annotate.args`` checks
 the arguments of both implementations.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ _root = Node("", None)
 _current: contextvars.ContextVar[Node] = contextvars.ContextVar("tinyprof_node", default=_root)
 _first_root: Optional[str] = None
 _exec = -1
-_metric_keys: Dict[str, bool] = {}      # declared key -> consistent? (tinyprof._eventmap's)
+_metric_keys: Dict[str, bool] = {}      # declared key -> consistent? (tinyprof.annotate.metrics.keys)
 _metric_warn: Callable[[Node, str], None] = lambda node, key: None
 _NAN = float("nan")
 # Trace mode: (node id, OS thread id, start, duration) per occurrence, as the C core.
