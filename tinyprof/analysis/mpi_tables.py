@@ -16,7 +16,7 @@ import numpy as np
 from ..format import mpi_section
 from ..format.encoding import excerpt
 from ..format.mpi_section import NONE
-from ..format.reader import ParsedFile
+from ..format.parsed import ParsedFile
 from . import ConvertError
 from .callpaths import Spec, Tree
 

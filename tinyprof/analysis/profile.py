@@ -12,12 +12,12 @@ import numpy as np
 
 from ..format import chain, layout
 from ..format.encoding import FormatError, Header, excerpt
-from ..format.reader import EventData, ParsedFile
+from ..format.parsed import EventData, ParsedFile
 from . import mpi_tables, sites
 from .callpaths import Spec, Tree
 from .sums import PER_SECOND
 
-Callpath = Tuple[str, ...]     # a format.reader.Callpath: equal to, and hashed as, the tuple of its names
+Callpath = Tuple[str, ...]     # a format.callpath.Callpath: equal to, and hashed as, the tuple of its names
 
 
 class Profile:

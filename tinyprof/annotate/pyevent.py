@@ -187,7 +187,7 @@ class Event:
 def decorate(event: Callable[..., Any], name: str, is_common: bool, loop: int, values: Dict[str, Any],
              func: Callable) -> Callable:
     """``func`` run inside a fresh ``event(name, is_common, loop, **values)`` at each call: this
-    module's decorator, and the C core's on CPython 3.12 (``_core.c``'s ``wrapper_create``)."""
+    module's decorator, and the C core's on CPython 3.12 (``decorator.c``'s ``wrapper_create``)."""
     make = functools.partial(event, name, is_common, loop, **values)
 
     @functools.wraps(func)

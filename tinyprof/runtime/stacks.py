@@ -54,9 +54,9 @@ if TYPE_CHECKING:       # numpy with it: loaded at the first flush, not at start
     from .collect import LocalEvent
 
 try:
-    from . import _frames  # type: ignore[attr-defined]
+    from . import _frames
 except ImportError:         # not built: no sites, samples below the root
-    _frames = None
+    _frames = None  # type: ignore[assignment]  # a module or None, which mypy cannot type
 
 _TINYPROF = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _RUNTIME = os.path.dirname(os.path.abspath(__file__)) + os.sep     # a stack in it: tinyprof's own work
@@ -75,7 +75,7 @@ def skipped_prefixes() -> Tuple[str, ...]:
 
 def sites_unavailable() -> Optional[str]:
     """Why MPI call sites cannot be read here, or None."""
-    if _frames is None:
+    if not _frames:         # None: not built
         return "tinyprof's _frames extension was not built"
     if not _frames.sites_supported():
         return ("reading call sites needs CPython 3.11, 3.12 or 3.13 with the GIL "
@@ -252,7 +252,7 @@ class Added:
 def _running() -> Optional[set]:
     """Ids of the events open now on some thread (with those around them);
     None where the threads' events cannot be read (``_frames`` not built)."""
-    if _frames is None:
+    if not _frames:         # None: not built
         return None
     node_type, out = type(annotate.impl.root()), set()
     for context in _frames.contexts().values():
