@@ -187,7 +187,7 @@ def test_the_cycle_finder_finds_cycles():
 # parser and the analyses know, and the modules that make ParsedFiles.
 PARSED = {"parsed", "exec_base", "line_slots", "line_values", "section_lines"}
 VALUES_FIELDS = {"times", "counts", "slots", "loops", "consistent", "metrics"}
-PARSERS = {"tinyprof.format.reader", "tinyprof.format.chain"}
+PARSERS = {"tinyprof.format.reader", "tinyprof.format.snapshot_chain"}
 
 
 def _parser_reads() -> List[str]:

@@ -28,7 +28,7 @@ _LAZY = {"FormatError": ".format", "read": ".analysis.profile", "read_many": ".a
          "snapshots": ".analysis.profile",
          "Profile": ".analysis.profile", "to_hatchet": ".converters.hatchet",
          "to_thicket": ".converters.thicket", "to_dataframe": ".converters.dataframe",
-         "pop_history": ".analysis.over_time", "compare": ".analysis.compare",
+         "pop_history": ".analysis.snapshot_intervals", "compare": ".analysis.compare",
          "history": ".analysis.compare"}
 
 

@@ -32,12 +32,12 @@ from .analysis.mpi_tables import DEFAULT_BY, KEYS
 from .analysis.values import STATISTICS
 from .converters import TARGETS, ConvertError
 from .format.encoding import FormatError, excerpt
-from .views.mpi import SORTS
+from .views.mpi_text import SORTS
 
 
 def _show(args: argparse.Namespace) -> int:
     from .analysis.profile import read
-    from .views.summary import summary
+    from .views.show import summary
 
     print(summary(read(args.profile), args.profile))
     return 0
@@ -46,9 +46,9 @@ def _show(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     import warnings
 
-    from .format import layout
-    from .views import history
-    from .views import report as _report
+    from .format import output_dir as layout
+    from .views import history_page as history
+    from .views import report_page as _report
 
     output = args.output or "report.html"
     runs = layout.runs_in(args.profiles)
@@ -87,7 +87,7 @@ def _report(args: argparse.Namespace) -> int:
 def _mpi(args: argparse.Namespace) -> int:
     from .analysis import mpi_tables
     from .analysis.profile import read
-    from .views import mpi
+    from .views import mpi_text as mpi
 
     profile = read(args.profile)
     limit = args.limit or None          # 0: all, as in every command
@@ -108,11 +108,11 @@ def _mpi(args: argparse.Namespace) -> int:
 
 
 def _pop(args: argparse.Namespace) -> int:
-    from .analysis import over_time as _history
     from .analysis import pop as _analysis
+    from .analysis import snapshot_intervals as _history
     from .analysis.profile import read
     from .format import hostlist
-    from .views import pop
+    from .views import pop_text as pop
 
     profile = read(args.profile)
     try:
@@ -139,7 +139,7 @@ def _pop(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from .analysis.compare import ONE_A_SIDE, compare
-    from .views import compare as _view
+    from .views import compare_text as _view
 
     pair = len(args.runs) == 2 and not (args.base or args.new)
     if not (pair or (not args.runs and args.base and args.new)):
@@ -203,7 +203,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _trace_command(args: argparse.Namespace) -> int:
     from .analysis.profile import read
-    from .views import trace as _tracetext
+    from .views import trace_text as _tracetext
 
     profile = read(args.profile)
     limit = args.limit or None          # 0: all, as in every command

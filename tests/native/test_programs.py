@@ -16,7 +16,7 @@ from conftest import BIN, FLAGS, IMPLEMENTATION, MPICXX, ROOT, env, run
 from test_vectors import RankScript, run_cxx
 
 import tinyprof
-from tinyprof.format import layout
+from tinyprof.format import output_dir
 from tinyprof.format.encoding import escape
 
 
@@ -176,12 +176,12 @@ def test_snapshots_hold_what_each_rank_had_recorded(build, tmp_path, nranks, lev
     files = min(2, nprocs) if level == "multiple" else nprocs
     assert result.stderr.count("below MPI_THREAD_MULTIPLE") == (level == "funneled")
     assert tinyprof.snapshots(str(out)) == [1, 2, 3, 4]
-    heads = {(out / "snapshots" / f"{k:06d}" / layout.file_name("snap", 0, files)).read_bytes().split(b"\n")[3]
+    heads = {(out / "snapshots" / f"{k:06d}" / output_dir.file_name("snap", 0, files)).read_bytes().split(b"\n")[3]
              for k in range(1, 5)}
     assert heads == {b"set snapshot 1", b"set snapshot 2 over 1", b"set snapshot 3 over 2", b"set snapshot 4 over 3"}
     for k in range(1, 5):
-        directory = layout.snapshot_dir(str(out), k)
-        assert sorted(os.listdir(directory)) == [layout.file_name("snap", i, files) for i in range(files)]
+        directory = output_dir.snapshot_dir(str(out), k)
+        assert sorted(os.listdir(directory)) == [output_dir.file_name("snap", i, files) for i in range(files)]
         prof = tinyprof.read(str(out), snapshot=k)
         for rank in range(nprocs):
             assert prof.series(STEP, rank, "it") == expected_steps(rank, k), (k, rank)

@@ -10,10 +10,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..format import chain, layout
+from ..format import output_dir, snapshot_chain
 from ..format.encoding import FormatError, Header, excerpt
 from ..format.reader import EventData, ParsedFile
-from . import mpi_tables, sites
+from . import mpi_tables, symbolize
 from .callpaths import Spec, Tree
 from .sums import PER_SECOND
 
@@ -49,7 +49,7 @@ class Profile:
         self._traced: Optional[List[str]] = None
         self.parsed: List[ParsedFile] = files     # the files as read, by first rank
         self._firsts = [f.header.first_rank for f in files]
-        sites.resolve(files, self.metadata)     # a preloaded binary's C call sites, to lines
+        symbolize.resolve(files, self.metadata)     # a preloaded binary's C call sites, to lines
         known: Dict[Callpath, Callpath] = {}
         for f in files:
             f.share_paths(known)
@@ -267,9 +267,9 @@ def read(path: Union[str, os.PathLike[str]], snapshot: Optional[int] = None,
     path = os.fspath(path)
     traced, number = None, snapshot
     if snapshot is not None:
-        paths = layout.snapshot_files(path, snapshot)
+        paths = output_dir.snapshot_files(path, snapshot)
     else:
-        paths, number, note, traced = layout.newest(path)
+        paths, number, note, traced = output_dir.newest(path)
         if note:
             warnings.warn(f"tinyprof: {path}: {note}", RuntimeWarning, stacklevel=2)
     files = _parse_all(paths, threads)
@@ -330,15 +330,15 @@ def _parse_all(paths: List[str], threads: Optional[int]) -> List[ParsedFile]:
     """The files parsed, in order; the first failing one's FormatError."""
     threads = _threads(len(paths), threads)
     if threads < 2:
-        return [chain.parse(p) for p in paths]
+        return [snapshot_chain.parse(p) for p in paths]
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="tinyprof-read") as pool:
-        return list(pool.map(chain.parse, paths))
+        return list(pool.map(snapshot_chain.parse, paths))
 
 
 def snapshots(path: Union[str, os.PathLike[str]]) -> List[int]:
     """Numbers of the complete snapshots in the output directory ``path``,
     oldest first (``Profiler(keep="all")`` keeps every one; ``"last"`` the newest)."""
-    return layout.complete_snapshots(os.fspath(path))
+    return output_dir.complete_snapshots(os.fspath(path))
 
 
 def _check_set(files: List[ParsedFile]) -> None:
@@ -378,7 +378,7 @@ def read_runs(runs: Sequence[Union[Profile, str, os.PathLike[str]]], errors: str
     are cumulative (the snapshots of one run).
 
     ``runs``: profiles, or paths, each a run or a directory of runs
-    (``layout.runs_in``), read by :func:`read_many` (``errors`` as there);
+    (``output_dir.runs_in``), read by :func:`read_many` (``errors`` as there);
     ``of_snapshots``: the kept snapshots of the one output directory given."""
     if of_snapshots:
         if len(runs) != 1 or isinstance(runs[0], Profile):
@@ -390,7 +390,7 @@ def read_runs(runs: Sequence[Union[Profile, str, os.PathLike[str]]], errors: str
                                             "a run needs at least 2, kept with Profiler(keep='all')")
         return [read(outdir, snapshot=k) for k in numbers], [f"snapshot {k}" for k in numbers], True
     given = [p for p in runs if isinstance(p, Profile)]
-    names = layout.runs_in([os.fspath(p) for p in runs if not isinstance(p, Profile)])
+    names = output_dir.runs_in([os.fspath(p) for p in runs if not isinstance(p, Profile)])
     if not names and not given:
         raise ValueError("no run given")
     loaded = iter(read_many(names, errors=errors))     # in order, without those skipped

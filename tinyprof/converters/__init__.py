@@ -13,7 +13,7 @@
   Grafana Pyroscope and speedscope.
 
 The MPI tables of ``tinyprof mpi`` are computed in :mod:`tinyprof.analysis.mpi_tables`
-and printed by :mod:`tinyprof.views.mpi`.
+and printed by :mod:`tinyprof.views.mpi_text`.
 
 pandas, hatchet, CallFlow and protobuf are imported inside the functions that need
 them, so that importing tinyprof never does.

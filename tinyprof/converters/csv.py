@@ -27,7 +27,7 @@ import numpy as np
 
 from ..analysis.profile import Profile
 from ..format.encoding import excerpt
-from ..format.layout import write_atomic
+from ..format.output_dir import write_atomic
 from . import ConvertError
 from .dataframe import to_dataframe
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..analysis import trace as _trace
 from ..analysis.profile import Profile
-from ..format.layout import write_atomic
+from ..format.output_dir import write_atomic
 from . import ConvertError
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from ..analysis.profile import Profile
 from ..analysis.values import aggregate, mpi_per_node
 from ..format.encoding import excerpt
-from ..format.layout import write_atomic
+from ..format.output_dir import write_atomic
 from . import ConvertError
 
 PACKAGE = "perftools.profiles"

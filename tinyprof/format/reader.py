@@ -31,7 +31,7 @@ from .encoding import (
     natural,
     unescape,
 )
-from .layout import open_regular
+from .output_dir import open_regular
 
 try:
     from . import _parse

@@ -6,7 +6,7 @@ that its newest occurrence may still change (a loop-2 sum, a metric given
 late), so a field of K is the first ``keep`` bytes of the same callpath's
 and rank's field in J followed by new bytes. The section lists those
 splices; fields it does not list are as in J. Layout: docs/format.md,
-"The delta section". ``chain.py`` applies them.
+"The delta section". ``snapshot_chain.py`` applies them.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import os
 from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
-from . import delta as _deltasection
+from . import delta_section
 from .encoding import FormatError, encode_file
 from .reader import ParsedFile, parse_data, parse_file, read_regular
 
@@ -123,7 +123,7 @@ def _apply(delta: ParsedFile, before: Dict[Callpath, List[bytes]]) -> Dict[Callp
     h = delta.header
     if "delta" not in delta.sections:
         raise FormatError(delta.path, None, "a delta snapshot without a delta section")
-    splices = _deltasection.parse(delta.sections["delta"], delta.path,
+    splices = delta_section.parse(delta.sections["delta"], delta.path,
                                   delta.section_lines["delta"], len(delta.paths),
                                   h.first_rank, h.rank_count)
     consistent = _raw_fields(delta)

@@ -16,7 +16,7 @@ from .text import UNITS as TIME_UNITS
 from .text import align, printable, shown
 
 # group, transport_rows and ucx_states are analysis.mpi_tables', named here
-# for views/report.py and demo.py, which still read them through this module.
+# for views/report_page.py and demo.py, which still read them through this module.
 __all__ = ["KEYS", "DEFAULT_BY", "SORTS", "Row", "group", "table", "transport_rows", "ucx_states",
            "transport", "communicators", "size_range"]
 
