@@ -183,38 +183,38 @@ class Profile:
     @cached_property
     def trace(self) -> Any:
         """The trace (``Profiler(trace=True)``): every occurrence and MPI call
-        of every rank on one clock, messages matched (a ``tinyprof._trace.Trace``;
+        of every rank on one clock, messages matched (a ``tinyprof.trace.Trace``;
         docs/trace.md). Raises ValueError when the profile holds no trace.
         A snapshot of a traced run holds none (docs/trace.md): read from
         the output directory, its trace is that of the run's flushed set."""
-        from . import trace as _trace
+        from . import trace
         if self._traced and not any("trace" in f.sections for f in self.parsed):
             flushed = Profile(_parse_all(self._traced, None))
             if flushed.run == self.run and any("trace" in f.sections for f in flushed.parsed):
                 return flushed.trace
-        return _trace.from_files(self.parsed, self.callpaths, self.nranks, self.unit)
+        return trace.from_files(self.parsed, self.callpaths, self.nranks, self.unit)
 
     def critical_path(self) -> Any:
         """The critical path through the traced run, as a pandas DataFrame of
         segments in time order: ``rank``, ``callpath`` (a tuple), ``op`` (the MPI
         operation, ``""`` for computation), ``start`` (seconds since the first
         record) and ``duration`` (seconds). See docs/trace.md."""
-        from . import trace as _trace
-        return _trace.critical_path(self.trace)
+        from . import trace
+        return trace.critical_path(self.trace)
 
     def critical_path_summary(self) -> Any:
         """The critical path per (rank, callpath), largest first: ``time`` on
         the path and ``mpi``, its part in MPI calls (seconds), and ``share``
         of the path's length."""
-        from . import trace as _trace
-        return _trace.critical_path_summary(self.trace)
+        from . import trace
+        return trace.critical_path_summary(self.trace)
 
     def wait_states(self) -> Any:
         """Waiting time in MPI calls per (callpath, rank), in seconds, largest
         first: ``late_sender``, ``late_receiver``, ``wait_collective``,
         ``wait_barrier`` and ``total`` (Scalasca's patterns; docs/trace.md)."""
-        from . import trace as _trace
-        return _trace.wait_states(self.trace)
+        from . import trace
+        return trace.wait_states(self.trace)
 
     def pop(self, callpath: Optional[Spec] = None, hosts: Any = None,
             trace: bool = False) -> Any:
@@ -238,8 +238,8 @@ class Profile:
         ``PopError`` (a ValueError) otherwise."""
         import pandas as pd
 
-        from . import pop as _pop
-        return pd.DataFrame(_pop.pop(self, callpath, hosts, trace))
+        from . import pop
+        return pd.DataFrame(pop.pop(self, callpath, hosts, trace))
 
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)

@@ -22,8 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..analysis import pop as pop_analysis
-from ..analysis import snapshot_intervals, values
+from ..analysis import pop, snapshot_intervals, values
 from ..analysis.iterations import per_iteration
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
 from ..analysis.values import aggregate, mpi_per_node, run_times
@@ -208,15 +207,15 @@ def _pop(profile: Profile, series: Optional[snapshot_intervals.Series], position
         return None
     values: Tuple[str, ...]
     try:
-        frame = pop_analysis.pop(profile, trace=True)
+        frame = pop.pop(profile, trace=True)
         values = POP_VALUES + SPLIT_VALUES
     except ValueError:          # no trace (or one that cannot be replayed): no split
-        frame, values = pop_analysis.pop(profile), POP_VALUES
-    if pop_analysis.several_hosts(frame):
+        frame, values = pop.pop(profile), POP_VALUES
+    if pop.several_hosts(frame):
         values += HOST_VALUES
     at = {path: i for i, path in enumerate(frame["callpath"])}
     table = np.array([frame[v] for v in values], np.float64).T
-    rows = [[position[path], *rounded(table[at[path]])] for path in pop_analysis.worst_first(frame)]
+    rows = [[position[path], *rounded(table[at[path]])] for path in pop.worst_first(frame)]
     history = None
     if series is not None and series.efficiency is not None:
         history = _pop_history(series.numbers, series.created, series.efficiency, position)
@@ -225,7 +224,7 @@ def _pop(profile: Profile, series: Optional[snapshot_intervals.Series], position
     return {"columns": list(values), "rows": rows, "history": history, "problem": problem}
 
 
-def _pop_history(numbers: List[int], created: List[str], steps: pop_analysis.Columns,
+def _pop_history(numbers: List[int], created: List[str], steps: pop.Columns,
                  position: Dict[tuple, int]) -> Dict[str, Any]:
     """The efficiencies per interval (``steps``: ``pop_history``'s columns)
     of the callpaths that ran longest (with the load balance within and
@@ -293,18 +292,18 @@ def _transport(profile: Profile) -> Optional[Dict[str, Any]]:
 def _trace(profile: Profile) -> Optional[Dict[str, Any]]:
     """The critical path per (rank, callpath) and the wait states; None untraced."""
     try:
-        trace = profile.trace
+        traced = profile.trace
     except ValueError:
         return None
-    from ..analysis import trace as analysis
+    from ..analysis import trace
 
-    path = analysis.critical_path(trace)
-    summary = analysis.critical_path_summary(trace, path)
-    waits = analysis.wait_states(trace)
-    kinds = list(analysis.WAIT_KINDS)
+    path = trace.critical_path(traced)
+    summary = trace.critical_path_summary(traced, path)
+    waits = trace.wait_states(traced)
+    kinds = list(trace.WAIT_KINDS)
     return {
-        "length": analysis.path_length(path),
-        "wall": float(trace.wall_time * analysis.SECONDS[trace.unit]),
+        "length": trace.path_length(path),
+        "wall": float(traced.wall_time * trace.SECONDS[traced.unit]),
         "ranks": int(path["rank"].nunique()),
         "critical": [[int(r.rank), _where(r.callpath), float(r.time), float(r.mpi), float(r.share)]
                      for r in summary.head(TOP_ROWS).itertuples()],
