@@ -66,7 +66,8 @@ def _imports(module: str, path: str, known: Set[str]) -> Set[str]:
 
 # Each subpackage is one layer and imports only the layers listed for it; the
 # modules at the top (what a user runs: cli, tune, demo, __main__ and their
-# helpers) may import any layer, and no layer imports them, except _version.
+# helpers) may import any layer, and no layer imports them, except the
+# leaves, which import nothing of tinyprof's: _version, _env and errors.
 LAYERS = {
     "annotate": set(),
     "format": set(),
@@ -75,7 +76,7 @@ LAYERS = {
     "views": {"analysis", "format"},
     "converters": {"analysis", "format"},
 }
-LEAVES = {"tinyprof._version"}
+LEAVES = {"tinyprof._version", "tinyprof._env", "tinyprof.errors"}
 
 
 def _layer(module: str) -> str:
@@ -118,6 +119,19 @@ def _violations() -> List[str]:
 
 def test_layers_import_only_the_layers_below():
     assert _violations() == []
+
+
+def test_the_errors_leaf_imports_nothing_and_every_layer_uses_it():
+    """Issue 47: the errors and message helpers live in one leaf, so that no
+    layer keeps a copy (annotate/args.py had its own ``excerpt``)."""
+    modules = _modules()
+    assert _imports("tinyprof.errors", modules["tinyprof.errors"], set(modules)) == set()
+    users = {_layer(m) for m, p in modules.items() if "tinyprof.errors" in _imports(m, p, set(modules))}
+    assert users == set(LAYERS) | {"top"}, users
+    import tinyprof.errors
+    from tinyprof import analysis, converters, format
+    assert tinyprof.FormatError is format.FormatError is tinyprof.errors.FormatError
+    assert converters.ConvertError is analysis.ConvertError is tinyprof.errors.ConvertError
 
 
 def test_the_top_holds_only_what_a_user_runs():

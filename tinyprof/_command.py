@@ -7,8 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .converters import ConvertError
-from .format.encoding import FormatError
+from .errors import ConvertError, FormatError
 
 # The extra that installs an optional package, where it is not hatchet's or CallFlow's.
 EXTRAS = {"protobuf": "pprof", "thicket": "thicket"}

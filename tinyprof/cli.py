@@ -30,8 +30,8 @@ from ._version import __version__
 from .analysis.compare import FLOOR, THRESHOLD
 from .analysis.mpi_tables import DEFAULT_BY, KEYS
 from .analysis.values import STATISTICS
-from .converters import TARGETS, ConvertError
-from .format.encoding import FormatError, excerpt
+from .converters import TARGETS
+from .errors import ConvertError, FormatError, excerpt
 from .views.mpi_text import SORTS
 
 

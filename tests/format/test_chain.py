@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import tinyprof
+from tinyprof.errors import FormatError
 from tinyprof.format import delta_section, output_dir, snapshot_chain
-from tinyprof.format.encoding import FormatError, Header, relabel
+from tinyprof.format.encoding import Header, relabel
 from tinyprof.runtime import assemble as _assemble
 from tinyprof.runtime.collect import LocalEvent
 

@@ -20,7 +20,7 @@ LIMIT = 1000                                    # characters a message may take,
 
 
 def test_excerpt_caps_and_escapes():
-    from tinyprof.format.encoding import excerpt
+    from tinyprof.errors import excerpt
     assert excerpt("main") == "'main'"
     assert excerpt("a\x1b[2Jb\n") == "'a\\x1b[2Jb\\n'"
     shown = excerpt(HUGE)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinyprof.format.encoding import FormatError
+from tinyprof.errors import FormatError
 from tinyprof.format.mpi_section import (
     NONE,
     Communicator,

@@ -17,8 +17,9 @@ import pytest
 
 import tinyprof
 from tinyprof import cli
+from tinyprof.errors import FormatError
 from tinyprof.format import output_dir
-from tinyprof.format.encoding import FormatError, Header
+from tinyprof.format.encoding import Header
 from tinyprof.format.reader import parse_file
 from tinyprof.runtime import assemble as _assemble
 from tinyprof.runtime.collect import LocalEvent

@@ -13,7 +13,7 @@ from _browser import Browser
 
 import tinyprof
 from tinyprof.converters import ConvertError
-from tinyprof.format.encoding import FormatError
+from tinyprof.errors import FormatError
 from tinyprof.format.mpi_section import encode, parse
 from tinyprof.runtime import capture
 from tinyprof.views import mpi_text, report_page

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union, cast
 
 import numpy as np
 
-from ..format.encoding import excerpt
+from ..errors import excerpt
 from ..format.reader import Callpath, Path
 
 Spec = Union[str, Sequence[str]]      # what a user gives as a callpath

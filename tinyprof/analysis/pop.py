@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..errors import excerpt
 from ..format import hostlist
-from ..format.encoding import excerpt
 from .callpaths import Spec, Tree
 from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments, tree_order
 from .trace import ideal_inclusive

@@ -10,8 +10,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..errors import FormatError, excerpt
 from ..format import output_dir, snapshot_chain
-from ..format.encoding import FormatError, Header, excerpt
+from ..format.encoding import Header
 from ..format.reader import EventData, ParsedFile
 from . import mpi_tables, symbolize
 from .callpaths import Spec, Tree

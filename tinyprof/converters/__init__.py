@@ -24,7 +24,7 @@ import importlib
 import os
 from typing import TYPE_CHECKING
 
-from ..analysis import ConvertError
+from ..errors import ConvertError
 
 if TYPE_CHECKING:   # not at run time: cli and every command import ConvertError, light
     from ..analysis.profile import Profile

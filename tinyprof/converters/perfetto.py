@@ -28,8 +28,8 @@ import numpy as np
 
 from ..analysis.profile import Profile
 from ..analysis.trace import Trace, main_threads, pair_key
+from ..errors import ConvertError
 from ..format.output_dir import write_atomic
-from . import ConvertError
 
 
 def to_perfetto(profile: Profile) -> Dict[str, Any]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from .encoding import FormatError, natural
+from ..errors import FormatError
+from .encoding import natural
 
 # (event line, rank, bytes kept from the base's field, the bytes that follow)
 Splice = Tuple[int, int, int, bytes]

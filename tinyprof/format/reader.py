@@ -19,18 +19,10 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, ca
 
 import numpy as np
 
+from .._env import flag
+from ..errors import FormatError
 from . import meta_section
-from .encoding import (
-    FORMAT_VERSION,
-    MAX_NATURAL,
-    RUN_RE,
-    FormatError,
-    Header,
-    escape,
-    format_value,
-    natural,
-    unescape,
-)
+from .encoding import FORMAT_VERSION, MAX_NATURAL, RUN_RE, Header, escape, format_value, natural, unescape
 from .output_dir import open_regular
 
 try:
@@ -331,7 +323,7 @@ def engine(parser: str) -> str:
     when the C parser is built and not switched off (``TINYPROF_PURE=1``),
     else it is ``"python"``; ``"c"`` without it is a RuntimeError."""
     if parser == "auto":
-        pure = _parse is None or os.environ.get("TINYPROF_PURE", "") not in ("", "0")
+        pure = _parse is None or flag("TINYPROF_PURE", False)
         return "python" if pure else "auto"
     if parser == "c" and _parse is None:
         raise RuntimeError("tinyprof.format._parse, the C parser, is not built")

@@ -9,8 +9,9 @@ import os
 from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
+from ..errors import FormatError
 from . import delta_section
-from .encoding import FormatError, encode_file
+from .encoding import encode_file
 from .reader import ParsedFile, parse_data, parse_file, read_regular
 
 Callpath = Tuple[str, ...]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Dict, Literal, Optional, Sequence
 
-from ..analysis import ConvertError
 from ..analysis.mpi_tables import DEFAULT_BY, KEYS, Row, Spec, group, totals, transport_rows, ucx_states
 from ..analysis.profile import PER_SECOND, Profile
+from ..errors import ConvertError
 from ..format.mpi_section import encode_members
 from .text import UNITS as TIME_UNITS
 from .text import align, printable, shown
