@@ -48,6 +48,19 @@ def test_aggregators_from_the_environment(build, tmp_path):
     assert prof.nranks == 3 and [prof.executions(r) for r in range(3)] == [2, 2, 2]
 
 
+def test_boolean_variables_read_as_in_python(build, tmp_path):
+    """Issue 47: the C++ side reads TINYPROF_* booleans by Python's rule
+    (tests/test_env.py): "Off" is off, " yes " on, and a value that is
+    neither warns once and is the default (capture on when the library is
+    loaded, in C++)."""
+    out = tmp_path / "out"
+    done = run([build("native/examples/heat.cpp"), 2, out], 2, TINYPROF_AUTO_METADATA="Off",
+               TINYPROF_TRACE=" yes ", TINYPROF_MPI="maybe")
+    prof = tinyprof.read(str(out))
+    assert "start" not in prof.metadata and prof.trace.nranks == 2
+    assert done.stderr.count("TINYPROF_MPI='maybe' is neither on (1, on, true, yes) nor off") == 2   # once per rank
+
+
 def test_convert_a_cxx_profile_to_csv(build, tmp_path):
     out = tmp_path / "out"
     run([build("native/examples/heat.cpp"), 3, out], 2)
