@@ -2,6 +2,9 @@
 the same file of J (itself rebuilt if a delta, down to a full snapshot)
 and K's ``delta`` section, into the bytes a full snapshot K would have had,
 which are then parsed as any file. docs/format.md, "Snapshots".
+
+:func:`parse` is how the reader (``analysis/profile.py``) reads every file of
+a profile: a full one as it is, a delta through its chain.
 """
 from __future__ import annotations
 
