@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 DEMO   := $(VENV)/.demo-installed
-DEPS   := setup.cfg setup.py pyproject.toml tinyprof/annotate/_core.c tinyprof/format/_parse.c tinyprof/runtime/_frames.c \
+DEPS   := setup.py pyproject.toml $(wildcard tinyprof/*/*.c tinyprof/*/*.h) \
           $(wildcard native/src/*.c native/src/*.cpp native/src/*.h native/include/tinyprof/*.h* native/include/tinyprof/detail/*.h*)
 
 # Rank counts for the MPI test suite (odd ones on purpose).
@@ -27,7 +27,7 @@ $(STAMP): $(PY) $(DEPS)
 	# install the module `hatchet`, so remove them all before llnl-hatchet goes in whole.
 	if $(PY) -m pip show -q hatchet >/dev/null 2>&1; then \
 		$(PY) -m pip uninstall -y -q callflow hatchet llnl-hatchet; fi
-	$(PY) -m pip install -q -e '.[mpi,report,hatchet,thicket,pprof,test,bench]'
+	$(PY) -m pip install -q -e '.[mpi,mpich,report,hatchet,thicket,pprof,test,bench]'
 	@$(MAKE) --no-print-directory check-build
 	$(BIN)/tinyprof callflow --setup
 	touch $@ $(DEMO)
@@ -37,7 +37,7 @@ $(DEMO): $(PY) $(DEPS)
 	@echo "== [1/2] MPI into $(VENV): the mpich wheel (MPICH with mpiexec) and mpi4py"
 	$(PY) -m pip install --progress-bar on mpich mpi4py
 	@echo "== [2/2] tinyprof, built from source, with numpy and the report's plotly and pandas"
-	$(PY) -m pip install --progress-bar on -e '.[mpi,report]'
+	$(PY) -m pip install --progress-bar on -e '.[mpi,mpich,report]'
 	@$(MAKE) --no-print-directory check-build
 	touch $@
 

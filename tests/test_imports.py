@@ -8,8 +8,9 @@ import ast
 import os
 import subprocess
 import sys
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
+import pytest
 from helpers.mpi import MPIEXEC, needs_mpiexec
 
 import tinyprof
@@ -32,13 +33,13 @@ def _modules() -> Dict[str, str]:
     return found
 
 
-def _edges(module: str, path: str, known: Set[str]) -> Iterator[Tuple[str, str, str]]:
+def _edges(module: str, path: str, known: Set[str], tree: Optional[ast.AST] = None) -> Iterator[Tuple[str, str, str]]:
     """(imported module, imported name or "", local name) for every import of
-    the package in ``module``'s source, anywhere in it."""
+    the package in ``module``'s source (or in ``tree``, a part of it), anywhere in it."""
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
     if not path:
         return
-    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+    for node in ast.walk(tree or ast.parse(open(path, encoding="utf-8").read(), path)):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name in known:
@@ -65,7 +66,8 @@ def _imports(module: str, path: str, known: Set[str]) -> Set[str]:
 
 # Each subpackage is one layer and imports only the layers listed for it; the
 # modules at the top (what a user runs: cli, tune, demo, __main__ and their
-# helpers) may import any layer, and no layer imports them, except _version.
+# helpers) may import any layer, and no layer imports them, except _version;
+# commands/ (one module per command) runs any of them, and only the top imports it.
 LAYERS = {
     "annotate": set(),
     "format": set(),
@@ -73,8 +75,9 @@ LAYERS = {
     "analysis": {"format"},
     "views": {"analysis", "format"},
     "converters": {"analysis", "format"},
+    "commands": {"annotate", "format", "runtime", "analysis", "views", "converters", "top"},
 }
-LEAVES = {"tinyprof._version"}
+LEAVES = {"tinyprof._version", "tinyprof._env", "tinyprof.errors"}
 
 
 def _layer(module: str) -> str:
@@ -117,6 +120,19 @@ def _violations() -> List[str]:
 
 def test_layers_import_only_the_layers_below():
     assert _violations() == []
+
+
+def test_the_errors_leaf_imports_nothing_and_every_layer_uses_it():
+    """Issue 47: the errors and message helpers live in one leaf, so that no
+    layer keeps a copy (annotate/args.py had its own ``excerpt``)."""
+    modules = _modules()
+    assert _imports("tinyprof.errors", modules["tinyprof.errors"], set(modules)) == set()
+    users = {_layer(m) for m, p in modules.items() if "tinyprof.errors" in _imports(m, p, set(modules))}
+    assert users == set(LAYERS) | {"top"}, users
+    import tinyprof.errors
+    from tinyprof import analysis, converters, format
+    assert tinyprof.FormatError is format.FormatError is tinyprof.errors.FormatError
+    assert converters.ConvertError is analysis.ConvertError is tinyprof.errors.ConvertError
 
 
 def test_the_top_holds_only_what_a_user_runs():
@@ -169,6 +185,81 @@ def _cycle(graph: Dict[str, Set[str]]) -> List[str]:
     return []
 
 
+def _eager_commands() -> List[str]:
+    """Imports of the package that a module of commands/ makes at its top
+    (not inside a function) beyond commands/ itself and the leaves."""
+    modules = _modules()
+    found = []
+    for module, path in sorted(modules.items()):
+        if _layer(module) != "commands" or not path:
+            continue
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        found += [f"{module}:{node.lineno} imports {target}" for node in tree.body
+                  if isinstance(node, (ast.Import, ast.ImportFrom))
+                  for target, _, _ in _edges(module, path, set(modules), node)
+                  if _layer(target) != "commands" and target not in LEAVES]
+    return found
+
+
+def test_commands_import_their_layers_only_when_they_run():
+    """Building the parsers loads no layer: each command imports what it runs inside its run."""
+    assert _eager_commands() == []
+
+
+def test_the_commands_check_finds_eager_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "tinyprof"
+    for sub in list(LAYERS) + [""]:
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "_version.py").write_text("")
+    (pkg / "commands" / "options.py").write_text("")
+    (pkg / "commands" / "show.py").write_text("from .. import _version\nfrom . import options\n"
+                                              "from ..views import text\n\n"
+                                              "def run():\n    from ..analysis import profile\n")
+    for layer, name in (("views", "text"), ("analysis", "profile")):
+        (pkg / layer / f"{name}.py").write_text("")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE_DIR", str(pkg))
+    assert _eager_commands() == ["tinyprof.commands.show:3 imports tinyprof.views.text"]
+
+
+@pytest.mark.parametrize("command", ["", "show", "report", "mpi", "pop", "compare", "callflow",
+                                     "critical-path", "wait-states", "run", "tune", "convert"])
+def test_help_loads_no_numpy(command):
+    """``tinyprof --help``, ``tinyprof CMD --help`` and ``tinyprof-convert --help``
+    load neither numpy nor a layer beyond what ``import tinyprof`` loads."""
+    main = "convert_main([" if command == "convert" else f"main({[command] if command else []} + ["
+    out = subprocess.run([sys.executable, "-c", f"""
+import io, sys, contextlib
+import tinyprof
+before = set(sys.modules)
+from tinyprof.commands import main, convert_main
+with contextlib.redirect_stdout(io.StringIO()) as help:
+    try:
+        {main}"--help"])
+    except SystemExit:
+        pass
+assert "usage:" in help.getvalue()
+print(sorted(m for m in set(sys.modules) - before
+             if m == "numpy" or m.startswith("tinyprof.") and not m.startswith("tinyprof.commands")))
+"""], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("[]", "['tinyprof.tune']"), out.stdout   # tune: its options
+
+
+def test_the_parsers_constants_are_the_layers():
+    """commands/options.py holds copies, so that the parsers load no layer: they agree."""
+    from tinyprof import converters
+    from tinyprof.analysis import compare, mpi_tables, values
+    from tinyprof.commands import options
+    from tinyprof.views import mpi_text
+
+    assert (options.THRESHOLD, options.FLOOR) == (compare.THRESHOLD, compare.FLOOR)
+    assert (options.KEYS, options.DEFAULT_BY) == (mpi_tables.KEYS, mpi_tables.DEFAULT_BY)
+    assert options.STATISTICS == values.STATISTICS
+    assert options.SORTS == mpi_text.SORTS
+    assert options.TARGETS == converters.TARGETS
+
+
 def test_no_module_imports_in_a_circle():
     modules = _modules()
     graph = {m: _imports(m, p, set(modules)) for m, p in modules.items()}
@@ -186,7 +277,8 @@ def test_the_cycle_finder_finds_cycles():
 # parser and the analyses know, and the modules that make ParsedFiles.
 PARSED = {"parsed", "exec_base", "line_slots", "line_values", "section_lines"}
 VALUES_FIELDS = {"times", "counts", "slots", "loops", "consistent", "metrics"}
-PARSERS = {"tinyprof.format.reader", "tinyprof.format.chain"}
+PARSERS = {"tinyprof.format.reader", "tinyprof.format.parsed", "tinyprof.format.pyparser",
+           "tinyprof.format.snapshot_chain"}
 
 
 def _parser_reads() -> List[str]:

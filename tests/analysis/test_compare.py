@@ -27,7 +27,7 @@ import tinyprof
 from tinyprof import annotate
 from tinyprof.analysis.compare import _betainc, _t_two_sided
 from tinyprof.cli import main
-from tinyprof.runtime import stacks
+from tinyprof.runtime import sites
 
 pd = pytest.importorskip("pandas")
 
@@ -242,7 +242,7 @@ def test_the_gate_on_real_mpi_runs(tmp_path):
         assert passed.returncode == 0 and "not gated: one run a side" in passed.stderr, passed.stdout
     frame = tinyprof.compare(base, same)
     assert (frame["base"] >= 0).all() and frame.attrs["outside_mpi"]
-    if stacks.sites_unavailable() is None:      # call sites: CPython 3.11-3.13 (docs/unannotated.md)
+    if sites.sites_unavailable() is None:      # call sites: CPython 3.11-3.13 (docs/unannotated.md)
         # The barrier's wait is charged to its call site, which has no time of its own:
         # it comes out of sync's time, never making a negative time outside MPI.
         site = frame[frame["callpath"].map(len) == 3]

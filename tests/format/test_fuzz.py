@@ -18,7 +18,7 @@ import random
 
 from helpers.fuzz import SEED, content, mutated, real_profiles, resum
 
-from tinyprof.format.encoding import FormatError
+from tinyprof.errors import FormatError
 from tinyprof.format.reader import ParsedFile, parse_file
 
 STRICT_COPIES = 3000         # must read as FormatError or the original data

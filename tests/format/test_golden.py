@@ -13,9 +13,11 @@ Times are sums of the clock ticks inside each event, e.g. rank 0's first
 """
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
-from helpers.golden import GOLDEN, GOLDEN_V1, GOLDEN_V2, RUN, fig2
+from helpers.golden import GOLDEN, GOLDEN_V1, GOLDEN_V2, RUN, fig2, released
 
 import tinyprof
 from tinyprof import annotate
@@ -28,7 +30,7 @@ impl = annotate.impl
 Event = tinyprof.Event
 
 
-def build(clock) -> bytes:
+def build(clock, version: str = tinyprof.__version__) -> bytes:
     prof = tinyprof.Profiler("fig2", 5, "tag:0,mem:1")
     ranks, executions = [], []
     for rank in range(2):
@@ -38,7 +40,7 @@ def build(clock) -> bytes:
         ranks.append(_collect.collect(impl.root()))
         executions.append(impl.executions())
     header = Header(name=prof.name, nranks=2, first_rank=0, rank_count=2,
-                    metrics=prof.metrics, version="0.1.0")   # the golden pins the format, not the release
+                    metrics=prof.metrics, version=version)
     return assemble.build_file(header, ranks, executions)
 
 
@@ -46,7 +48,23 @@ def test_fig2_gives_the_golden_file(clock, monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     monkeypatch.setenv("TINYPROF_RUN_ID", RUN)
     with open(GOLDEN, "rb") as f:
-        assert build(clock) == f.read()
+        assert released(build(clock)) == released(f.read())
+
+
+def test_a_release_bump_leaves_the_golden_file_true(clock, monkeypatch):
+    """Only tinyprof/_version.py changes at a release: the golden comparison holds
+    for another version, and still tells the files apart by anything else."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.setenv("TINYPROF_RUN_ID", RUN)
+    with open(GOLDEN, "rb") as f:
+        golden = f.read()
+    bumped = build(clock, version="99.1.0rc2")
+    assert b"\nversion 99.1.0rc2\n" in bumped and bumped != golden
+    assert released(bumped) == released(golden)
+    renamed = bumped.rsplit(b"end ", 1)[0].replace(b"name fig2", b"name fig3")
+    assert released(renamed + b"end %08x\n" % zlib.crc32(renamed)) != released(golden)
+    with pytest.raises(AssertionError, match="checksum"):
+        released(bumped.replace(b"name fig2", b"name fig3"))
 
 
 @pytest.mark.parametrize("golden,version", [(GOLDEN, 3), (GOLDEN_V2, 2)])

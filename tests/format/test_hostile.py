@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import tinyprof
 from tinyprof.format import encoding
 from tinyprof.format.encoding import Header
-from tinyprof.format.layout import write_atomic
+from tinyprof.format.output_dir import write_atomic
 
 
 def test_deep_nesting_reads_in_memory_linear_in_the_file(tmp_path):

@@ -1,5 +1,5 @@
 """The C parser of event lines (tinyprof/format/_parse.c) against the pure-Python
-reference (tinyprof/reader.py): the same files accepted, the same values read.
+reference (tinyprof/format/reader.py): the same files accepted, the same values read.
 
 - the fuzz corpus of tests/format/test_fuzz.py, mutated copies re-checksummed so that
   the grammar, not the checksum, decides;
@@ -22,8 +22,9 @@ from helpers.fuzz import SEED, content, mutated, real_profiles, resum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tinyprof.errors import FormatError
 from tinyprof.format import reader
-from tinyprof.format.encoding import FormatError, Header
+from tinyprof.format.encoding import Header
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
 

@@ -9,7 +9,7 @@ import numpy as np
 import tinyprof
 from tinyprof import annotate
 from tinyprof.format import encoding as _format
-from tinyprof.format import layout
+from tinyprof.format import output_dir
 from tinyprof.runtime import assemble
 from tinyprof.runtime import collect as _collect
 
@@ -49,6 +49,6 @@ def write_run(outdir, clock, seed: int, slow: float = 1.0, nranks: int = NRANKS,
     os.makedirs(outdir, exist_ok=True)
     header = _format.Header(name=name, nranks=nranks, first_rank=0, rank_count=nranks,
                             file_index=0, file_count=1, metrics=[])
-    layout.write_atomic(os.path.join(outdir, layout.file_name(name, 0, 1)),
+    output_dir.write_atomic(os.path.join(outdir, output_dir.file_name(name, 0, 1)),
                         assemble.build_file(header, ranks, executions))
     return str(outdir)

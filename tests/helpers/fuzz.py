@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 from tinyprof.format.encoding import Header
-from tinyprof.format.layout import file_name, write_atomic
+from tinyprof.format.output_dir import file_name, write_atomic
 from tinyprof.format.reader import ParsedFile
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent

@@ -8,7 +8,7 @@ from typing import List, Sequence, Tuple
 
 import tinyprof
 from tinyprof.format import encoding as _format
-from tinyprof.format import layout
+from tinyprof.format import output_dir
 from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
 from tinyprof.runtime import assemble
 from tinyprof.runtime import collect as _collect
@@ -55,6 +55,6 @@ def write_snapshot(outdir, k: int, ranks, executions, meta: bytes = b"", mpi: bo
                             created=f"2026-11-26T10:00:0{k}Z")
     data = assemble.build_file(header, ranks, executions, sections=[
         ("mpi", pop_section(lines, range(NRANKS), barrier_until(k)))] * mpi + [("meta", meta)] * bool(meta))
-    directory = layout.snapshot_dir(str(outdir), k)
+    directory = output_dir.snapshot_dir(str(outdir), k)
     os.makedirs(directory, exist_ok=True)
-    assert layout.write_file(directory, layout.set_file(directory, "g", 0, 1), data) is None
+    assert output_dir.write_file(directory, output_dir.set_file(directory, "g", 0, 1), data) is None

@@ -10,7 +10,7 @@ from typing import Optional, Union
 
 import pytest
 
-from tinyprof.runtime import stacks
+from tinyprof.runtime import sites
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
@@ -35,5 +35,5 @@ def script(name: str) -> str:
 
 
 # Call sites read CPython 3.11-3.13's frames (docs/unannotated.md): elsewhere they are off, with a warning.
-needs_sites = pytest.mark.skipif(stacks.sites_unavailable() is not None,
-                                 reason=str(stacks.sites_unavailable()))
+needs_sites = pytest.mark.skipif(sites.sites_unavailable() is not None,
+                                 reason=str(sites.sites_unavailable()))
