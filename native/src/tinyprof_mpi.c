@@ -387,12 +387,16 @@ static void tp_describe(MPI_Comm c, tp_comm *r) {
     PMPI_Group_size(g, &n);
     r->inter = inter;
     r->size = n;
-    r->members = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    /* Input ranks in an array of their own: MPI forbids aliasing it with the
+     * output, and Intel MPI then returns 0 or MPI_UNDEFINED. */
+    int *ranks = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    r->members = ranks ? malloc(sizeof(int32_t) * (size_t)(n ? n : 1)) : NULL;
     r->nmembers = r->members ? n : 0;
     if (r->members) {
-        for (int i = 0; i < n; i++) r->members[i] = i;
-        PMPI_Group_translate_ranks(g, n, (int *)r->members, g_world_group, (int *)r->members);
+        for (int i = 0; i < n; i++) ranks[i] = i;
+        PMPI_Group_translate_ranks(g, n, ranks, g_world_group, (int *)r->members);
     }
+    free(ranks);
     PMPI_Group_free(&g);
 }
 
