@@ -31,8 +31,9 @@ MPI_SOURCES = [os.path.join("native", "src", f) for f in ("tinyprof_mpi.c", "tin
 MPI_FLAGS = ["-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"]
 # Hidden and bound to itself: an annotated program's own copy of the
 # implementation and this one never bind to each other.
+# OMPI_SKIP_MPICXX: only MPI's C API is used, and Open MPI 4.1's C++ bindings fail -Werror.
 WHOLE_FLAGS = ["-std=c++17", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-Wl,-Bsymbolic",
-               "-pthread"]
+               "-pthread", "-DOMPI_SKIP_MPICXX"]
 COMPILERS = {MPI_LIB: ("MPICC", "mpicc", "C"), WHOLE_LIB: ("MPICXX", "mpicxx", "C++")}
 
 

@@ -37,6 +37,21 @@
 #include <x86intrin.h>
 #endif
 
+/* MPI-4's large-count `_c` entry points and Comm_idup_with_info, where the
+ * headers declare MPI 4 (Open MPI 4.1 and 5.0 declare 3.1): an MPI-3 build
+ * wraps the classic calls only. */
+#if MPI_VERSION >= 4
+#define TP_MPI4(...) __VA_ARGS__
+#define TP_Type_size PMPI_Type_size_c
+#define TP_Get_count PMPI_Get_count_c
+typedef MPI_Count tp_count;
+#else
+#define TP_MPI4(...)
+#define TP_Type_size PMPI_Type_size_x
+#define TP_Get_count PMPI_Get_count     /* MPI-3 receives have int counts */
+typedef int tp_count;
+#endif
+
 _Static_assert(sizeof(MPI_Comm) <= 8 && sizeof(MPI_Message) <= 8, "handles are hashed as 8 bytes");
 _Static_assert(sizeof(int) == sizeof(int32_t), "MPI ranks are copied as int32");
 
@@ -737,7 +752,7 @@ static inline int32_t tp_peer(int32_t idx, int dest) {
 
 static int64_t tp_tsize(MPI_Datatype t) {
     MPI_Count s = 0;
-    if (t == MPI_DATATYPE_NULL || PMPI_Type_size_c(t, &s) != MPI_SUCCESS) return 0;
+    if (t == MPI_DATATYPE_NULL || TP_Type_size(t, &s) != MPI_SUCCESS) return 0;
     return (int64_t)s;
 }
 
@@ -745,8 +760,8 @@ static int64_t tp_tsize(MPI_Datatype t) {
 static inline int64_t tp_nb(int64_t count, MPI_Datatype t) { return count > 0 ? count * tp_tsize(t) : 0; }
 
 static int64_t tp_status_bytes(const MPI_Status *st, MPI_Datatype t) {
-    MPI_Count n = 0;
-    if (PMPI_Get_count_c(st, t, &n) != MPI_SUCCESS || n == MPI_UNDEFINED) return 0;
+    tp_count n = 0;
+    if (TP_Get_count(st, t, &n) != MPI_SUCCESS || n == MPI_UNDEFINED) return 0;
     return tp_nb(n, t);
 }
 
@@ -782,9 +797,9 @@ static int tp_npeers(int32_t idx, MPI_Comm c) {
         return s;                                                                     \
     }
 TP_SUMS(_i, int)
-TP_SUMS(_c, MPI_Count)
-#define tp_sum(c, n) _Generic((c), const int *: tp_sum_i, const MPI_Count *: tp_sum_c)(c, n)
-#define tp_wsum(c, t, n) _Generic((c), const int *: tp_wsum_i, const MPI_Count *: tp_wsum_c)(c, t, n)
+TP_MPI4(TP_SUMS(_c, MPI_Count))
+#define tp_sum(c, n) _Generic((c), const int *: tp_sum_i TP_MPI4(, const MPI_Count *: tp_sum_c))(c, n)
+#define tp_wsum(c, t, n) _Generic((c), const int *: tp_wsum_i TP_MPI4(, const MPI_Count *: tp_wsum_c))(c, t, n)
 
 /* Mprobe'd message -> communicator, for the Mrecv that consumes it (an
  * MPI_Message names no communicator). Per thread, the last 8. MPI reuses
@@ -882,7 +897,7 @@ static inline void tp_leave(int saved, int priv) {
 
 /* Instantiate family FAM for the classic (int counts and displacements) and
  * the large-count `_c` entry point. */
-#define TP_BOTH(FAM, ...) FAM(, int, int, __VA_ARGS__) FAM(_c, MPI_Count, MPI_Aint, __VA_ARGS__)
+#define TP_BOTH(FAM, ...) FAM(, int, int, __VA_ARGS__) TP_MPI4(FAM(_c, MPI_Count, MPI_Aint, __VA_ARGS__))
 /* A collective and its nonblocking twin. */
 #define TP_COLL(FAM, NAME, INAME, BYTES) TP_BOTH(FAM, NAME, BL, BYTES) TP_BOTH(FAM, INAME, NB, BYTES)
 
@@ -1151,9 +1166,9 @@ F_CREATE(Comm_dup_with_info, K_DUP, (MPI_Comm comm, MPI_Info info, MPI_Comm *new
          (comm, info, newcomm), comm, newcomm)
 F_CREATE(Comm_idup, K_DUP, (MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request),
          (comm, newcomm, request), comm, newcomm)
-F_CREATE(Comm_idup_with_info, K_DUP,
-         (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request),
-         (comm, info, newcomm, request), comm, newcomm)
+TP_MPI4(F_CREATE(Comm_idup_with_info, K_DUP,
+                 (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request),
+                 (comm, info, newcomm, request), comm, newcomm))
 F_CREATE(Comm_split, K_SPLIT, (MPI_Comm comm, int color, int key, MPI_Comm *newcomm),
          (comm, color, key, newcomm), comm, newcomm)
 F_CREATE(Comm_split_type, K_SPLIT,
@@ -1267,11 +1282,11 @@ static void tp_unbind(uint64_t key) {
     F_BIND(Win_create##SFX, OP_Win_create, (void *base, MPI_Aint size, DT disp_unit, MPI_Info info, MPI_Comm comm, \
                              MPI_Win *win),                                                       \
            (base, size, disp_unit, info, comm, win), comm, TP_WIN_KEY(*win))
-F_WIN_CREATE(, int, int) F_WIN_CREATE(_c, MPI_Count, MPI_Aint)
+F_WIN_CREATE(, int, int) TP_MPI4(F_WIN_CREATE(_c, MPI_Count, MPI_Aint))
 F_WIN_NEW(, int, int, Win_allocate, void *baseptr, baseptr)
-F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate, void *baseptr, baseptr)
+TP_MPI4(F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate, void *baseptr, baseptr))
 F_WIN_NEW(, int, int, Win_allocate_shared, void *baseptr, baseptr)
-F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate_shared, void *baseptr, baseptr)
+TP_MPI4(F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate_shared, void *baseptr, baseptr))
 F_BIND(Win_create_dynamic, OP_Win_create_dynamic, (MPI_Info info, MPI_Comm comm, MPI_Win *win), (info, comm, win), comm,
        TP_WIN_KEY(*win))
 F_UNBIND(Win_free, MPI_Win, TP_WIN_KEY)
