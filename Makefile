@@ -44,6 +44,7 @@ $(DEMO): $(PY) $(DEPS)
 check-build:
 	@$(PY) -c 'import tinyprof.annotate._core' || echo 'tinyprof: C core not built, using the pure-Python fallback'
 	@$(PY) -c 'import tinyprof.format._parse' || echo 'tinyprof: C parser not built, reading with the pure-Python parser'
+	@cat tinyprof/*.build-error 2>/dev/null || true      # what pip install does not show (setup.py)
 
 install: $(STAMP)
 

@@ -89,8 +89,10 @@ def _mpi(args: argparse.Namespace) -> int:
     profile = read(args.profile)
     limit = args.limit or None          # 0: all, as in every command
     if not profile.mpi_recorded:
-        print(f"tinyprof: profile {excerpt(profile.name)} holds no MPI data "
-              "(record with Profiler(mpi=True) or TINYPROF_MPI=1)", file=sys.stderr)
+        missing = profile.metadata.get("mpi_capture")
+        why = (f"MPI capture was asked for but unavailable: {missing}" if missing is not None
+               else "record with Profiler(mpi=True) or TINYPROF_MPI=1")
+        print(f"tinyprof: profile {excerpt(profile.name)} holds no MPI data ({why})", file=sys.stderr)
         return 1
     if "transport" in args.by:
         print(mpi.transport(profile, args.callpath, "rank" in args.by, limit))
@@ -173,11 +175,11 @@ def _percent(text: str) -> float:
 def _run(args: argparse.Namespace) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     lib = os.path.join(here, "libtinyprof_mpi.so")
-    missing = [n for n in ("libtinyprof_mpi.so", "libtinyprof_whole.so")
-               if not os.path.exists(os.path.join(here, n))]
+    missing = [p for p in (lib, os.path.join(here, "libtinyprof_whole.so")) if not os.path.exists(p)]
     if missing:
-        print(f"tinyprof run: {', '.join(missing)} not built (pip install needs an MPI C and C++ compiler, "
-              "docs/mpi.md): nothing would be profiled", file=sys.stderr)
+        from .runtime.capture import not_built
+        reasons = "\n".join(not_built(p) for p in missing)
+        print(f"tinyprof run: nothing would be profiled (docs/mpi.md):\n{reasons}", file=sys.stderr)
         return 1
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     mpiexec = args.mpiexec or (beside if os.access(beside, os.X_OK) else shutil.which("mpiexec") or "mpiexec")

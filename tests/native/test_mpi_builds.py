@@ -8,6 +8,7 @@ its absence fails the test instead of skipping it."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,42 @@ def test_the_mpi_libraries_build_against_each_mpi(mpi, tmp_path):
                              "-I", str(ROOT / "native" / "include"), str(ROOT / "native" / "examples" / "heat.cpp")],
                             capture_output=True, text=True)
     assert header.returncode == 0 and not header.stderr, header.stderr
+
+
+APP = """
+import tinyprof
+from mpi4py import MPI
+tinyprof.Profiler("nobuild", outdir={outdir!r}, mpi=True)
+MPI.COMM_WORLD.Barrier()
+tinyprof.flush()
+"""
+
+
+def test_a_failed_build_is_recorded_and_quoted_where_capture_is_missing(tmp_path):
+    """MPICC set to a plain C compiler (no mpi.h): the build fails; its error is
+    recorded at install and is the cause every message gives (issue 46)."""
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists():
+        pytest.skip(f"no {mpiexec} (make install)")
+    # a package tree as an install leaves it: the sources, and what build_ext built
+    shutil.copytree(ROOT / "tinyprof", tmp_path / "tinyprof", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    done = build_ext(tmp_path, MPICC="cc", MPICXX="c++")
+    lib = tmp_path / "tinyprof" / "libtinyprof_mpi.so"
+    assert not lib.exists(), done.stderr
+    record = Path(f"{lib}.build-error").read_text()
+    assert "libtinyprof_mpi.so not built: cc failed at install" in record and "mpi.h" in record, record
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+
+    def tinyprof(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", "import sys, tinyprof.cli; sys.exit(tinyprof.cli.main())",
+                               *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    # the run-time warning
+    app = tmp_path / "app.py"
+    app.write_text(APP.format(outdir=str(tmp_path / "prof")))
+    ran = subprocess.run([str(mpiexec), "-n", "1", sys.executable, str(app)], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    for out in (ran.stderr, tinyprof("mpi", str(tmp_path / "prof")).stderr,
+                tinyprof("run", "-n", "1", "true").stderr):
+        assert "libtinyprof_mpi.so not built: cc failed at install" in out and "mpi.h" in out, out
+        assert "no MPI compiler" not in out and "Profiler(mpi=True)" not in out, out

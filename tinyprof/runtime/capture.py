@@ -36,6 +36,22 @@ class Unavailable(Exception):
     """Capture cannot work here; the message says why and what to do."""
 
 
+def not_built(library: str) -> str:
+    """Why ``library`` (libtinyprof_mpi.so, libtinyprof_whole.so) is missing:
+    its build's error as setup.py recorded it beside it at install (the first
+    lines of the compiler's message; where to read it whole)."""
+    record = library + ".build-error"
+    try:
+        with open(record, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return (f"{os.path.basename(library)} not built, and no record of its build ({record}): "
+                "reinstall tinyprof with an MPI compiler (mpicc, mpicxx) on PATH or MPICC and MPICXX set")
+    errors = list(dict.fromkeys(line for line in lines[1:] if "error" in line))[:3] or lines[1:4]
+    more = f" (the compiler's whole message: {record})" if len(lines) > 1 + len(errors) else ""
+    return "\n  ".join(lines[:1] + errors) + more
+
+
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     i64p, szp = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_size_t)
     for name, res, args in (
@@ -80,8 +96,7 @@ def _hook() -> ctypes.CDLL:
         lib = _check(_bind(process))
     else:
         if not os.path.exists(LIBRARY):
-            raise Unavailable(f"{LIBRARY} was not built (no MPI compiler when tinyprof was "
-                              "installed): reinstall tinyprof with mpicc on PATH or MPICC set")
+            raise Unavailable(not_built(LIBRARY))
         try:
             lib = _check(_bind(ctypes.CDLL(LIBRARY)))
         except (OSError, AttributeError) as e:
