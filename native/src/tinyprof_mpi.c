@@ -52,6 +52,18 @@ typedef MPI_Count tp_count;
 typedef int tp_count;
 #endif
 
+/* The MPI family whose ABI this library was built for, read from the file
+ * by tinyprof/runtime/capture.py before it loads the library: one built for
+ * another family kills the process that loads it. */
+#if defined(OMPI_MAJOR_VERSION)
+#define TP_MPI_FAMILY "Open MPI"
+#elif defined(MPICH_VERSION)   /* MPICH's ABI: MPICH, Intel MPI, MVAPICH, Cray MPICH */
+#define TP_MPI_FAMILY "MPICH"
+#else
+#define TP_MPI_FAMILY "unknown"
+#endif
+__attribute__((used)) static const char tp_built_for[] = "tinyprof-mpi-family:" TP_MPI_FAMILY;
+
 _Static_assert(sizeof(MPI_Comm) <= 8 && sizeof(MPI_Message) <= 8, "handles are hashed as 8 bytes");
 _Static_assert(sizeof(int) == sizeof(int32_t), "MPI ranks are copied as int32");
 

