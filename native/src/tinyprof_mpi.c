@@ -55,7 +55,9 @@ typedef int tp_count;
 /* The MPI family whose ABI this library was built for, read from the file
  * by tinyprof/runtime/capture.py before it loads the library: one built for
  * another family kills the process that loads it. */
-#if defined(OMPI_MAJOR_VERSION)
+#if defined(MPI_ABI_VERSION)    /* the MPI-5 standard ABI (mpicc_abi): libmpi_abi */
+#define TP_MPI_FAMILY "MPI ABI"
+#elif defined(OMPI_MAJOR_VERSION)
 #define TP_MPI_FAMILY "Open MPI"
 #elif defined(MPICH_VERSION)   /* MPICH's ABI: MPICH, Intel MPI, MVAPICH, Cray MPICH */
 #define TP_MPI_FAMILY "MPICH"

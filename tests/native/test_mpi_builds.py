@@ -21,6 +21,8 @@ from typing import Set
 
 import pytest
 
+import tinyprof
+
 ROOT = Path(__file__).resolve().parents[2]
 # name -> (MPI C compiler, MPI C++ compiler, MPI version its mpi.h declares)
 MPIS = {"Open MPI 4.1 (Debian)": (Path("/usr/bin/mpicc.openmpi"), Path("/usr/bin/mpicxx.openmpi"), 3)}
@@ -143,3 +145,42 @@ def test_the_mpi_extra_and_make_leave_another_mpi_in_place():
     assert done.returncode == 0 and "holds an MPI of its own" in done.stdout, done.stdout + done.stderr
     show = subprocess.run([str(OPENMPI / "bin" / "mpicc"), "--showme:version"], capture_output=True, text=True)
     assert "Open MPI" in show.stdout + show.stderr
+
+
+IMPI = ROOT / ".venv-impi"             # the Intel MPI wheels' venv that `make test-other-mpis` makes
+
+
+def test_one_build_on_the_mpi_abi_runs_under_mpich_and_intel_mpi(tmp_path):
+    """The MPI libraries built once with the mpich wheel's mpicc_abi (the MPI-5
+    standard ABI, libmpi_abi.so.1), preloaded into a program built the same
+    way, under MPICH and under Intel MPI (whose libmpi_abi comes first in
+    LD_LIBRARY_PATH): exact counts under both. mpi4py 4.1's wheel has no
+    build on the ABI, so Python capture refuses such a library."""
+    mpicc_abi = Path(sys.executable).parent / "mpicc_abi"
+    for needed, why in ((mpicc_abi, "make install"), (IMPI / "bin" / "mpiexec", "make test-other-mpis")):
+        if not needed.exists():
+            if os.environ.get("CI"):
+                pytest.fail(f"no {needed} ({why})")
+            pytest.skip(f"no {needed} ({why})")
+    done = build_ext(tmp_path, MPICC=str(mpicc_abi), MPICXX=str(mpicc_abi.parent / "mpicxx_abi"))
+    lib = tmp_path / "tinyprof" / "libtinyprof_mpi.so"
+    assert lib.exists() and (tmp_path / "tinyprof" / "libtinyprof_whole.so").exists(), done.stderr
+    assert b"tinyprof-mpi-family:MPI ABI" in lib.read_bytes()
+    ring = tmp_path / "ring"
+    subprocess.run([str(mpicc_abi), "-O2", str(ROOT / "tests" / "native" / "abi_ring.c"), "-o", str(ring)], check=True)
+    mpich = (Path(sys.executable).parent / "mpiexec", {})
+    intel = (IMPI / "bin" / "mpiexec", {"I_MPI_ROOT": str(IMPI), "LD_LIBRARY_PATH": str(IMPI / "lib")})
+    for name, (mpiexec, extra) in (("MPICH", mpich), ("Intel(R) MPI", intel)):
+        out = tmp_path / name.split("(")[0]
+        env = dict(os.environ, I_MPI_ROOT=extra.get("I_MPI_ROOT", ""))
+        settings = [f"{k}={v}" for k, v in extra.items()] + [f"LD_PRELOAD={lib}", "TINYPROF_NAME=ring",
+                                                              f"TINYPROF_OUTDIR={out}"]
+        ran = subprocess.run([str(mpiexec), "-n", "3", "env", *settings, str(ring)], capture_output=True,
+                             text=True, env=env, timeout=300)
+        assert ran.returncode == 0, ran.stderr
+        profile = tinyprof.read(out)
+        assert str(profile.metadata["mpi_library"]).startswith(name)
+        rows = {(r.rank, r.op): (r.calls, r.bytes) for r in profile.mpi.itertuples() if r.comm == "COMM_WORLD"}
+        assert rows == {(r, op): want for r in range(3) for op, want in
+                        (("Sendrecv", (5, 4000)), ("Allreduce", (3, 96)), ("Bcast", (2, 128)))}, (name, rows)
+        assert profile.comm_matrix().tolist() == [[0, 4000, 0], [0, 0, 4000], [4000, 0, 0]], name
