@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 DEMO   := $(VENV)/.demo-installed
-DEPS   := setup.cfg setup.py pyproject.toml tinyprof/annotate/_core.c tinyprof/format/_parse.c tinyprof/runtime/_frames.c \
+DEPS   := setup.py pyproject.toml $(wildcard tinyprof/*/*.c tinyprof/*/*.h) \
           $(wildcard native/src/*.c native/src/*.cpp native/src/*.h native/include/tinyprof/*.h* native/include/tinyprof/detail/*.h*)
 
 # The mpich wheel and mpi4py into $(VENV), unless it holds another MPI already (an mpicc of

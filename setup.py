@@ -37,6 +37,11 @@ MPI_FLAGS = ["-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"]
 # OMPI_SKIP_MPICXX: only MPI's C API is used, and Open MPI 4.1's C++ bindings fail -Werror.
 WHOLE_FLAGS = ["-std=c++17", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-Wl,-Bsymbolic",
                "-pthread", "-DOMPI_SKIP_MPICXX"]
+# _core.c and _frames.c are each one compilation unit that includes its parts
+# (static functions stay inlinable across them): a change to a part rebuilds it.
+CORE_PARTS = [os.path.join("tinyprof", "annotate", f) for f in
+              ("node.c", "context.c", "steps.c", "event.c", "decorator.c", "cpython_internals.h")]
+FRAMES_PARTS = [os.path.join("tinyprof", "runtime", f) for f in ("sites.c", "sampler.c", "cpython_frames.h")]
 COMPILERS = {MPI_LIB: ("MPICC", "mpicc", "C"), WHOLE_LIB: ("MPICXX", "mpicxx", "C++")}
 ERROR_SUFFIX = ".build-error"       # tinyprof/runtime/capture.py reads it
 
@@ -102,6 +107,7 @@ setup(
         Extension(
             "tinyprof.annotate._core",
             sources=["tinyprof/annotate/_core.c"],
+            depends=CORE_PARTS,
             optional=True,
             extra_compile_args=["-O2"],
         ),
@@ -114,6 +120,7 @@ setup(
         Extension(
             "tinyprof.runtime._frames",
             sources=["tinyprof/runtime/_frames.c"],
+            depends=FRAMES_PARTS,
             optional=True,
             extra_compile_args=["-O2"],
         ),

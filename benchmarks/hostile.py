@@ -2,6 +2,7 @@
 (a baseline checkout with its own .venv): time and peak memory of each step.
 
     .venv/bin/python benchmarks/hostile.py [--base /work/base] [--runs 3] [--timeout 120]
+        [--ops read,loop] [--only nested]
 
 The files are written once into a temporary directory, by the encoder of the
 base tree when there is one (its format version, which this tree reads too):
@@ -10,7 +11,9 @@ executions of a root on 2,000 callpaths of which the others hold one value
 each (234 KB),
 and 100,000 ranks in one file (2.1 MB). Each (tree, file, step) runs in a fresh
 process: ``read`` is ``tinyprof.read`` and its callpaths; ``csv`` and
-``dataframe`` convert the read profile; ``show`` is ``tinyprof show``. A line
+``dataframe`` convert the read profile; ``show`` is ``tinyprof show``; ``loop``
+and ``series`` call ``Profile.loop(c)`` and ``Profile.series(c, 0)`` for every
+callpath ``c`` in turn (``--ops`` picks the steps, ``--only`` the files). A line
 gives the median seconds of the step (read included) and the largest peak
 RSS over the runs, or the timeout.
 """
@@ -45,8 +48,17 @@ else:
         convert(profile, "csv", out)
     elif op == "dataframe":
         tinyprof.to_dataframe(profile)
+    elif op == "loop":                  # each callpath looked up alone (issue 45)
+        for c in profile.callpaths:
+            profile.loop(c)
+    elif op == "series":
+        for c in profile.callpaths:
+            profile.series(c, 0)
 print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
 """
+
+
+OPS = ("read", "show", "csv", "dataframe", "loop", "series")
 
 
 def write(directory: str, names, parents, ids, fields, executions) -> int:
@@ -106,6 +118,8 @@ def main() -> None:
     parser.add_argument("--base", help="another tree with its own .venv (e.g. /work/base)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--ops", default=",".join(OPS), help=f"steps to run, of {','.join(OPS)}")
+    parser.add_argument("--only", default="", help="the files whose label holds this text")
     parser.add_argument("--write", help=argparse.SUPPRESS)     # run by the writing tree's python
     args = parser.parse_args()
     if args.write:
@@ -120,7 +134,9 @@ def main() -> None:
                               env=dict(os.environ, PYTHONPATH=writer), check=True,
                               capture_output=True, text=True).stdout
         for label, (path, size) in ast.literal_eval(made).items():
-            for op in ("read", "show", "csv", "dataframe"):
+            if args.only not in label:
+                continue
+            for op in args.ops.split(","):
                 cells = []
                 for _, tree in trees:
                     got = []

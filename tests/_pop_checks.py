@@ -67,6 +67,11 @@ def growing(outdir) -> List[str]:
     if list(step["parallel_efficiency"]) != pytest.approx(
             list(step["load_balance"] * step["communication_efficiency"]), rel=1e-12):
         errors.append(f"parallel efficiency per interval: {step}")
+    # main is open at every snapshot: each interval holds the time of what
+    # closed inside it, its steps (its own time counts when it closes)
+    main = frame[[p == MAIN for p in frame["callpath"]]]
+    if list(main["snapshot"]) != [1, 2, 3, 4] or list(main["runtime"]) != list(step["runtime"]):
+        errors.append(f"main per interval: {main}")
     return errors
 
 

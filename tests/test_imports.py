@@ -8,7 +8,7 @@ import ast
 import os
 import subprocess
 import sys
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -33,13 +33,13 @@ def _modules() -> Dict[str, str]:
     return found
 
 
-def _edges(module: str, path: str, known: Set[str]) -> Iterator[Tuple[str, str, str]]:
+def _edges(module: str, path: str, known: Set[str], tree: Optional[ast.AST] = None) -> Iterator[Tuple[str, str, str]]:
     """(imported module, imported name or "", local name) for every import of
-    the package in ``module``'s source, anywhere in it."""
+    the package in ``module``'s source (or in ``tree``, a part of it), anywhere in it."""
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
     if not path:
         return
-    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+    for node in ast.walk(tree or ast.parse(open(path, encoding="utf-8").read(), path)):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name in known:
@@ -66,7 +66,8 @@ def _imports(module: str, path: str, known: Set[str]) -> Set[str]:
 
 # Each subpackage is one layer and imports only the layers listed for it; the
 # modules at the top (what a user runs: cli, tune, demo, __main__ and their
-# helpers) may import any layer, and no layer imports them, except _version.
+# helpers) may import any layer, and no layer imports them, except _version;
+# commands/ (one module per command) runs any of them, and only the top imports it.
 LAYERS = {
     "annotate": set(),
     "format": set(),
@@ -74,10 +75,9 @@ LAYERS = {
     "analysis": {"format"},
     "views": {"analysis", "format"},
     "converters": {"analysis", "format"},
+    "commands": {"annotate", "format", "runtime", "analysis", "views", "converters", "top"},
 }
 LEAVES = {"tinyprof._version"}
-# converters.mpitable is the documented path of views.mpi, kept as a re-export.
-ALLOWED = {("tinyprof.converters.mpitable", "tinyprof.views.mpi")}
 
 
 def _layer(module: str) -> str:
@@ -99,7 +99,7 @@ def _violations() -> List[str]:
         imported = {}
         for target, name, local in _edges(module, path, known):
             there = _layer(target)
-            if target == module or (module, target) in ALLOWED:
+            if target == module:
                 continue
             if layer != "top" and there != layer and target not in LEAVES and there not in LAYERS[layer]:
                 found.append(f"{module} ({layer}) imports {target} ({there})")
@@ -172,6 +172,81 @@ def _cycle(graph: Dict[str, Set[str]]) -> List[str]:
     return []
 
 
+def _eager_commands() -> List[str]:
+    """Imports of the package that a module of commands/ makes at its top
+    (not inside a function) beyond commands/ itself and the leaves."""
+    modules = _modules()
+    found = []
+    for module, path in sorted(modules.items()):
+        if _layer(module) != "commands" or not path:
+            continue
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        found += [f"{module}:{node.lineno} imports {target}" for node in tree.body
+                  if isinstance(node, (ast.Import, ast.ImportFrom))
+                  for target, _, _ in _edges(module, path, set(modules), node)
+                  if _layer(target) != "commands" and target not in LEAVES]
+    return found
+
+
+def test_commands_import_their_layers_only_when_they_run():
+    """Building the parsers loads no layer: each command imports what it runs inside its run."""
+    assert _eager_commands() == []
+
+
+def test_the_commands_check_finds_eager_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "tinyprof"
+    for sub in list(LAYERS) + [""]:
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "_version.py").write_text("")
+    (pkg / "commands" / "options.py").write_text("")
+    (pkg / "commands" / "show.py").write_text("from .. import _version\nfrom . import options\n"
+                                              "from ..views import text\n\n"
+                                              "def run():\n    from ..analysis import profile\n")
+    for layer, name in (("views", "text"), ("analysis", "profile")):
+        (pkg / layer / f"{name}.py").write_text("")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE_DIR", str(pkg))
+    assert _eager_commands() == ["tinyprof.commands.show:3 imports tinyprof.views.text"]
+
+
+@pytest.mark.parametrize("command", ["", "show", "report", "mpi", "pop", "compare", "callflow",
+                                     "critical-path", "wait-states", "run", "tune", "convert"])
+def test_help_loads_no_numpy(command):
+    """``tinyprof --help``, ``tinyprof CMD --help`` and ``tinyprof-convert --help``
+    load neither numpy nor a layer beyond what ``import tinyprof`` loads."""
+    main = "convert_main([" if command == "convert" else f"main({[command] if command else []} + ["
+    out = subprocess.run([sys.executable, "-c", f"""
+import io, sys, contextlib
+import tinyprof
+before = set(sys.modules)
+from tinyprof.commands import main, convert_main
+with contextlib.redirect_stdout(io.StringIO()) as help:
+    try:
+        {main}"--help"])
+    except SystemExit:
+        pass
+assert "usage:" in help.getvalue()
+print(sorted(m for m in set(sys.modules) - before
+             if m == "numpy" or m.startswith("tinyprof.") and not m.startswith("tinyprof.commands")))
+"""], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("[]", "['tinyprof.tune']"), out.stdout   # tune: its options
+
+
+def test_the_parsers_constants_are_the_layers():
+    """commands/options.py holds copies, so that the parsers load no layer: they agree."""
+    from tinyprof import converters
+    from tinyprof.analysis import compare, mpi_tables, values
+    from tinyprof.commands import options
+    from tinyprof.views import mpi
+
+    assert (options.THRESHOLD, options.FLOOR) == (compare.THRESHOLD, compare.FLOOR)
+    assert (options.KEYS, options.DEFAULT_BY) == (mpi_tables.KEYS, mpi_tables.DEFAULT_BY)
+    assert options.STATISTICS == values.STATISTICS
+    assert options.SORTS == mpi.SORTS
+    assert options.TARGETS == converters.TARGETS
+
+
 def test_no_module_imports_in_a_circle():
     modules = _modules()
     graph = {m: _imports(m, p, set(modules)) for m, p in modules.items()}
@@ -182,6 +257,53 @@ def test_no_module_imports_in_a_circle():
 def test_the_cycle_finder_finds_cycles():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+# The parser's internals: ``Profile.parsed`` (the files as read), the fields
+# of a ``ParsedFile`` and of its ``Values`` (the flat arrays) that only the
+# parser and the analyses know, and the modules that make ParsedFiles.
+PARSED = {"parsed", "exec_base", "line_slots", "line_values", "section_lines"}
+VALUES_FIELDS = {"times", "counts", "slots", "loops", "consistent", "metrics"}
+PARSERS = {"tinyprof.format.reader", "tinyprof.format.parsed", "tinyprof.format.pyparser",
+           "tinyprof.format.chain"}
+
+
+def _parser_reads() -> List[str]:
+    """Where a module outside format/ and analysis/ reads the parser's
+    internals: numbers are computed in analysis/, from what it reads."""
+    modules = _modules()
+    found = []
+    for module, path in sorted(modules.items()):
+        if _layer(module) in ("format", "analysis") or not path:
+            continue
+        found += [f"{module} imports {target}" for target, _, _ in _edges(module, path, set(modules))
+                  if target in PARSERS]
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+            if isinstance(node, ast.Attribute) and (node.attr in PARSED or (
+                    node.attr in VALUES_FIELDS and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "values")):
+                found.append(f"{module}:{node.lineno} reads .{node.attr}")
+    return found
+
+
+def test_only_format_and_analysis_read_the_parsers_internals():
+    assert _parser_reads() == []
+
+
+def test_the_parser_check_finds_reads(tmp_path, monkeypatch):
+    pkg = tmp_path / "tinyprof"
+    for sub in list(LAYERS) + [""]:
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "format" / "reader.py").write_text("")
+    (pkg / "analysis" / "ok.py").write_text("x = p.parsed[0].values.times\n")
+    (pkg / "views" / "bad.py").write_text("from ..format import reader\n"
+                                         "for f in p.parsed:\n    f.values.slots, f.exec_base\n"
+                                         "d.values(), e.values\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE_DIR", str(pkg))
+    assert _parser_reads() == ["tinyprof.views.bad imports tinyprof.format.reader",
+                               "tinyprof.views.bad:2 reads .parsed", "tinyprof.views.bad:3 reads .slots",
+                               "tinyprof.views.bad:3 reads .exec_base"]
 
 
 def test_the_zero_code_launcher_loads_no_numpy(run_python, tmp_path):

@@ -120,5 +120,7 @@ def _imports(module: str) -> set:
 
 
 def test_cli_and_tune_do_not_import_each_other():
-    assert "tinyprof.tune" in _imports("tinyprof.cli")
+    assert "tinyprof.tune" in _imports("tinyprof.commands.tune")
     assert not {m for m in _imports("tinyprof.tune") if m.startswith("tinyprof.cli")}
+    assert {m for m in _imports("tinyprof.tune") if m.startswith("tinyprof.commands")} == {
+        "tinyprof.commands", "tinyprof.commands.exit"}

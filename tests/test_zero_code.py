@@ -155,6 +155,79 @@ def test_each_mpi_call_is_charged_to_its_python_line(tmp_path):
     assert prof.callpaths == [("app.py",)] and calls == {(("app.py",), r): 83 for r in range(3)}
 
 
+NUMPY_REDUCE = textwrap.dedent("""
+    import numpy as np
+    from mpi4py import MPI
+
+    def reduce_loop(a, n):
+        s = 0.0
+        for _ in range(n):
+            s += np.add.reduce(a)
+        return s
+
+    comm = MPI.COMM_WORLD
+    if comm.rank == 0:
+        reduce_loop(np.ones(4_000_000), 300)   # rank 1 waits in the Allreduce meanwhile
+    comm.Allreduce(MPI.IN_PLACE, np.ones(1))
+""")
+
+
+def _sampled(prof, rank):
+    """Sampled (or measured) time per callpath of ``rank``, in s."""
+    return {cp: sum(map(sum, prof.series(cp, rank))) for cp in prof.callpaths}
+
+
+@needs_mpi
+@pytest.mark.skipif(not os.path.exists(capture.LIBRARY), reason="libtinyprof_mpi.so not built")
+def test_only_a_real_mpi_call_is_labelled_mpi(tmp_path):
+    """numpy's ``ufunc.reduce`` is named like an MPI operation, but only the
+    capture library knows whether a thread is inside an MPI call: the loop
+    over ``np.add.reduce`` has no ``MPI_`` label (its time stays useful),
+    while the real ``Allreduce`` keeps its label."""
+    (tmp_path / "app.py").write_text(NUMPY_REDUCE)
+    out = tmp_path / "prof"
+    proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "tinyprof", "--sample", "200",
+                           "-o", str(out), "app.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    prof = tinyprof.read(out)
+    loop = ("app.py", "<module> (app.py:1)", "reduce_loop (app.py:5)")
+    assert _sampled(prof, 0)[loop] > 0
+    assert not [cp for cp in prof.callpaths if cp[:3] == loop and len(cp) > 3], prof.callpaths
+    assert not [cp for cp in prof.callpaths if cp[-1].lower() == "mpi_reduce"], prof.callpaths
+    assert _sampled(prof, 1)[("app.py", "<module> (app.py:1)", "MPI_Allreduce")] > 0
+
+
+BUSY = textwrap.dedent("""
+    def spin(n):
+        s = 0
+        for i in range(n):
+            s += i
+        return s
+
+    for _ in range(4):
+        spin(500_000)
+""")
+
+
+def test_sampled_children_never_outgrow_their_region(tmp_path):
+    """A sampled region's children add up to no more than its own time, and
+    tinyprof's own exit work (its flush imports numpy, which the script never
+    does) is not charged to it: only the script's frames are below it."""
+    (tmp_path / "app.py").write_text(BUSY)
+    out = tmp_path / "prof"
+    proc = subprocess.run([sys.executable, "-m", "tinyprof", "--sample", "200", "-o", str(out), "app.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    prof = tinyprof.read(out)
+    time = _sampled(prof, 0)
+    below = [cp for cp in prof.callpaths if len(cp) > 1]
+    assert below and all("(app.py:" in name for cp in below for name in cp[1:]), below
+    for parent in prof.callpaths:
+        children = [cp for cp in prof.callpaths if cp[:-1] == parent]
+        assert sum(time[cp] for cp in children) <= time[parent], (parent, time)
+
+
 def test_a_missing_script_is_a_one_line_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tinyprof", str(tmp_path / "nope.py")],
                           capture_output=True, text=True, timeout=60)

@@ -19,7 +19,7 @@ from .annotate import Event, event
 from .runtime.profiler import Profiler, flush
 
 __all__ = ["Event", "event", "Profiler", "flush", "read", "read_many", "snapshots", "Profile", "FormatError",
-           "to_hatchet", "to_thicket", "to_dataframe", "pop_history", "compare", "__version__"]
+           "to_hatchet", "to_thicket", "to_dataframe", "pop_history", "compare", "history", "__version__"]
 
 # Loaded when first used, so that importing tinyprof and annotating stay light
 # (benchmarks/annotation.py measures it): no numpy (reading does), no pandas or
@@ -28,7 +28,8 @@ _LAZY = {"FormatError": ".format", "read": ".analysis.profile", "read_many": ".a
          "snapshots": ".analysis.profile",
          "Profile": ".analysis.profile", "to_hatchet": ".converters.hatchet",
          "to_thicket": ".converters.thicket", "to_dataframe": ".converters.dataframe",
-         "pop_history": ".analysis.over_time", "compare": ".analysis.compare"}
+         "pop_history": ".analysis.over_time", "compare": ".analysis.compare",
+         "history": ".analysis.compare"}
 
 
 def __getattr__(name: str):

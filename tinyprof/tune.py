@@ -20,9 +20,9 @@ import sys
 import tempfile
 from typing import Dict, List, Optional, Sequence
 
-from . import _command, _sweep, annotate
-from .runtime.settings import clamp_aggregators, env_aggregators
-from .runtime.world import launched_rank
+# Only exit at the top: `tinyprof --help` builds this command's parser
+# (add_arguments), so the layers are imported where they are used.
+from .commands import exit
 
 # Totals within this fraction of the fastest count as a tie: the fewest files win.
 TOLERANCE = 0.10
@@ -63,11 +63,15 @@ def _parser() -> argparse.ArgumentParser:
 def counts(nranks: int) -> List[int]:
     """The aggregator counts to try at ``nranks`` ranks: the halvings of P and
     the count a flush uses today (environment or default), largest first."""
+    from . import _sweep
+
     return sorted(set(_sweep.halvings(nranks)) | {current(nranks)}, reverse=True)
 
 
 def current(nranks: int) -> int:
     """The aggregator count a flush over ``nranks`` ranks uses today."""
+    from .runtime.settings import clamp_aggregators, env_aggregators
+
     return clamp_aggregators(env_aggregators(), nranks)
 
 
@@ -81,6 +85,8 @@ def recommend(runs: Sequence[Dict], tolerance: float = TOLERANCE) -> Dict:
 
 def report(runs: Sequence[Dict], nranks: int, args: argparse.Namespace) -> str:
     """The table and the recommendation, as printed by rank 0."""
+    from . import _sweep
+
     now = current(nranks)
     lines = [f"tinyprof tune: P = {nranks} ranks, {args.callpaths} callpaths x "
              f"{args.iterations} iterations per rank, median of {args.repeats} flushes, "
@@ -118,6 +124,9 @@ def report(runs: Sequence[Dict], nranks: int, args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep on the ranks of ``MPI.COMM_WORLD``; 0, or 2 if ``--outdir`` fails."""
+    from . import _sweep, annotate
+    from .runtime.world import launched_rank
+
     if not annotate.enabled():              # no flush to time
         if (launched_rank() or (0, 1))[0] == 0:
             print("tinyprof tune: profiling is off (TINYPROF=0): there is no flush to measure",
@@ -159,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of ``python -m tinyprof.tune``."""
-    return _command.run("tinyprof tune", _parser().parse_args(argv))
+    return exit.run("tinyprof tune", _parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -294,6 +294,8 @@ struct tp_thread {
     tp_table ops, peers, ucx;
     tp_vec calls, eps;
     struct tp_thread *next;
+    uint64_t self;              /* pthread_self(): what Python calls the thread's id */
+    atomic_int op;              /* tls.op, published for tinyprof_mpi_in_call */
 };
 static _Atomic(struct tp_thread *) g_threads;
 static pthread_mutex_t g_threads_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -310,6 +312,7 @@ static struct tp_thread *tp_register(void) {
         return NULL;
     }
     atomic_flag_clear(&t->busy);
+    t->self = (uint64_t)pthread_self();
     pthread_mutex_lock(&g_threads_mu);
     t->next = atomic_load(&g_threads);
     atomic_store_explicit(&g_threads, t, memory_order_release);
@@ -853,18 +856,36 @@ static void tp_own_call(int32_t idx) {
 /* Around a wrapped PMPI call, for the transport view (tp_ucx_context): the
  * MPI op in progress (op1 = op code + 1 when counted; 0 leaves it) and, for
  * a call on private communicator record `idx` (priv), the skip count and
- * its epoch. Returns the op to restore with tp_leave. */
-static inline int tp_enter(int op1, int32_t idx, int priv) {
+ * its epoch. Returns the op to restore with tp_leave. The op is published in
+ * the thread's record too, for the sampler (tinyprof_mpi_in_call). Always
+ * inlined, as they were before publishing made them grow: one TLS address
+ * per wrapper (an out-of-line call costs another, ~10 ns a call). */
+static inline __attribute__((always_inline)) int tp_enter(int op1, int32_t idx, int priv) {
     int saved = tls.op;
-    if (op1) tls.op = op1;
+    if (op1) {
+        tls.op = op1;
+        if (tls.thread || tp_register()) atomic_store_explicit(&tls.thread->op, op1, memory_order_relaxed);
+    }
     tls.skip += priv;
     if (priv) tp_own_call(idx);
     return saved;
 }
 
-static inline void tp_leave(int saved, int priv) {
+static inline __attribute__((always_inline)) void tp_leave(int saved, int priv) {
     tls.skip -= priv;
     tls.op = saved;
+    if (tls.thread) atomic_store_explicit(&tls.thread->op, saved, memory_order_relaxed);
+}
+
+/* A thread's counted call in progress, asked by the sampler from another
+ * thread: the threads that made one are in g_threads (never freed); one that
+ * ended, whose id a later thread took, left no call in progress. */
+int tinyprof_mpi_in_call(uint64_t thread) {
+    for (struct tp_thread *t = atomic_load_explicit(&g_threads, memory_order_acquire); t; t = t->next) {
+        int op1 = t->self == thread ? atomic_load_explicit(&t->op, memory_order_relaxed) : 0;
+        if (op1) return op1 - 1;
+    }
+    return -1;
 }
 
 /* tinyprof's own call (the thread paused, or on a private communicator when

@@ -39,20 +39,21 @@ MS = 1_000_000
 
 
 def write_run(outdir, clock, seed: int, slow: float = 1.0, nranks: int = NRANKS, extra: bool = False,
-              name: str = "app") -> str:
+              name: str = "app", shift: float = 1.0) -> str:
     """One run on ``nranks`` ranks, ``solve`` ``slow`` times as long; ``extra``:
-    rank 0 also enters ``main<io``. Returns the output directory."""
+    rank 0 also enters ``main<io``; ``shift``: every duration that many times
+    as long (a whole run on a loaded machine). Returns the output directory."""
     rng = np.random.default_rng(seed)
-    jitter = lambda: 1 + rng.uniform(-0.02, 0.02, (nranks, STEPS))
+    jitter = lambda: shift * (1 + rng.uniform(-0.02, 0.02, (nranks, STEPS)))
     compute = 20 * MS * (1 + 0.1 * np.arange(nranks))[:, None] * jitter()
     solve = 10 * MS * slow * jitter()
     busy = compute + solve
-    wait = busy.max(axis=0) - busy + rng.uniform(0, 2 * MS, (nranks, STEPS))   # the machine's jitter
+    wait = busy.max(axis=0) - busy + shift * rng.uniform(0, 2 * MS, (nranks, STEPS))   # the machine's jitter
     ranks, executions = [], []
     for r in range(nranks):
         impl.reset()
         with Event("main"):
-            clock.tick(MS)
+            clock.tick(int(shift * MS))
             for step in range(STEPS):
                 for region, ns in (("compute", compute), ("solve", solve), ("wait", wait)):
                     with Event(region, loop=1):
@@ -99,22 +100,45 @@ def test_the_t_distribution_agrees_with_scipy():
         assert _t_two_sided(t, 1.0, df) == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-9, abs=1e-300)
 
 
-@pytest.mark.parametrize("per_side", [3, 1])
+@pytest.mark.parametrize("per_side", [(3, 3), (3, 1), (1, 2)])
 def test_a_region_made_25_percent_slower_is_flagged_alone(tmp_path, clock, per_side):
-    base = runs(tmp_path, clock, "base", range(per_side))
-    new = runs(tmp_path, clock, "new", range(10, 10 + per_side), slow=1.25)
-    frame = tinyprof.compare(base if per_side > 1 else base[0], new if per_side > 1 else new[0])
+    """Several runs a side (the guide's 3 against 3), or several on one side
+    only (its runs' noise is the noise the single run is judged by)."""
+    base = runs(tmp_path, clock, "base", range(per_side[0]))
+    new = runs(tmp_path, clock, "new", range(10, 10 + per_side[1]), slow=1.25)
+    frame = tinyprof.compare(base, new)
     assert list(frame["callpath"]) == [MAIN, COMPUTE, SOLVE, WAIT]
     assert flagged(frame, "regressed") == [SOLVE] and flagged(frame, "improved") == []
     solve = row(frame, SOLVE)
-    assert solve["change"] == pytest.approx(0.25, abs=0.02) and solve["p_value"] < 1e-3
+    assert solve["change"] == pytest.approx(0.25, abs=0.02) and solve["p_value"] < 0.01
     # base and new are seconds per rank, exclusive: main's own 1 ms is unchanged
     assert row(frame, MAIN)["base"] == pytest.approx(1e-3) and row(frame, MAIN)["change"] == pytest.approx(0)
     assert solve["base"] == pytest.approx(STEPS * 0.010, rel=0.01)
     assert set(frame["status"]) == {"both"} and frame.attrs["notes"] == []
-    test = frame.attrs["test"]
-    assert test.startswith("Welch's t-test over runs (3 vs 3)" if per_side > 1
-                           else "paired t-test over (rank, execution) (4 pairs)")
+    assert frame.attrs["test"] == {(3, 3): "Welch's t-test over runs (3 vs 3)",
+                                   (3, 1): "the 1 new run against the 3 base runs' noise (t, 2 df)",
+                                   (1, 2): "the 1 base run against the 2 new runs' noise (t, 1 df)"}[per_side]
+
+
+def test_one_run_a_side_cannot_tell_and_the_gate_passes(tmp_path, clock, capsys):
+    """Two runs of the same code, the second on a loaded machine: every
+    duration 40% longer, on every rank. One run a side holds no run-to-run
+    noise to judge that by: nothing is flagged, the gate passes and says why."""
+    base = write_run(tmp_path / "b", clock, 1)
+    new = write_run(tmp_path / "n", clock, 2, shift=1.4)
+    frame = tinyprof.compare(base, new)
+    assert row(frame, SOLVE)["change"] == pytest.approx(0.4, abs=0.03)      # it did move
+    assert not frame["regressed"].any() and not frame["improved"].any() and frame["p_value"].isna().all()
+    assert frame.attrs["test"] == "none: one run a side"
+    assert frame.attrs["notes"] == [ONE_A_SIDE]
+    assert main(["compare", base, new, "--fail-above", "10"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].endswith("evidence: none: one run a side") and f"note: {ONE_A_SIDE}" in out
+    assert err == f"tinyprof compare: not gated: {ONE_A_SIDE}\n"
+
+
+ONE_A_SIDE = ("one run a side cannot tell a change from run-to-run noise (a run on a busier machine is "
+              "slower on every rank): nothing flagged; give several runs on a side (--base A B C --new D E F)")
 
 
 def test_the_values_are_the_runs_means_per_rank(tmp_path, clock):
@@ -127,7 +151,7 @@ def test_the_values_are_the_runs_means_per_rank(tmp_path, clock):
     p = tinyprof.read(base[0])
     main_total = np.mean([sum(sum(ex) for ex in p.series(MAIN, r)) for r in range(NRANKS)])
     assert row(inclusive, MAIN)["base"] == pytest.approx(main_total, rel=1e-12)
-    assert frame.attrs["test"].startswith("Welch's t-test over (rank, execution) values (8 vs 4)")
+    assert frame.attrs["test"] == "the 1 new run against the 2 base runs' noise (t, 1 df)"
 
 
 @pytest.mark.parametrize("per_side", [3, 1])
@@ -163,7 +187,7 @@ def test_new_and_gone_callpaths_and_other_rank_counts(tmp_path, clock):
     io = row(frame, ("main", "io"))
     assert io["status"] == "new" and math.isnan(io["base"]) and io["new"] == pytest.approx(3e-3 / 8)
     assert not io["regressed"] and math.isnan(io["change"])
-    assert frame.attrs["notes"] == ["rank counts differ (base 4 ranks, new 8 ranks): "
+    assert frame.attrs["notes"] == [ONE_A_SIDE, "rank counts differ (base 4 ranks, new 8 ranks): "
                                     "values are per rank on average"]
     back = tinyprof.compare(new, base)
     assert row(back, ("main", "io"))["status"] == "gone"
@@ -177,7 +201,7 @@ def test_mpi_time_and_bytes_are_compared_when_recorded(tmp_path, clock):
     halo = row(frame, HALO)
     # base and new: the exclusive time outside MPI calls (rank 2 never entered halo)
     assert halo["base"] == pytest.approx((10 + 10 - 49600 - 58000) / 3 / 1e9)   # made-up MPI rows
-    assert frame.attrs["outside_mpi"] and frame.attrs["test"].startswith("paired t-test")
+    assert frame.attrs["outside_mpi"] and frame.attrs["test"] == "none: one run a side"
     assert halo["mpi_bytes_base"] == pytest.approx((4296 + 6000 + 0) / 3)
     assert halo["mpi_time_base"] == halo["mpi_time_new"] == pytest.approx((49600 + 58000) / 3 / 1e9)
     assert row(frame, REDUCE)["mpi_time_change"] == 0.0
@@ -209,6 +233,7 @@ def test_the_gate_exits_1_naming_the_regressed_callpath(tmp_path, clock, capsys)
     assert main(["compare", "--base", *base, "--new", *new, "--fail-above", "30"]) == 0
     assert main(["compare", base[0], base[1], "--fail-above", "5"]) == 0
     assert main(["compare", base[0], new[0]]) == 0          # no gate asked for
+    assert main(["compare", "--base", *base, "--new", new[0], "--fail-above", "20"]) == 1   # 3 against 1
     assert main(["compare", "--base", *base, "--new", *new, "--threshold", "40", "--fail-above", "20"]) == 1
 
 
@@ -242,9 +267,10 @@ APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 @pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or not os.path.exists(MPIEXEC),
                     reason="needs mpi4py and mpiexec next to the Python executable")
 def test_the_gate_on_real_mpi_runs(tmp_path):
-    """Real runs on 4 ranks: a 2x slower solve fails a 25% gate; a second run
-    of the same code passes it (sleeps and a barrier: a loaded machine
-    stretches the sleeps a little and the barrier's waits a lot)."""
+    """Real runs on 4 ranks: one run a side passes the gate, saying it cannot
+    tell, whatever a loaded machine does to the sleeps and the barrier's waits.
+    Whether a change is flagged depends on the machine's noise, so it is
+    proven on runs of known values (test_a_region_made_25_percent_slower_is_flagged_alone)."""
     def run(name: str, slow: float) -> str:
         subprocess.run([MPIEXEC, "-n", "4", sys.executable, APP, str(tmp_path / name), str(slow)],
                        check=True, capture_output=True, timeout=300)
@@ -252,11 +278,9 @@ def test_the_gate_on_real_mpi_runs(tmp_path):
 
     base, same, slower = run("base", 1), run("same", 1), run("slower", 2)
     gate = [sys.executable, "-m", "tinyprof.cli", "compare", "--fail-above", "25"]
-    failed = subprocess.run([*gate, base, slower], capture_output=True, text=True, timeout=120)
-    assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert "main < solve" in failed.stderr
-    passed = subprocess.run([*gate, base, same], capture_output=True, text=True, timeout=120)
-    assert passed.returncode == 0, passed.stdout + passed.stderr
+    for new in (same, slower):
+        passed = subprocess.run([*gate, base, new], capture_output=True, text=True, timeout=120)
+        assert passed.returncode == 0 and "not gated: one run a side" in passed.stderr, passed.stdout
     frame = tinyprof.compare(base, same)
     assert (frame["base"] >= 0).all() and frame.attrs["outside_mpi"]
     if stacks.sites_unavailable() is None:      # call sites: CPython 3.11-3.13 (docs/unannotated.md)
@@ -316,10 +340,10 @@ def test_a_custom_metric_is_compared_summed_per_rank(tmp_path, clock):
         tinyprof.compare(p, p, metric="tag")          # consistent: one value, nothing to sum
 
 
-def test_one_value_a_side_is_flagged_on_size_alone(tmp_path, clock):
-    """One rank, one execution, one run a side: nothing to test the noise with,
-    so the p-value is NaN and the threshold and floor decide."""
+def test_one_value_a_side_is_never_flagged_on_size_alone(tmp_path, clock):
+    """One rank, one run a side: no noise to test with: nothing flagged, however large."""
     base = write_run(tmp_path / "b", clock, 1, nranks=1)
-    new = write_run(tmp_path / "n", clock, 2, nranks=1, slow=1.25)
+    new = write_run(tmp_path / "n", clock, 2, nranks=1, slow=2)
     frame = tinyprof.compare(base, new)
-    assert frame["p_value"].isna().all() and flagged(frame, "regressed") == [SOLVE]
+    assert frame["p_value"].isna().all() and flagged(frame, "regressed") == []
+    assert frame.attrs["notes"] == [ONE_A_SIDE]

@@ -265,14 +265,18 @@ def test_a_region_on_one_rank_of_four_has_load_balance_a_quarter(one_rank, capsy
     assert rows["sync"][1:5] == ["4/4", "0.000", "675.000", "900.000"]
     # the report's data: the same row, flagged (in red below 0.8, worst first)
     from tinyprof.views import report
-    data = report.build(tinyprof.read(one_rank))["pop"]
+    built = report.build(tinyprof.read(one_rank))
+    data = built["pop"]
     at = {name: k + 1 for k, name in enumerate(data["columns"])}
-    names = [p["path"] for p in report.build(tinyprof.read(one_rank))["callpaths"]]
+    names = [p["path"] for p in built["callpaths"]]
     rows = {names[r[0]]: r for r in data["rows"]}
     assert [names[r[0]] for r in data["rows"]] == ["main", "main<sync", "main<source"]
     assert rows["main<source"][at["load_balance"]] == pytest.approx(0.25)
     assert rows["main<source"][at["parallel_efficiency"]] == pytest.approx(0.25)
-
+    # its call tree: show's numbers, which the page only lays out
+    k = names.index("main<source")
+    assert {key: column[k] for key, column in built["stats"].items()} == {
+        "ran": 1, "inc": 0.225, "exc": 0.225, "share": 0.25, "imbalance": 4.0, "max": 0.9, "slowest": 3}
 
 
 def test_every_view_states_one_basis_for_a_mean(one_rank, capsys):
@@ -407,8 +411,11 @@ def test_pop_history_shows_the_balance_degrade_step_by_step(tmp_path, clock):
     assert list(step["load_balance"]) == pytest.approx([1.0, 0.75, 2 / 3, 0.625], abs=1e-12)
     assert list(step["communication_efficiency"]) == pytest.approx([1.0] * 4, abs=1e-12)
     assert list(step["runtime"]) == pytest.approx([0.3, 0.6, 0.9, 1.2], abs=1e-12)
-    # main stays open in every snapshot: it has no values, so no row
-    assert ("main",) not in set(frame["callpath"])
+    # main stays open in every snapshot: each interval holds the time of what
+    # closed inside it, here all of its time (it has none of its own)
+    main = frame[frame["callpath"] == ("main",)]
+    for name in ("snapshot", "ranks", "runtime", "load_balance", "communication_efficiency"):
+        assert list(main[name]) == list(step[name]), name
     sub = tinyprof.pop_history(out, callpath=("main", "step", "sync"), numbers=[2, 4])
     # intervals 0-2 and 2-4: sync holds only barrier time
     assert list(sub["snapshot"]) == [2, 4] and list(sub["useful_max"]) == [0.0, 0.0]
@@ -745,7 +752,7 @@ def test_bad_input_to_tinyprof_pop_is_one_line(balance, tmp_path, capsys):
             (["--hosts", "a*3"], 1, "--hosts: 3 given for the profile's 4 ranks"),
             (["--hosts", "a*99999999999999"], 1, "--hosts: more than the profile's 4 ranks"),
             (["--hosts", "a*x,b"], 1, "--hosts: 'a*x' is not a host name or NAME*COUNT"),
-            (["--callpath", "main/nope"], 1, "no callpath 'main<nope' in profile 'pop'"),
+            (["--callpath", "main/nope"], 1, "no callpath 'main/nope' in profile 'pop'"),   # as given
             (["--over-time", "--trace"], 1, "--over-time has no --trace")):
         assert main(["pop", balance, *argv]) == status, argv
         err = capsys.readouterr().err

@@ -3,21 +3,27 @@
 environment ``make install`` builds has the current stack."""
 from __future__ import annotations
 
-import configparser
 import os
 
 import pytest
 
 packaging = pytest.importorskip("packaging.requirements")
+tomllib = pytest.importorskip("tomllib")
 
-SETUP_CFG = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "setup.cfg")
+PYPROJECT = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "pyproject.toml")
 
 
 def _extras():
-    cfg = configparser.ConfigParser()
-    cfg.read(SETUP_CFG, encoding="utf-8")
-    return {name: [packaging.Requirement(line) for line in text.split("\n") if line.strip()]
-            for name, text in cfg["options.extras_require"].items()}
+    with open(PYPROJECT, "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    return {name: [packaging.Requirement(line) for line in lines] for name, lines in extras.items()}
+
+
+def test_mpi_brings_mpi4py_alone_and_mpich_the_bundled_mpi():
+    """Issue 46: on a cluster, tinyprof[mpi] must not put a second MPI beside the system's."""
+    extras = _extras()
+    assert [r.name for r in extras["mpi"]] == ["mpi4py"]
+    assert [r.name for r in extras["mpich"]] == ["mpich"]
 
 
 def test_no_extra_pins_numpy_or_pandas_below_2():

@@ -14,6 +14,8 @@ Times are sums of the clock ticks inside each event, e.g. rank 0's first
 from __future__ import annotations
 
 import os
+import re
+import zlib
 
 import numpy as np
 import pytest
@@ -52,7 +54,16 @@ def fig2(rank: int, execution: int, clock) -> None:
                 clock.tick(300 + x)
 
 
-def build(clock) -> bytes:
+def released(data: bytes) -> bytes:
+    """``data`` without what a release changes: its ``version`` line, and the
+    checksum over it (checked here instead), so that bumping tinyprof/_version.py
+    alone leaves every golden file true."""
+    body, end = data.rsplit(b"end ", 1)
+    assert end == b"%08x\n" % zlib.crc32(body), "the end line is not the file's checksum"
+    return re.sub(rb"^version [^\n]*\n", b"", body, count=1, flags=re.M)
+
+
+def build(clock, version: str = tinyprof.__version__) -> bytes:
     prof = tinyprof.Profiler("fig2", 5, "tag:0,mem:1")
     ranks, executions = [], []
     for rank in range(2):
@@ -62,7 +73,7 @@ def build(clock) -> bytes:
         ranks.append(_collect.collect(impl.root()))
         executions.append(impl.executions())
     header = Header(name=prof.name, nranks=2, first_rank=0, rank_count=2,
-                    metrics=prof.metrics, version="0.1.0")   # the golden pins the format, not the release
+                    metrics=prof.metrics, version=version)
     return assemble.build_file(header, ranks, executions)
 
 
@@ -70,7 +81,23 @@ def test_fig2_gives_the_golden_file(clock, monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     monkeypatch.setenv("TINYPROF_RUN_ID", RUN)
     with open(GOLDEN, "rb") as f:
-        assert build(clock) == f.read()
+        assert released(build(clock)) == released(f.read())
+
+
+def test_a_release_bump_leaves_the_golden_file_true(clock, monkeypatch):
+    """Only tinyprof/_version.py changes at a release: the golden comparison holds
+    for another version, and still tells the files apart by anything else."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.setenv("TINYPROF_RUN_ID", RUN)
+    with open(GOLDEN, "rb") as f:
+        golden = f.read()
+    bumped = build(clock, version="99.1.0rc2")
+    assert b"\nversion 99.1.0rc2\n" in bumped and bumped != golden
+    assert released(bumped) == released(golden)
+    renamed = bumped.rsplit(b"end ", 1)[0].replace(b"name fig2", b"name fig3")
+    assert released(renamed + b"end %08x\n" % zlib.crc32(renamed)) != released(golden)
+    with pytest.raises(AssertionError, match="checksum"):
+        released(bumped.replace(b"name fig2", b"name fig3"))
 
 
 @pytest.mark.parametrize("golden,version", [(GOLDEN, 3), (GOLDEN_V2, 2)])

@@ -1,5 +1,5 @@
 """The C parser of event lines (tinyprof/format/_parse.c) against the pure-Python
-reference (tinyprof/reader.py): the same files accepted, the same values read.
+reference (tinyprof/format/reader.py): the same files accepted, the same values read.
 
 - the fuzz corpus of tests/format/test_fuzz.py, mutated copies re-checksummed so that
   the grammar, not the checksum, decides;

@@ -34,7 +34,7 @@ IMPLEMENTATION = "native/src/tinyprof.cpp"
 
 class Builder:
     """Compiles each source once and links programs from the objects:
-    ``build("tests/native/x.cpp")`` -> executable; ``build(source, *libs)``
+    ``build("tests/native/values.cpp")`` -> executable; ``build(source, *libs)``
     links ``libs`` too, into an executable of its own."""
 
     def __init__(self, outdir: Path) -> None:

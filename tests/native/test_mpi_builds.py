@@ -10,7 +10,6 @@ Debian's Open MPI 4.1 (``libopenmpi-dev``) is installed by .ci/run: under CI=1
 its absence fails the test instead of skipping it."""
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Set
 
 import pytest
+import tomllib
 
 import tinyprof
 
@@ -48,7 +48,7 @@ def test_the_mpi_libraries_build_against_each_mpi(mpi, tmp_path):
             pytest.fail(f"{mpi}: no {mpicc}")
         pytest.skip(f"{mpi}: no {mpicc}")
     done = build_ext(tmp_path, MPICC=str(mpicc), MPICXX=str(mpicxx))
-    assert "failed" not in done.stderr and "warning" not in done.stderr, done.stderr
+    assert "not built" not in done.stderr and "warning:" not in done.stderr, done.stderr    # the compilers
     assert (tmp_path / "tinyprof" / "libtinyprof_whole.so").exists(), done.stderr
     symbols = exported(tmp_path / "tinyprof" / "libtinyprof_mpi.so")
     assert {"MPI_Send", "MPI_Allreduce", "MPI_Comm_idup", "MPI_File_write_at_all"} <= symbols
@@ -129,10 +129,8 @@ def test_the_mpi_extra_and_make_leave_another_mpi_in_place():
     """``tinyprof[mpi]`` brings mpi4py only, the mpich wheel is an extra of its
     own, and make installs it only into a venv without an MPI (issue 46: the
     mpich wheel silently replaced another MPI's mpicc, mpiexec, mpi.h, libmpi)."""
-    config = configparser.ConfigParser()
-    config.read(ROOT / "setup.cfg")
-    extras = config["options.extras_require"]
-    names = {extra: {re.split(r"[<>=!~ ]", r)[0] for r in extras[extra].split()} for extra in ("mpi", "mpich")}
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {extra: {re.split(r"[<>=!~ ]", r)[0] for r in extras[extra]} for extra in ("mpi", "mpich")}
     assert names == {"mpi": {"mpi4py"}, "mpich": {"mpich"}}, names
     if not (OPENMPI / "bin" / "mpicc").exists():
         if os.environ.get("CI"):

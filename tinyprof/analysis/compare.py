@@ -4,9 +4,11 @@ more than noise (``tinyprof.compare``, ``tinyprof compare``; docs/api.md).
 Each side is one or several runs. A run gives, per callpath, one value per
 (rank, execution): its exclusive (or inclusive) time there, or the sum of a
 custom metric. The row's ``base`` and ``new`` are per rank on average; the
-test that backs the flags takes the runs as samples when both sides have
-several, else the (rank, execution) values, paired when both sides are one
-run of the same shape. Why these choices: docs/api.md, "compare".
+test that backs the flags takes the runs as samples (each its value per rank
+on average): Welch's when both sides have several, the single run against
+the other side's run-to-run noise when one has; one run a side flags
+nothing. ``history`` judges a series of runs by the noise seen over it.
+Why these choices: docs/api.md, "compare", and docs/guide.md.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import numpy as np
 
 from ..format.encoding import excerpt
 from . import sums
-from .profile import PER_SECOND, Profile, read_many
+from .profile import PER_SECOND, Profile, read_many, read_runs
 from .sums import parent_rows
 from .values import mpi_per_node, occurrences
 
@@ -54,10 +56,10 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
     (``"both"``, ``"new"``: only in ``new``, ``"gone"``: only in ``base``),
     ``base`` and ``new`` (per rank on average, over the runs of the side;
     seconds for ``metric="time"``), ``change`` (new / base - 1), ``p_value``
-    (of the test named in ``frame.attrs["test"]``; NaN when no test is
-    possible: a side with a single value), ``regressed`` and ``improved``.
+    (of the test named in ``frame.attrs["test"]``, over runs; NaN when no
+    test is possible: one run a side), ``regressed`` and ``improved``.
     A row is flagged only when the change is significant (``p_value <
-    alpha``; a NaN p-value is not asked for), beyond ``threshold`` (relative)
+    alpha``: never without a test), beyond ``threshold`` (relative)
     and its size, ``|new - base|``, at least ``floor`` of the base side's
     run (the sum of all callpaths' exclusive values per rank).
 
@@ -69,8 +71,8 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
     ``mpi_time_base``, ``mpi_time_new``, ``mpi_bytes_base``,
     ``mpi_bytes_new`` (per rank, exclusive or inclusive as the times) and
     their ``mpi_time_change``, ``mpi_bytes_change``.
-    ``frame.attrs["notes"]`` says what the reader must know (different
-    rank counts: values per rank on average).
+    ``frame.attrs["notes"]`` says what the reader must know (one run a
+    side: no evidence; different rank counts: values per rank on average).
     """
     import pandas as pd
 
@@ -93,7 +95,7 @@ def compare(base: Runs, new: Runs, metric: str = "time", inclusive: bool = False
             with np.errstate(divide="ignore", invalid="ignore"):
                 frame[f"mpi_{key}_change"] = values[1] / values[0] - 1.0
     ranks = [sorted({r.nranks for r in side}) for side in runs]
-    notes = []
+    notes = [ONE_A_SIDE] if len(runs[0]) == len(runs[1]) == 1 else []
     if ranks[0] != ranks[1] or len(ranks[0]) > 1:
         notes.append(f"rank counts differ (base {_counts(ranks[0])}, new {_counts(ranks[1])}): "
                      "values are per rank on average")
@@ -122,20 +124,25 @@ def _on_union(profiles: Sequence[Profile], metric: str, inclusive: bool
     return list(union), with_mpi, [_run(p, union, metric, inclusive, with_mpi) for p in profiles]
 
 
+# Runs of a callpath needed to see its run-to-run noise: 3 differences at one lag.
+MIN_DIFFERENCES = 3
+HISTORY_TEST = ("each run against the runs since the callpath's last change, by the run-to-run noise "
+                "seen over the series (t)")
+
+
 @dataclass
 class History:
-    """Runs in order on one union of callpaths, each judged against the one
-    before it by the rule of ``compare`` (``history``)."""
+    """Runs in order on one union of callpaths, and the changes flagged
+    over them (``series``; ``flags`` is what ``history`` returns)."""
 
     callpaths: List[Callpath]
+    labels: List[str]
     values: np.ndarray          # (runs, callpaths): per rank on average, NaN where absent
     totals: np.ndarray          # (runs,): each run's size per rank (what the floor is a share of)
     nranks: List[int]
-    change: np.ndarray          # (runs - 1, callpaths): from run k to run k + 1
-    p_value: np.ndarray         # where flagged (NaN elsewhere)
-    regressed: np.ndarray
-    improved: np.ndarray
-    tests: List[str]            # the tests used, each once
+    noise: np.ndarray           # (callpaths,): run-to-run standard deviation seen, NaN: too few runs
+    flags: Any                  # the flagged table (a DataFrame, see ``history``)
+    worst: List[int]            # callpaths (columns), worst regression first
     outside_mpi: bool           # times are outside MPI calls (every run recorded them)
     notes: List[str]
     mpi: Optional[Dict[str, np.ndarray]]    # "time", "bytes": (runs, callpaths) per rank on
@@ -143,41 +150,163 @@ class History:
     #                             runs without MPI data (or where absent); None when no run has it
 
 
-def history(profiles: Sequence[Profile], metric: str = "time", inclusive: bool = False,
-            cumulative: bool = False, threshold: float = THRESHOLD, floor: float = FLOOR,
-            alpha: float = ALPHA) -> History:
-    """The runs ``profiles`` (oldest first) per callpath, each judged against
-    the one before it as ``compare(profiles[k], profiles[k + 1])`` judges
-    (one run a side), with each run's MPI time and bytes per callpath when it
-    recorded them. ``cumulative=True``: the profiles are the snapshots of
-    one run, each holding all before it: each is taken as its interval since
-    the one before (the first: since the start), per rank."""
+def history(runs: Runs, metric: str = "time", inclusive: bool = False, snapshots: bool = False,
+            errors: str = "raise", threshold: float = THRESHOLD, floor: float = FLOOR,
+            alpha: float = ALPHA) -> Any:
+    """The changes over a history of runs, per callpath, as the history page
+    (``tinyprof report R1 R2 ...``) flags them.
+
+    ``runs``: profiles or paths, each a run or a directory of runs, taken
+    oldest first (by the run metadata's ``start``); with ``snapshots``, one
+    output directory whose kept snapshots are the history, each as its
+    interval since the one before. ``errors="skip"`` leaves out the runs that
+    cannot be read (``read_many``). Values as ``compare``'s (``metric``,
+    ``inclusive``, outside MPI calls when every run recorded them).
+
+    Each run is judged against its baseline, the runs since the callpath's
+    last flagged change (all runs before it, until one is flagged), by the
+    run-to-run noise seen over the whole series: the spread of the
+    differences between runs one apart, or two apart (a series alternating
+    between two versions), whichever is smaller, robustly (median absolute
+    deviation, so that the changes themselves do not count as noise; a steady
+    drift neither). Flagged: p < ``alpha`` (t with the differences' degrees of
+    freedom), the change beyond ``threshold`` and ``|new - base|`` at least
+    ``floor`` of the baseline's run time. A callpath seen in fewer than 4
+    runs is never flagged. A flag starts a new baseline.
+
+    Returns a pandas DataFrame, one row per flagged change, regressions
+    first, largest change first: ``run`` (its position, oldest 0), ``label``,
+    ``callpath``, ``since`` (the first run of the baseline), ``base`` (the
+    baseline's mean), ``new``, ``change`` (new / base - 1; inf from 0),
+    ``p_value``, ``regressed``, ``improved``. ``frame.attrs``: ``runs`` (the
+    labels in order), ``test``, ``notes``, ``metric``, ``inclusive``,
+    ``outside_mpi``, ``threshold``, ``floor``, ``alpha``."""
+    items = [runs] if isinstance(runs, (Profile, str, os.PathLike)) else list(runs)
+    profiles, labels, cumulative = read_runs(items, errors, snapshots)
+    return series(profiles, labels, cumulative, metric, inclusive, threshold, floor, alpha).flags
+
+
+def series(profiles: Sequence[Profile], labels: Sequence[str], cumulative: bool = False,
+           metric: str = "time", inclusive: bool = False, threshold: float = THRESHOLD,
+           floor: float = FLOOR, alpha: float = ALPHA) -> History:
+    """The runs ``profiles`` (oldest first, named ``labels``) per callpath,
+    with the changes ``history`` flags over them, and each run's MPI time
+    and bytes per callpath when it recorded them. ``cumulative=True``: the
+    profiles are the snapshots of one run, each holding all before it: each
+    is taken as its interval since the one before (the first: since the
+    start), per rank."""
+    import pandas as pd
+
     if not profiles:
         raise ValueError("history: no profile given")
     _check_rule(threshold, floor, alpha)
     paths, with_mpi, runs = _on_union(profiles, metric, inclusive)
     if cumulative:
         runs = _intervals(runs)
-    steps = [_judge([[a], [b]], threshold, floor, alpha, every_p=False) for a, b in zip(runs, runs[1:])]
     values = np.array([r.values.sum(axis=1) / r.nranks for r in runs]).reshape(len(runs), len(paths))
     values[~np.array([r.present for r in runs]).reshape(values.shape)] = np.nan
-
-    def stack(key: str) -> np.ndarray:
-        return np.array([getattr(j, key) for j in steps]).reshape(len(steps), len(paths))
-
-    flagged = stack("regressed") | stack("improved")
-    p_value = np.where(flagged, stack("p_value"), np.nan)
+    totals = np.array([r.total for r in runs])
+    noise, df = _noise(values)
+    found = _changes(values, totals, noise, df, threshold, floor, alpha)
+    order = sorted(range(len(found)), key=lambda i: (not found[i][6] > 0, -abs(found[i][5]), found[i][0]))
+    rows = [found[i] for i in order]
+    flags = pd.DataFrame({
+        "run": pd.Series([r[0] for r in rows], dtype=np.int64),
+        "label": pd.Series([labels[r[0]] for r in rows], dtype=object),
+        "callpath": pd.Series([paths[r[1]] for r in rows], dtype=object),
+        "since": pd.Series([r[2] for r in rows], dtype=np.int64),
+        **{key: pd.Series([r[i] for r in rows], dtype=np.float64)
+           for i, key in ((3, "base"), (4, "new"), (5, "change"), (7, "p_value"))},
+        "regressed": pd.Series([r[6] > 0 for r in rows], dtype=bool),
+        "improved": pd.Series([r[6] < 0 for r in rows], dtype=bool)})
     nranks = [r.nranks for r in runs]
     notes = [f"rank counts differ ({_counts(sorted(set(nranks)))}): values are per rank on average"] \
         if len(set(nranks)) > 1 else []
+    if len(runs) <= MIN_DIFFERENCES:
+        notes.append(f"{len(runs)} {'intervals' if cumulative else 'runs'}: too few to see the run-to-run "
+                     f"noise (it takes {MIN_DIFFERENCES + 1}): nothing flagged")
+    flags.attrs.update(runs=list(labels), test=HISTORY_TEST, notes=notes, metric=metric, inclusive=inclusive,
+                       outside_mpi=with_mpi and metric == "time", threshold=threshold, floor=floor,
+                       alpha=alpha)
     mpi = None
     if any(r.mpi is not None for r in runs):
         mpi = {key: np.array([np.full(len(paths), np.nan) if r.mpi is None else
                               np.where(r.present, r.mpi[key], np.nan) for r in runs])
                for key in ("time", "bytes")}
-    return History(paths, values, np.array([r.total for r in runs]), nranks, stack("change"),
-                   p_value, stack("regressed"), stack("improved"),
-                   list(dict.fromkeys(j.test for j in steps)), with_mpi and metric == "time", notes, mpi)
+    return History(paths, list(labels), values, totals, nranks, noise, flags, _worst(values, flags, paths),
+                   with_mpi and metric == "time", notes, mpi)
+
+
+def _noise(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Per callpath (column of ``values``, runs in rows, NaN: absent), the
+    run-to-run standard deviation seen over the series and its degrees of
+    freedom (NaN and 0: too few runs): of the differences between the runs
+    where it is present, one apart and two apart, the smaller spread, each
+    as 1.4826 times the median absolute deviation from their median, over
+    sqrt(2) (a difference holds two runs' noise)."""
+    sigma, df = np.full(values.shape[1], np.nan), np.zeros(values.shape[1])
+    for j in range(values.shape[1]):
+        x = values[:, j][~np.isnan(values[:, j])]
+        for lag in (1, 2):
+            d = x[lag:] - x[:-lag]
+            if len(d) >= MIN_DIFFERENCES:
+                spread = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
+                if not spread >= sigma[j]:          # NaN: the first
+                    sigma[j], df[j] = spread, len(d) - 1
+    return sigma, df
+
+
+Change = Tuple[int, int, int, float, float, float, float, float]
+
+
+def _changes(values: np.ndarray, totals: np.ndarray, noise: np.ndarray, df: np.ndarray,
+             threshold: float, floor: float, alpha: float) -> List[Change]:
+    """The flagged changes: (run, callpath, first run of the baseline, the
+    baseline's mean, the run's value, change, sign, p-value), each run judged
+    against the runs since the callpath's last flagged change (``history``)."""
+    count, total, size = (np.zeros(values.shape[1]) for _ in range(3))
+    since = np.zeros(values.shape[1], dtype=np.int64)
+    out = []
+    for k, x in enumerate(values):
+        here = ~np.isnan(x)
+        judged = here & (count > 0)
+        n = np.maximum(count, 1)
+        base = total / n
+        diff = np.where(judged, x - base, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            change = np.where(judged, x / base - 1.0, np.nan)
+        wanted = judged & (np.abs(change) > threshold) & (np.abs(diff) >= floor * size / n) & ~np.isnan(noise)
+        flagged = np.zeros_like(here)
+        if wanted.any():
+            p = _t_columns(diff, noise * np.sqrt(1 + 1 / n), df, wanted, alpha)
+            flagged = wanted & (p < alpha)
+            out += [(k, j, int(since[j]), float(base[j]), float(x[j]), float(change[j]),
+                     float(np.sign(diff[j])), float(p[j])) for j in np.flatnonzero(flagged).tolist()]
+        start = flagged | (here & (count == 0))
+        since = np.where(start, k, since)
+        kept = here & ~start
+        count = np.where(start, 1, count + kept)
+        total = np.where(start, np.nan_to_num(x), total + np.where(kept, x, 0.0))
+        size = np.where(start, totals[k], size + np.where(kept, totals[k], 0.0))
+    return out
+
+
+def _worst(values: np.ndarray, flags: Any, paths: List[Callpath]) -> List[int]:
+    """The callpaths (columns), worst regression first: those flagged, by
+    their largest flagged change; then the others, by the change from their
+    first to their last value."""
+    column = {p: i for i, p in enumerate(paths)}
+    flagged = np.full(values.shape[1], -np.inf)
+    regressed = flags[flags["regressed"]]
+    for path, change in zip(regressed["callpath"], regressed["change"]):
+        flagged[column[path]] = max(flagged[column[path]], change)
+    given = ~np.isnan(values)
+    columns = np.arange(values.shape[1])
+    first = values[given.argmax(axis=0), columns]
+    last = values[len(values) - 1 - given[::-1].argmax(axis=0), columns]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        overall = np.nan_to_num(last / first - 1.0, nan=-np.inf)
+    return np.lexsort((-overall, -flagged)).tolist()
 
 
 def _intervals(runs: List[_Run]) -> List[_Run]:
@@ -232,7 +361,7 @@ def _judge(runs: List[List[_Run]], threshold: float, floor: float, alpha: float,
     big = np.abs(mean[1] - mean[0]) >= floor * total
     p_value, test = (_evidence(runs) if every_p else
                      _evidence(runs, both & big & (np.abs(change) > threshold), alpha))
-    significant = ~(p_value >= alpha)          # NaN: no test possible, not asked for
+    significant = p_value < alpha               # NaN: no test possible, no evidence
     flagged = both & significant & big
     return _Judged(mean, present, change, p_value, flagged & (change > threshold),
                    flagged & (change < -threshold), test)
@@ -316,32 +445,39 @@ def _run(profile: Profile, union: Dict[Callpath, int], metric: str, inclusive: b
     return _Run(profile.nranks, slots, values, present, total, mpi)
 
 
+# Why one run a side is no evidence, in compare's notes and the gate's verdict.
+ONE_A_SIDE = ("one run a side cannot tell a change from run-to-run noise (a run on a busier machine "
+              "is slower on every rank): nothing flagged; give several runs on a side "
+              "(--base A B C --new D E F)")
+
+
 def _evidence(runs: List[List[_Run]], wanted: Optional[np.ndarray] = None,
               alpha: Optional[float] = None) -> Tuple[np.ndarray, str]:
     """Per callpath (``wanted`` ones: NaN elsewhere), the two-sided p-value
     that the sides' means differ (with ``alpha``: exact only below it, see
-    ``_t_columns``), and the test's name."""
-    base, new = runs
+    ``_t_columns``), and the test's name. The samples are runs, each its
+    value per rank on average: the ranks of one run are no evidence, as a
+    whole run is slower or faster on every rank at once. Several runs on one
+    side only: the single run against that side's run-to-run noise (a t
+    prediction interval); one run a side: no test (NaN)."""
+    base, new = [np.array([r.values.sum(axis=1) / r.nranks for r in side]) for side in runs]
     if len(base) >= 2 and len(new) >= 2:
-        a = np.array([r.values.sum(axis=1) / r.nranks for r in base])
-        b = np.array([r.values.sum(axis=1) / r.nranks for r in new])
-        return _welch(a, b, wanted, alpha), f"Welch's t-test over runs ({len(base)} vs {len(new)})"
-    if len(base) == 1 and len(new) == 1 and np.array_equal(base[0].slots, new[0].slots):
-        diff = new[0].values - base[0].values
-        return _paired(diff.T, wanted, alpha), f"paired t-test over (rank, execution) ({diff.shape[1]} pairs)"
-    a = np.concatenate([r.values for r in base], axis=1).T
-    b = np.concatenate([r.values for r in new], axis=1).T
-    return _welch(a, b, wanted, alpha), f"Welch's t-test over (rank, execution) values ({len(a)} vs {len(b)})"
+        return _welch(base, new, wanted, alpha), f"Welch's t-test over runs ({len(base)} vs {len(new)})"
+    if len(base) == len(new) == 1:
+        return np.full(base.shape[1], np.nan), "none: one run a side"
+    many, name = (base, ("new", "base")) if len(new) == 1 else (new, ("base", "new"))
+    return _predicted(new.mean(axis=0) - base.mean(axis=0), many, wanted, alpha), \
+        f"the 1 {name[0]} run against the {len(many)} {name[1]} runs' noise (t, {len(many) - 1} df)"
 
 
-def _paired(diff: np.ndarray, wanted: Optional[np.ndarray] = None,
-            alpha: Optional[float] = None) -> np.ndarray:
-    """p-values of the one-sample t-test that each column of ``diff`` has mean 0."""
-    n = diff.shape[0]
-    if n < 2:
-        return np.full(diff.shape[1], np.nan)
-    se = np.sqrt(diff.var(axis=0, ddof=1) / n)
-    return _t_columns(diff.mean(axis=0), se, np.full(diff.shape[1], n - 1.0), wanted, alpha)
+def _predicted(diff: np.ndarray, many: np.ndarray, wanted: Optional[np.ndarray] = None,
+               alpha: Optional[float] = None) -> np.ndarray:
+    """p-values that one more run, ``diff`` away from the mean of the runs
+    ``many`` (per column), comes from them: over their spread, sqrt(1 + 1/n)
+    standard deviations for one more value."""
+    n = len(many)
+    se = many.std(axis=0, ddof=1) * math.sqrt(1 + 1 / n)
+    return _t_columns(diff, se, np.full(len(diff), n - 1.0), wanted, alpha)
 
 
 def _welch(a: np.ndarray, b: np.ndarray, wanted: Optional[np.ndarray] = None,

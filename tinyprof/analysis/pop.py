@@ -18,6 +18,7 @@ import numpy as np
 from ..format import hostlist
 from ..format.encoding import excerpt
 from . import trace as _trace
+from .callpaths import Spec, Tree
 from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments, tree_order
 
 Callpath = Tuple[str, ...]
@@ -190,25 +191,25 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(b > 0, a / np.where(b > 0, b, 1.0), np.nan)
 
 
-def below(callpaths: Sequence[Callpath], callpath: Optional[Sequence[str]]) -> np.ndarray:
-    """Which of ``callpaths`` are ``callpath`` or below it (all for None)."""
+def below(callpaths: Sequence[Callpath], callpath: Optional[Spec]) -> np.ndarray:
+    """Which of ``callpaths`` are ``callpath`` or below it (all for None, none
+    when it is not among them); a string as ``Profile.callpath`` reads it."""
+    tree = Tree(callpaths)
     if callpath is None:
-        return np.ones(len(callpaths), bool)
-    prefix = tuple(callpath)
-    return np.array([p[:len(prefix)] == prefix for p in callpaths], bool)
+        return tree.below(None)
+    path = tree.find(callpath)
+    return tree.below(path) if path is not None else np.zeros(len(callpaths), bool)
 
 
-def pop(profile: Any, callpath: Optional[Sequence[str]] = None,
+def pop(profile: Any, callpath: Optional[Spec] = None,
         hosts: Optional[Hosts] = None, trace: bool = False) -> Columns:
     """The columns of ``Profile.pop``: one row per callpath (``callpath`` and
     those below it; None: all), in ``profile.callpaths`` order; ``trace``:
     with the split of communication efficiency from the replay of the trace
     on an ideal network (ValueError without a trace). ``hosts`` None: those
     the profile records, if it ran on several (:func:`recorded_hosts`)."""
-    if callpath is not None and tuple(callpath) not in profile.callpaths:
-        raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in profile {excerpt(profile.name)}")
     count, inc, mpi = per_rank(profile)
-    keep = below(profile.callpaths, callpath)
+    keep = below(profile.callpaths, None if callpath is None else profile.callpath(callpath))
     paths = [p for p, k in zip(profile.callpaths, keep) if k]
     ideal = _trace.ideal_inclusive(profile.trace)[keep] if trace else None
     if hosts is None:

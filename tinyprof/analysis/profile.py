@@ -12,11 +12,12 @@ import numpy as np
 
 from ..format import chain, layout
 from ..format.encoding import FormatError, Header, excerpt
-from ..format.reader import ParsedFile
+from ..format.parsed import EventData, ParsedFile
 from . import mpi_tables, sites
+from .callpaths import Spec, Tree
 from .sums import PER_SECOND
 
-Callpath = Tuple[str, ...]     # a format.reader.Callpath: equal to, and hashed as, the tuple of its names
+Callpath = Tuple[str, ...]     # a format.callpath.Callpath: equal to, and hashed as, the tuple of its names
 
 
 class Profile:
@@ -69,31 +70,33 @@ class Profile:
         f, r = self._locate(rank)
         return f.header.executions[r]
 
-    def _event(self, callpath: Sequence[str]):
-        callpath = tuple(callpath)
-        for f in self.parsed:
-            ev = f.events.get(callpath)
-            if ev is not None:
-                return ev
-        if callpath not in self.callpaths:
-            raise KeyError(f"no callpath {excerpt('<'.join(callpath))} in profile {excerpt(self.name)}")
-        return None
+    @cached_property
+    def _tree(self) -> Tree:
+        return Tree(self.callpaths, f"profile {excerpt(self.name)}")
 
-    def loop(self, callpath: Sequence[str]) -> int:
+    def callpath(self, callpath: Spec) -> Callpath:
+        """The profile's callpath that ``callpath`` names: a sequence of names,
+        root first, or a string, one region's name or a path written as the
+        commands print it (``"main<solve"``, or ``"main/solve"``); KeyError if
+        the profile has none. Every method taking a callpath reads it so."""
+        return self._tree.get(callpath)
+
+    def _events(self, callpath: Spec) -> List[EventData]:
+        """The callpath's event line in each file that has it, in file order."""
+        path = self.callpath(callpath)
+        return [ev for ev in (f.events.get(path) for f in self.parsed) if ev is not None]
+
+    def loop(self, callpath: Spec) -> int:
         """Loop mode of ``callpath``: 0 plain, 1 per iteration, 2 summed per execution."""
-        return self._event(callpath).loop
+        return self._events(callpath)[0].loop
 
-    def value(self, callpath: Sequence[str], metric: str) -> Optional[float]:
+    def value(self, callpath: Spec, metric: str) -> Optional[float]:
         """The value of a consistent metric on ``callpath`` (None if never given)."""
         self._check_metric(metric, consistent=True)
-        for f in self.parsed:
-            ev = f.events.get(tuple(callpath))
-            if ev is not None and metric in ev.consistent:
-                return ev.consistent[metric]
-        self._event(callpath)
-        return None
+        return next((ev.consistent[metric] for ev in self._events(callpath)
+                     if metric in ev.consistent), None)
 
-    def series(self, callpath: Sequence[str], rank: int, metric: str = "time") -> List[List[float]]:
+    def series(self, callpath: Spec, rank: int, metric: str = "time") -> List[List[float]]:
         """Values of ``callpath`` on ``rank``: one list per execution of that rank,
         each holding the value of every occurrence (iteration) in order.
 
@@ -103,11 +106,11 @@ class Profile:
         """
         if metric != "time":
             self._check_metric(metric, consistent=False)
+        path = self.callpath(callpath)
         f, r = self._locate(rank)
         nexec = f.header.executions[r]
-        ev = f.events.get(tuple(callpath))
+        ev = f.events.get(path)
         if ev is None:
-            self._event(callpath)
             return [[] for _ in range(nexec)]
         # This rank's slots (executions with values) alone: the work is this
         # rank's, not the file's executions times its callpaths.
@@ -166,18 +169,21 @@ class Profile:
         callpath, None for predefined ones or outside any event)."""
         return mpi_tables.communicators(self.mpi_data)
 
-    def comm_matrix(self, callpath: Optional[Sequence[str]] = None, comm: Optional[str] = None,
+    def comm_matrix(self, callpath: Optional[Spec] = None, comm: Optional[str] = None,
                     metric: str = "bytes") -> Any:
         """numpy (P, P) int64: entry ``[i, j]`` holds the bytes (``metric=
         "messages"``: the messages) that rank i sent point-to-point to world
         rank j, within ``callpath`` and the regions below it (None: the whole
-        run), on communicator ``comm`` (None: all)."""
-        return mpi_tables.matrix(self.mpi_data, self.nranks, callpath, comm, metric)
+        run; KeyError for one not in the profile), on communicator ``comm``
+        (None: all)."""
+        inside = None if callpath is None else \
+            self._tree.within([callpath])
+        return mpi_tables.matrix(self.mpi_data, self.nranks, inside, comm, metric)
 
     @cached_property
     def trace(self) -> Any:
         """The trace (``Profiler(trace=True)``): every occurrence and MPI call
-        of every rank on one clock, messages matched (a ``tinyprof._trace.Trace``;
+        of every rank on one clock, messages matched (a ``tinyprof.analysis.trace.Trace``;
         docs/trace.md). Raises ValueError when the profile holds no trace.
         A snapshot of a traced run holds none (docs/trace.md): read from
         the output directory, its trace is that of the run's flushed set."""
@@ -210,7 +216,7 @@ class Profile:
         from . import trace as _trace
         return _trace.wait_states(self.trace)
 
-    def pop(self, callpath: Optional[Sequence[str]] = None, hosts: Any = None,
+    def pop(self, callpath: Optional[Spec] = None, hosts: Any = None,
             trace: bool = False) -> Any:
         """The POP efficiency metrics per callpath (docs/pop.md) as a pandas
         DataFrame, one row per callpath (``callpath`` and the regions below
@@ -362,3 +368,58 @@ def _set_name(h: Header) -> str:
     if h.format_version < 2:
         return "a version-1 file (no run id)"
     return f"run {h.run} {h.set_kind} {h.set_number}"
+
+
+def read_runs(runs: Sequence[Union[Profile, str, os.PathLike[str]]], errors: str = "raise",
+              of_snapshots: bool = False) -> Tuple[List[Profile], List[str], bool]:
+    """The runs of a history, oldest first (by the run metadata's ``start``,
+    else the files' creation time; the order given on a tie), their labels
+    (each run's path without the directories all share), and whether they
+    are cumulative (the snapshots of one run).
+
+    ``runs``: profiles, or paths, each a run or a directory of runs
+    (``layout.runs_in``), read by :func:`read_many` (``errors`` as there);
+    ``of_snapshots``: the kept snapshots of the one output directory given."""
+    if of_snapshots:
+        if len(runs) != 1 or isinstance(runs[0], Profile):
+            raise ValueError("the snapshots of one run: give one output directory")
+        outdir = os.fspath(runs[0])
+        numbers = snapshots(outdir) if os.path.isdir(outdir) else []
+        if len(numbers) < 2:
+            raise FormatError(outdir, None, f"{len(numbers)} complete snapshot(s): the history of "
+                                            "a run needs at least 2, kept with Profiler(keep='all')")
+        return [read(outdir, snapshot=k) for k in numbers], [f"snapshot {k}" for k in numbers], True
+    given = [p for p in runs if isinstance(p, Profile)]
+    names = layout.runs_in([os.fspath(p) for p in runs if not isinstance(p, Profile)])
+    if not names and not given:
+        raise ValueError("no run given")
+    loaded = iter(read_many(names, errors=errors))     # in order, without those skipped
+    found: List[Tuple[Profile, int, str]] = [(p, i, os.path.dirname(p.files[0])) for i, p in enumerate(given)]
+    profile = next(loaded, None)
+    for i, name in enumerate(names, len(given)):
+        if profile is not None and _read_from(name, profile):
+            found.append((profile, i, name))
+            profile = next(loaded, None)
+    if not found:
+        raise ValueError("no run could be read")
+    found.sort(key=lambda run: (str(run[0].metadata.get("start") or run[0].created), run[1]))
+    return [p for p, _, _ in found], _labels([name for _, _, name in found]), False
+
+
+def _read_from(path: str, profile: Profile) -> bool:
+    """Whether ``profile`` was read from ``path`` (a file of it, or a directory above it)."""
+    where, first = os.path.abspath(path), os.path.abspath(profile.files[0])
+    if os.path.isdir(where):
+        return first.startswith(os.path.join(where, ""))
+    return where in map(os.path.abspath, profile.files)
+
+
+def _labels(paths: List[str]) -> List[str]:
+    """Each run's path without the directories all share."""
+    if len(paths) < 2:
+        return [os.path.basename(os.path.normpath(p)) or p for p in paths]
+    try:
+        common = os.path.commonpath([os.path.abspath(p) for p in paths])
+    except ValueError:
+        return paths
+    return [os.path.relpath(os.path.abspath(p), common) for p in paths]

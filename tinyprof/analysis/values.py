@@ -225,9 +225,11 @@ class Summary:
     open_roots: List[str]       # roots still open when written: the run time is what closed inside
 
 
-def summary(profile: Profile) -> Summary:
-    """``tinyprof show``'s numbers for ``profile`` (:class:`Summary`)."""
-    agg = aggregate(profile, "sum")
+def summary(profile: Profile, agg: Optional[Aggregates] = None) -> Summary:
+    """``tinyprof show``'s numbers for ``profile`` (:class:`Summary`), also
+    the report's call tree; ``agg``: its ``aggregate(profile, "sum")``, if
+    the caller has it already."""
+    agg = aggregate(profile, "sum") if agg is None else agg
     ran = agg.count > 0
     some = ran.any(axis=1)
     first = outermost(profile, agg)

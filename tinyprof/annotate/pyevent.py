@@ -5,7 +5,7 @@ Both implementations expose the same names: ``Event``, ``Node``, ``root()``,
 ``current()``, ``executions()``, ``reset()``, ``set_clock()`` and
 ``set_metric_keys()``. The call tree *is* the event map: one ``Node`` per
 callpath, children in first-entry order, values appended in typed arrays.
-Exits out of order and misuse follow docs/events.md; ``tinyprof._args`` checks
+Exits out of order and misuse follow docs/events.md; ``tinyprof.annotate.args`` checks
 the arguments of both implementations.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ _root = Node("", None)
 _current: contextvars.ContextVar[Node] = contextvars.ContextVar("tinyprof_node", default=_root)
 _first_root: Optional[str] = None
 _exec = -1
-_metric_keys: Dict[str, bool] = {}      # declared key -> consistent? (tinyprof._eventmap's)
+_metric_keys: Dict[str, bool] = {}      # declared key -> consistent? (tinyprof.annotate.metrics.keys)
 _metric_warn: Callable[[Node, str], None] = lambda node, key: None
 _NAN = float("nan")
 # Trace mode: (node id, OS thread id, start, duration) per occurrence, as the C core.
@@ -187,7 +187,7 @@ class Event:
 def decorate(event: Callable[..., Any], name: str, is_common: bool, loop: int, values: Dict[str, Any],
              func: Callable) -> Callable:
     """``func`` run inside a fresh ``event(name, is_common, loop, **values)`` at each call: this
-    module's decorator, and the C core's on CPython 3.12 (``_core.c``'s ``wrapper_create``)."""
+    module's decorator, and the C core's on CPython 3.12 (``decorator.c``'s ``wrapper_create``)."""
     make = functools.partial(event, name, is_common, loop, **values)
 
     @functools.wraps(func)

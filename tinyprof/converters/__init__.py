@@ -10,9 +10,10 @@
 - :mod:`.perfetto`: Chrome trace-event JSON of a traced profile, for the
   Perfetto UI;
 - :mod:`.pprof`: a gzipped pprof ``profile.proto``, for ``go tool pprof``,
-  Grafana Pyroscope and speedscope;
-- :mod:`.mpitable`: the text tables of ``tinyprof mpi`` (kept here by name;
-  they live in :mod:`tinyprof.views.mpi`).
+  Grafana Pyroscope and speedscope.
+
+The MPI tables of ``tinyprof mpi`` are computed in :mod:`tinyprof.analysis.mpi_tables`
+and printed by :mod:`tinyprof.views.mpi`.
 
 pandas, hatchet, CallFlow and protobuf are imported inside the functions that need
 them, so that importing tinyprof never does.

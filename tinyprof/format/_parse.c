@@ -9,7 +9,7 @@
  * mpi_rows() does the same for the bulk of an ``mpi`` section (below).
  *
  * It only says whether the lines are valid: on any violation it returns None
- * and the pure-Python reference parser (tinyprof/format/reader.py) reparses the
+ * and the pure-Python reference parser (tinyprof/format/pyparser.py) reparses the
  * file to raise the FormatError with its message, file and line. The two are
  * tested against each other (tests/format/test_reader_parity.py, test_mpi_parity.py), so they accept
  * exactly the same files and read the same values.

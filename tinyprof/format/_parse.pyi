@@ -1,7 +1,7 @@
 """Types of tinyprof.format._parse, the C parser of event lines and MPI rows (built from _parse.c).
 
-The pure-Python twins are the reference parsers in tinyprof/format/reader.py
-(``parse_file(path, "python")``) and tinyprof/format/mpi_section.py
+The pure-Python twins are the reference parsers in tinyprof/format/pyparser.py
+(``reader.parse_file(path, "python")``) and tinyprof/format/mpi_section.py
 (``parse(..., parser="python")``); tests/format/test_reader_parity.py and
 test_mpi_parity.py keep them in parity.
 """

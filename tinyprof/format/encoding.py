@@ -215,7 +215,13 @@ def _rle(counts: Sequence[int]) -> str:
 
 
 class Fields(Protocol):
-    """One rank's fields by line: lists of bytes, or the MPI flush's gathered rows."""
+    """One rank's fields by line, as :func:`encode_file` takes them: ``fields[i]``
+    once for each line ``i``, lines in increasing order (each line's field of
+    every rank before the next line's), never again after the last line. A
+    Fields may rely on that order to free its storage early: the MPI flush's
+    gathered rows (``runtime/mpi_flush``, an ``assemble.Row``) free their
+    buffer with their last line's field and raise on any later access. A
+    list of bytes is one too."""
 
     def __getitem__(self, line: int) -> Union[bytes, memoryview]: ...
 
@@ -226,7 +232,8 @@ def encode_file(header: Header, names: Sequence[str], parents: Sequence[int],
                 sections: Sequence[Tuple[str, bytes]] = ()) -> bytes:
     """The whole file. Line ``i`` is the callpath ending in name ``ids[i]`` whose
     parent is on line ``parents[i]`` (-1: a root callpath); ``fields[r][i]`` is
-    rank ``first_rank+r``'s field of line ``i``."""
+    rank ``first_rank+r``'s field of line ``i``, taken in the order
+    :class:`Fields` states."""
     metrics = " ".join(f"{escape(k, key=True)}:{0 if c else 1}" for k, c in header.metrics)
     head = [
         f"tinyprof {FORMAT_VERSION}",

@@ -14,7 +14,7 @@ import contextlib
 import os
 import re
 import stat
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .encoding import FormatError, excerpt, shown_path
 
@@ -539,3 +539,46 @@ def holds_run(directory: str, run: str) -> bool:
         return False
     return any(getattr(head(os.path.join(directory, e)), "run", None) == run
                for e in entries if _SET_RE.match(e))
+
+
+def runs_in(paths: Sequence[str]) -> List[str]:
+    """The runs named by ``paths``: a directory of runs (one holding run
+    output directories, or the files of several profiles) gives each of
+    them, in name order; any other path is one run. In a directory of runs,
+    a subdirectory holding no profile (``logs/``, ``scripts/``) is no run:
+    left out; subdirectories but no run in them is a FormatError."""
+    out: List[str] = []
+    for path in (os.fspath(p) for p in paths):
+        out.extend(_directory_of_runs(path) or [path])
+    return out
+
+
+def _directory_of_runs(path: str) -> Optional[List[str]]:
+    """The runs in ``path`` if it is a directory of runs, else None."""
+    if not os.path.isdir(path) or os.path.isdir(os.path.join(path, SNAPSHOTS)):
+        return None
+    entries = sorted(os.listdir(path))
+    dirs = [os.path.join(path, e) for e in entries if os.path.isdir(os.path.join(path, e))]
+    sets: Dict[Tuple[str, int], str] = {}       # one file per set: reading takes its siblings
+    for e in entries:
+        m = set_key(e)
+        if m is not None:
+            sets.setdefault(m, os.path.join(path, e))
+    runs = [d for d in dirs if _holds_profile(d)]
+    if not runs and len(sets) == 1:
+        return None                             # one run's output directory
+    runs += sets.values()
+    if not runs and dirs:
+        raise FormatError(path, None, f"no run in it: none of its {len(dirs)} subdirectories "
+                                      f"holds a profile ({SUFFIX} files or {SNAPSHOTS}/)")
+    return runs or None                         # empty: reading says so
+
+
+def _holds_profile(directory: str) -> bool:
+    """Whether ``directory`` is a run's output directory: a set file in it, or snapshots."""
+    if os.path.isdir(os.path.join(directory, SNAPSHOTS)):
+        return True
+    try:
+        return any(set_key(e) is not None for e in os.listdir(directory))
+    except OSError:                             # unreadable: a run, which reading names
+        return True

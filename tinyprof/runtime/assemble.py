@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Protocol, Sequence, Tuple, Union, cast
 
 from ..format import delta as _deltasection
 from ..format import mpi_section
-from ..format.encoding import Header, encode_consistent, encode_file, encode_rank_field
+from ..format.encoding import Fields, Header, encode_consistent, encode_file, encode_rank_field
 from ..format.mpi_section import NONE, Section
 from .collect import LocalEvent
 
@@ -167,9 +167,11 @@ def assemble(header: Header, parts: Sequence[RankPart], delta: bool = False,
                        [*extra, *sections])
 
 
-class Row(Protocol):
+class Row(Fields, Protocol):
     """One rank's gathered row of an MPI flush (``mpi_flush``): its executions,
-    and its consistent field and rank field of each callpath of the file."""
+    and its consistent field and rank field of each callpath of the file;
+    ``encode_file`` takes its rank fields as :class:`Fields` states, after
+    every consistent field has been read."""
 
     executions: int
 

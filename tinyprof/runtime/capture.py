@@ -160,6 +160,18 @@ def op_names() -> List[str]:
         names.append(raw.decode())
 
 
+def in_call_address() -> int:
+    """The address of ``tinyprof_mpi_in_call`` (which counted MPI call a
+    thread is inside) of the library in mpi4py's path, for the sampler; 0
+    when MPI is not captured in this process (or the library predates it)."""
+    if not _hooked:
+        return 0
+    try:
+        return ctypes.cast(_hooked[0].tinyprof_mpi_in_call, ctypes.c_void_p).value or 0
+    except AttributeError:
+        return 0
+
+
 @dataclass
 class CallTrace:
     """The MPI calls traced so far (``tinyprof_mpi_trace_calls``), with names."""

@@ -331,13 +331,14 @@ def _gather(comm, first: int, size: int, box: List[bytearray]
     return _receive(comm, range(first + 1, first + size), _ROW, first=box.pop())
 
 
-class _Row:
+class _Row(assemble.Row):
     """One gathered row: its fields as zero-copy slices of the gather buffer.
 
-    ``encode_file`` builds the file's lines in callpath order. Once it has
-    taken the last rank field, the row drops the buffer, so the buffer is
-    freed before ``encode_file`` joins the lines: an aggregator peaks near two
-    file sizes (lines and file), not three. A later access fails loudly.
+    ``encode_file`` takes the rank fields once each, in line order
+    (``format.encoding.Fields``). Once it has taken the last one, the row
+    drops the buffer, so the buffer is freed before ``encode_file`` joins the
+    lines: an aggregator peaks near two file sizes (lines and file), not
+    three. A later access is an IndexError, never an empty field.
     """
 
     __slots__ = ("view", "starts", "ends", "offset", "last", "executions", "mpi", "trace")
@@ -369,6 +370,6 @@ class _Row:
     def __getitem__(self, i: int) -> memoryview:
         i += self.offset
         field = self.view[self.starts[i]:self.ends[i]]
-        if i == self.last:
-            self.view = memoryview(b"")     # the gathered buffer is freed with its last field
+        if i == self.last:      # the gathered buffer is freed with its last field
+            self.view, self.starts, self.ends = memoryview(b""), [], []
         return field

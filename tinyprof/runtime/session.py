@@ -367,6 +367,8 @@ class Session:
         snap = self.snapshotter
         if not self.live or snap is None:
             return
+        if self.added is not None:      # the exit work is tinyprof's, not the program's
+            self.added.stop()
         impl = annotate.impl
         need = bool(impl.root().children) and self._state() != self.flushed
         try:

@@ -13,8 +13,8 @@ converter shows them; nothing is added to Event enter and exit.
   calling line, below that node.
 - **Samples** (``Profiler(sample=HZ)``): a helper thread wakes HZ times a
   second; every thread's stack is read and counted by (execution, the
-  thread's innermost open event, thread, code objects, innermost
-  instruction), in C (``_frames.Samples``; ``PySamples`` from
+  thread's innermost open event, thread, the MPI call it is inside, code
+  objects), in C (``_frames.Samples``; ``PySamples`` from
   ``sys._current_frames`` on other Pythons). While the main thread runs
   Python, it takes the sample itself, asked by a pending call, so that it
   never hands the GIL over for a sample; else the helper thread takes the
@@ -23,15 +23,21 @@ converter shows them; nothing is added to Event enter and exit.
   definition, a thread other than the main one adds ``thread <name>``
   above its frames (threading's name; a thread it had not named yet when
   sampled is counted under a stand-in, ``_StandIn``, named when read), and
-  a thread inside an mpi4py call ends in
-  ``MPI_<method>``. A sample stands for the time since the previous one:
-  the interval when the sampler keeps up, more when it could not. Each
-  callpath's value per execution is the time of its samples and those
-  below it.
+  a thread inside an MPI call ends in ``MPI_<op>``: libtinyprof_mpi's word
+  (``tinyprof_mpi_in_call``), asked per thread and sample, never a name's,
+  so without MPI capture nothing is labelled MPI. A sample stands for the
+  time since the previous one: the interval when the sampler keeps up, more
+  when it could not. Each callpath's value per execution is the time of its
+  samples and those below it. tinyprof's own work is never charged to the
+  program: a stack inside tinyprof's runtime (a flush, a snapshot, numpy
+  imported by them) is left out, sampling stops before the exit flush, and
+  a thread with no open event is charged to the main thread's events only
+  while one is open; the sampled callpaths below an event that has closed
+  never add up to more than its time (``Added.extend``).
 """
 from __future__ import annotations
 
-import dis
+import ctypes
 import importlib.util
 import os
 import sys
@@ -42,17 +48,18 @@ import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import annotate
-from . import lifecycle
+from . import capture, lifecycle
 
 if TYPE_CHECKING:       # numpy with it: loaded at the first flush, not at start (docs/performance.md)
     from .collect import LocalEvent
 
 try:
-    from . import _frames  # type: ignore[attr-defined]
+    from . import _frames
 except ImportError:         # not built: no sites, samples below the root
-    _frames = None
+    _frames = None  # type: ignore[assignment]  # a module or None, which mypy cannot type
 
 _TINYPROF = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_RUNTIME = os.path.dirname(os.path.abspath(__file__)) + os.sep     # a stack in it: tinyprof's own work
 _NONE: Dict[str, Any] = {}
 PREFIX = "tinyprof-"        # tinyprof's own threads: never sampled
 _STACKS = 10_000            # distinct stacks named, then named afresh
@@ -68,7 +75,7 @@ def skipped_prefixes() -> Tuple[str, ...]:
 
 def sites_unavailable() -> Optional[str]:
     """Why MPI call sites cannot be read here, or None."""
-    if _frames is None:
+    if not _frames:         # None: not built
         return "tinyprof's _frames extension was not built"
     if not _frames.sites_supported():
         return ("reading call sites needs CPython 3.11, 3.12 or 3.13 with the GIL "
@@ -206,6 +213,17 @@ class Added:
         below: Dict[int, List[_Tree]] = {}
         for parent, level in trees.items():
             below.setdefault(where.get(parent, -1) if parent else -1, []).extend(level.values())
+        running = _running()
+        if running is not None:
+            inner: Dict[int, Dict[int, int]] = {}      # event -> its events' time per execution
+            for e in events:
+                if e.parent is not None and e.parent >= 0 and e.parent in below:
+                    _add(inner.setdefault(e.parent, {}), _per_execution(e))
+            for i, tops in below.items():
+                if i >= 0 and events[i].node.id not in running:
+                    room = _per_execution(events[i])
+                    _add(room, {x: -ns for x, ns in inner.get(i, {}).items()})
+                    _cap(tops, room)
         out: List[LocalEvent] = []
         moved: List[int] = []
 
@@ -229,6 +247,51 @@ class Added:
         for t in below.get(-1, ()):
             add(t, -1, ())
         return out
+
+
+def _running() -> Optional[set]:
+    """Ids of the events open now on some thread (with those around them);
+    None where the threads' events cannot be read (``_frames`` not built)."""
+    if not _frames:         # None: not built
+        return None
+    node_type, out = type(annotate.impl.root()), set()
+    for context in _frames.contexts().values():
+        node = _node_in(context, node_type)
+        while node is not None and node.parent is not None:
+            out.add(node.id)
+            node = node.parent
+    return out
+
+
+def _per_execution(e: LocalEvent) -> Dict[int, int]:
+    """An event's time per execution (the sum of its values in it), in ns."""
+    times, pairs = e.times, e.execs.reshape(-1, 2)
+    ends = [*pairs[1:, 1].tolist(), len(times)]
+    return {int(x): int(times[first:end].sum()) for (x, first), end in zip(pairs.tolist(), ends)}
+
+
+def _add(into: Dict[int, int], values: Dict[int, int]) -> None:
+    for x, ns in values.items():
+        into[x] = into.get(x, 0) + ns
+
+
+def _cap(level: List[_Tree], room: Dict[int, int]) -> None:
+    """The sampled trees below a closed event, scaled down per execution,
+    keeping their shares, where they add up to more than ``room`` (the
+    event's time less its events' below it): threads that ran at once, a
+    sample standing for time before the event opened. Rounded down, so a
+    tree's value stays at least its children's."""
+    total: Dict[int, int] = {}
+    for t in level:
+        _add(total, t.values)
+    scale = {x: max(room.get(x, 0), 0) / ns for x, ns in total.items() if ns > max(room.get(x, 0), 0)}
+    stack = list(level) if scale else []
+    while stack:
+        t = stack.pop()
+        for x, f in scale.items():
+            if x in t.values:
+                t.values[x] = int(t.values[x] * f)
+        stack.extend(t.children.values())
 
 
 def lines(events: Sequence[LocalEvent]) -> Dict[int, int]:
@@ -283,8 +346,9 @@ class PySamples:
     3.13 with the GIL, or the extension not built: then every sample is
     below the default parent)."""
 
-    def __init__(self, executions: Any, names: Any, node_type: Any, main: int) -> None:
+    def __init__(self, executions: Any, names: Any, node_type: Any, main: int, in_call: int = 0) -> None:
         self._executions, self._names, self._node_type, self._main = executions, names, node_type, main
+        self._in_call = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64)(in_call) if in_call else None
         self.default = 0
         self.taken = 0
         self._last = time.perf_counter_ns()
@@ -292,7 +356,7 @@ class PySamples:
         self._threads: Dict[int, Any] = {}     # id -> name, None (tinyprof's) or a _StandIn
         self._retry = False     # the last refresh made an id stand-in: refresh at the next sample too
         self._lock = threading.Lock()       # a drain from another thread, between two counts
-        # (execution, parent, thread, lasti, ids of the codes) -> [ns, codes]
+        # (execution, parent, thread, MPI op or -1, ids of the codes) -> [ns, codes]
         self._counts: Dict[Tuple[int, int, Any, int, Tuple[int, ...]], List[Any]] = {}
 
     def take(self) -> None:
@@ -319,9 +383,13 @@ class PySamples:
                 parent: int = node.id
             else:
                 if default is None:
-                    default = self.default or _outermost(_node_in(contexts.get(self._main), self._node_type))
+                    # below the main thread's events while one is open, never after they
+                    # closed (without _frames, the events are not known: the default)
+                    top = _node_in(contexts.get(self._main), self._node_type)
+                    default = 0 if top is None and _frames is not None else self.default or _outermost(top)
                 parent = default
-            keys.append(((execution, parent, None if ident == self._main else thread, top.f_lasti,
+            op = self._in_call(ident) if self._in_call is not None else -1
+            keys.append(((execution, parent, None if ident == self._main else thread, op,
                           tuple(map(id, codes))), codes))
         with self._lock:
             for key, codes in keys:
@@ -371,8 +439,8 @@ class PySamples:
             self._refresh(sys._current_frames())
         with self._lock:
             counts, self._counts = self._counts, {}
-        return [(x, parent, thread.name if isinstance(thread, _StandIn) else thread, lasti, codes, ns)
-                for (x, parent, thread, lasti, _), (ns, codes) in counts.items()]
+        return [(x, parent, thread.name if isinstance(thread, _StandIn) else thread, op, codes, ns)
+                for (x, parent, thread, op, _), (ns, codes) in counts.items()]
 
 
 def samples_type() -> Any:
@@ -390,14 +458,14 @@ class Sampler:
         self.interval_ns = interval_ns
         self._samples = (samples or samples_type())(annotate.impl.executions, thread_names,
                                                     type(annotate.impl.root()),
-                                                    threading.main_thread().ident)
+                                                    threading.main_thread().ident,
+                                                    capture.in_call_address())
         self._counts: Dict[Tuple[int, int, Tuple[str, ...]], int] = {}
         self._lock = threading.Lock()
-        self._stacks: Dict[Tuple[int, ...], Tuple[Tuple[str, ...], bool, Sequence[Any]]] = {}
-        # (id(code), lasti) -> (code, leaf)
-        self._calls: Dict[Tuple[int, int], Tuple[Any, Optional[str]]] = {}
+        # ids of a stack's codes -> (its names, None: tinyprof's own work; the codes, kept)
+        self._stacks: Dict[Tuple[int, ...], Tuple[Optional[Tuple[str, ...]], Sequence[Any]]] = {}
+        self._ops: List[str] = []       # the library's op names, once a sample is in one
         self._skipped = skipped_prefixes()
-        self._mpi_names: Optional[frozenset] = None     # known once mpi4py is loaded
         self.thread: Optional[threading.Thread] = None
 
     @property
@@ -446,36 +514,36 @@ class Sampler:
         """ns per (execution, parent node id, names outermost first): a
         frame is ``function (file:line)``, a thread other than the main one
         adds ``thread <name>`` above its frames, a thread in an MPI call
-        ends in ``MPI_<method>``."""
+        ends in ``MPI_<op>``; stacks in tinyprof's own work are left out."""
         with self._lock:
-            for execution, parent, thread, lasti, codes, ns in self._samples.drain():
+            for execution, parent, thread, op, codes, ns in self._samples.drain():
                 if thread is not None and thread.startswith(PREFIX):
                     continue    # one of tinyprof's, sampled before threading named it
-                names = self._named(codes, lasti)
+                names = self._named(codes)
+                if names is None:
+                    continue
+                if op >= 0:
+                    names = (*names, f"MPI_{self._op(op)}")
                 if thread is not None:
                     names = (f"thread {thread}", *names)
                 key = (execution, parent, names)
                 self._counts[key] = self._counts.get(key, 0) + ns
             return dict(self._counts)
 
-    def _named(self, codes: Tuple[Any, ...], lasti: int) -> Tuple[str, ...]:
+    def _named(self, codes: Tuple[Any, ...]) -> Optional[Tuple[str, ...]]:
         key = tuple(map(id, codes))
         known = self._stacks.get(key)
         if known is None:
             if len(self._stacks) >= _STACKS:
                 self._stacks.clear()
-            known = self._stacks[key] = self._names(codes)
-        names, top, _ = known
-        leaf = self._leaf(codes[0], lasti) if top else None
-        return (*names, leaf) if leaf is not None else names
+            own = any(code.co_filename.startswith(_RUNTIME) for code in codes)
+            known = self._stacks[key] = (None if own else self._names(codes), codes)
+        return known[0]
 
-    def _names(self, codes: Sequence[Any]) -> Tuple[Tuple[str, ...], bool, Sequence[Any]]:
+    def _names(self, codes: Sequence[Any]) -> Tuple[str, ...]:
         """The names of the program's frames of a stack (code objects,
-        innermost first), outermost first; whether the innermost is the
-        program's (it may be in an MPI call); the codes (kept: their ids
-        are the cache's key)."""
-        names = tuple(name for name in map(self._name, reversed(codes)) if name is not None)
-        return names, bool(codes) and self._name(codes[0]) is not None, codes
+        innermost first), outermost first."""
+        return tuple(name for name in map(self._name, reversed(codes)) if name is not None)
 
     def _name(self, code: Any) -> Optional[str]:
         """``function (file:line)`` of a frame's code; None for tinyprof's, mpi4py's, frozen."""
@@ -485,21 +553,12 @@ class Sampler:
         name = getattr(code, "co_qualname", code.co_name)
         return f"{name} ({os.path.basename(path)}:{code.co_firstlineno})"
 
-    def _leaf(self, code: Any, lasti: int) -> Optional[str]:
-        """``MPI_<method>`` when instruction ``lasti`` of ``code`` calls a
-        method named as an MPI operation (mpi4py's are), else None."""
-        if self._mpi_names is None:
-            if "mpi4py.MPI" not in sys.modules:
-                return None
-            self._mpi_names = _mpi_names()
-        known = self._calls.get((id(code), lasti))
-        if known is None or known[0] is not code:
-            if len(self._calls) >= _STACKS:
-                self._calls.clear()
-            name = called_name(code, lasti)
-            leaf = f"MPI_{name}" if name is not None and name.lower() in self._mpi_names else None
-            known = self._calls[(id(code), lasti)] = (code, leaf)
-        return known[1]
+    def _op(self, op: int) -> str:
+        """The name of the library's op code ``op`` ("Allreduce")."""
+        if op >= len(self._ops):
+            self._ops = capture.op_names()
+        return self._ops[op] if op < len(self._ops) else f"Op{op}"
+
 
 def _node_in(context: Any, node_type: Any) -> Any:
     """The C core's current node in a thread's context (its ContextVar's value), or None."""
@@ -518,29 +577,3 @@ def _outermost(node: Any) -> int:
     while node.parent is not None and node.parent.parent is not None:
         node = node.parent
     return node.id
-
-
-def called_name(code: Any, lasti: int) -> Optional[str]:
-    """The attribute or name a call instruction at ``lasti`` calls
-    (``Allreduce`` in ``comm.Allreduce(a, b)``), from the instructions'
-    source positions; None if it is no call or cannot be told."""
-    instructions = list(dis.get_instructions(code))
-    at = next((i for i, ins in enumerate(instructions) if ins.offset == lasti), None)
-    if at is None or not instructions[at].opname.startswith("CALL"):
-        return None
-    pos = instructions[at].positions
-    if pos is None or pos.lineno is None:
-        return None
-    for ins in reversed(instructions[:at]):
-        p = ins.positions
-        if p is not None and (p.lineno, p.col_offset) == (pos.lineno, pos.col_offset) \
-                and ins.opname.startswith("LOAD_") and isinstance(ins.argval, str):
-            return ins.argval
-    return None
-
-
-def _mpi_names() -> frozenset:
-    """The MPI operations libtinyprof_mpi counts, lower case (mpi4py's methods
-    are named after them, in both cases)."""
-    from . import capture
-    return frozenset(name.lower() for name in capture.op_names())

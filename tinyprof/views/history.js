@@ -44,6 +44,7 @@
   };
   const mpiRuns = MPI ? MPI.time.filter((row) => row !== null).length : 0;
 
+  const REGS = D.flags.filter((f) => f[7] > 0).length;
   const main = el("main");
   const ranks = [...new Set(D.nranks)];
   document.body.append(
@@ -51,40 +52,43 @@
       el("div", { class: "facts", id: "facts" },
         el("span", {}, SNAPS ? `${R} snapshots of one run, as intervals` : `${R} runs, by start time`),
         el("span", {}, `${N} callpaths`), el("span", {}, `${ranks.join("/")} ranks`),
-        el("span", {}, `${D.flag_counts[0]} regression(s), ${D.flag_counts[1]} improvement(s) flagged`),
+        el("span", {}, `${REGS} regression(s), ${D.flags.length - REGS} improvement(s) flagged`),
         ...(MPI ? [el("span", {}, `MPI time and bytes (${KIND}) in ${mpiRuns} of ${R} ${SNAPS ? "snapshots" : "runs"}`)] : []),
         ...D.notes.map((n) => el("span", {}, n)))),
     main);
   const { section, note } = TP.sections(main);
 
-  // -- the regressions flagged -------------------------------------------------------------
-  const flagged = section("regressions", "Regressions",
-    `Each ${RUN} against the one before it (consecutive ${SNAPS ? "intervals" : "runs, in start order"}), ` +
-    `by the rule of tinyprof compare: ${what}; flagged when p < ${RULE.alpha}, the change beyond ` +
-    `${share(RULE.threshold)} and |new - old| at least ${share(RULE.floor)} of the earlier ${RUN}'s time. ` +
-    `Evidence: ${RULE.tests.join("; ") || "none (one run)"}. Worst first.`);
-  const regs = D.flags.filter((f) => f[4] > 0);
-  if (regs.length) {
-    flagged.append(listTable("flags-table", ["callpath", "from", "to", `before (${unit})`, `after (${unit})`,
-      "change", "p"], regs.map(([s, c, ch, p]) => [D.callpaths[c].path, D.runs[s], D.runs[s + 1],
-      fmt(VAL[s][c]), fmt(VAL[s + 1][c]), ch === null ? "from 0" : pct(ch), p === null ? "-" : p.toPrecision(2)])));
-    flagged.querySelectorAll("#flags-table tbody tr").forEach((tr, k) => {
-      tr.dataset.callpath = D.callpaths[regs[k][1]].path;
-      tr.addEventListener("click", () => {       // its chart, and the diff of its two runs
-        select(regs[k][1]);
-        baseSel.value = String(regs[k][0]); newSel.value = String(regs[k][0] + 1); drawDiff();
+  // -- the changes flagged (tinyprof.history's table, in its order) ---------------------------
+  const flagged = section("regressions", "Changes flagged",
+    `Each ${RUN} against its baseline, the ${SNAPS ? "intervals" : "runs"} since the callpath's last change ` +
+    `flagged (all before it until then): ${what}; flagged when p < ${RULE.alpha} by the run-to-run noise ` +
+    `seen over the ${SNAPS ? "intervals" : "runs"}, the change beyond ${share(RULE.threshold)} and ` +
+    `|new - baseline| at least ${share(RULE.floor)} of the baseline's time (${RULE.test}; docs/guide.md). ` +
+    "Regressions first, largest change first.");
+  const span = (a, b) => (a === b ? D.runs[a] : `${D.runs[a]} to ${D.runs[b]}`);
+  if (D.flags.length) {
+    flagged.append(listTable("flags-table", ["callpath", RUN, "baseline", `baseline (${unit})`, `${RUN} (${unit})`,
+      "change", "p", "flag"], D.flags.map(([k, c, since, base, now, ch, p, sign]) => [D.callpaths[c].path, D.runs[k],
+      span(since, k - 1), fmt(base), fmt(now), ch === null ? "from 0" : pct(ch), p === null ? "-" : p.toPrecision(2),
+      sign > 0 ? "regressed" : "improved"])));
+    flagged.querySelectorAll("#flags-table tbody tr").forEach((tr, i) => {
+      const [k, c, , , , , , sign] = D.flags[i];
+      tr.dataset.callpath = D.callpaths[c].path;
+      tr.classList.add(sign > 0 ? "hot" : "good");
+      tr.addEventListener("click", () => {       // its chart, and the diff of its run and the one before
+        select(c);
+        baseSel.value = String(k - 1); newSel.value = String(k); drawDiff();
       });
     });
-    if (D.flag_counts[0] > regs.length) note(flagged, `${D.flag_counts[0] - regs.length} more not shown.`);
-  } else note(flagged, `No regression flagged between consecutive ${SNAPS ? "intervals" : "runs"}.`);
+  } else note(flagged, `No change flagged${D.notes.length ? ` (${D.notes.join("; ")})` : ""}.`);
 
   // -- each callpath over the runs ---------------------------------------------------------
   const over = section("history", `Callpaths over the ${SNAPS ? "snapshots" : "runs"}`,
     `${what[0].toUpperCase()}${what.slice(1)}${SNAPS ? ", recorded in each interval between snapshots" : ""}; ` +
     "the worst regression first (the largest flagged change; then the change from first to last). " +
-    "Red dots: flagged regressions. Click a row for its chart (a regression above: also the diff of its two runs).");
+    "Red dots: the changes flagged. Click a row for its chart (a change above: also the diff of its two runs).");
   const flagsOf = D.callpaths.map(() => []);
-  D.flags.forEach((f) => { if (f[4] > 0) flagsOf[f[1]].push(f[0] + 1); });
+  D.flags.forEach((f) => flagsOf[f[1]].push(f[0]));
   const SVG = "http://www.w3.org/2000/svg", W = 240, H = 28;
   const spark = (c) => {
     const svg = document.createElementNS(SVG, "svg");
@@ -133,7 +137,7 @@
       { x, y: y(EXC), text, name: "exclusive", mode: "lines+markers", hovertemplate: `%{text}<br>%{y:.3f} ${unit}` },
       { x, y: y(INC), text, name: "inclusive", mode: "lines", line: { dash: "dot" }, hovertemplate: `%{text}<br>%{y:.3f} ${unit}` },
       { x: marks, y: marks.map((k) => (VAL[k][c] === null ? null : VAL[k][c] / scale)), text: marks.map((k) => text[k]),
-        name: "regression flagged", mode: "markers", marker: { color: "#c22", size: 10 }, hovertemplate: "%{text}" }];
+        name: "change flagged", mode: "markers", marker: { color: "#c22", size: 10 }, hovertemplate: "%{text}" }];
     if (MPI) {      // null where a run recorded no MPI: a gap in the line
       const mpi = (key, k) => mpiOf(key, k, c);
       if (TIME) traces.push({ x, y: D.runs.map((_, k) => (mpi("time", k) === null ? null : mpi("time", k) / scale)), text,
@@ -153,8 +157,8 @@
   const diff = section("diff", `Diff of two ${SNAPS ? "intervals" : "runs"}`,
     `Pick the two to compare: ${per}, exclusive and inclusive (the subtree's sum)` +
     `${MPI ? `, and the MPI time and bytes per rank (${KIND}; - where a ${RUN} recorded none)` : ""}. Siblings: ` +
-    `the largest inclusive difference first. Red: ${KIND} slower by more than ${share(RULE.threshold)} and by at ` +
-    `least ${share(RULE.floor)} of the base's total; green: as much faster (no test: one ${RUN} a side).`);
+    `the largest inclusive difference first. No flags here: one ${RUN} a side cannot tell a change from ` +
+    "run-to-run noise (the changes flagged are above).");
   const choose = (id, pick) => {
     const s = el("select", { id }, ...D.runs.map((r, k) => el("option", { value: String(k) }, r)));
     s.value = String(pick);
@@ -176,34 +180,28 @@
   const children = D.callpaths.map(() => []), roots = [];
   D.callpaths.forEach((c, i) => (c.parent < 0 ? roots : children[c.parent]).push(i));
   function drawDiff() {
-    const a = +baseSel.value, b = +newSel.value, floor = RULE.floor * (D.totals[a] || 0);
-    const ea = EXC[a], eb = EXC[b], ia = INC[a], ib = INC[b], va = VAL[a], vb = VAL[b];
-    let slower = 0, faster = 0;
+    const a = +baseSel.value, b = +newSel.value;
+    const ea = EXC[a], eb = EXC[b], ia = INC[a], ib = INC[b];
     diffBody.textContent = "";
     const delta = (i) => Math.abs((ib[i] || 0) - (ia[i] || 0));
     const visit = (ids, depth) => {
       for (const i of [...ids].sort((p, q) => delta(q) - delta(p))) {
         if (ea[i] === null && eb[i] === null) continue;
-        const ch = change(va[i], vb[i]), big = Math.abs((vb[i] || 0) - (va[i] || 0)) >= floor;
-        const hot = ch !== null && big && ch > RULE.threshold, good = ch !== null && big && ch < -RULE.threshold;
-        slower += hot; faster += good;
         const name = el("td", { style: `padding-left:${8 + 16 * depth}px`, title: D.callpaths[i].path },
           D.callpaths[i].name);
-        const cls = hot ? { class: "hot" } : good ? { class: "good" } : {};
-        const [excCls, incCls] = RULE.inclusive ? [{}, cls] : [cls, {}];
         const bytes = (k) => { const v = mpiOf("bytes", k, i); return v === null ? "-" : String(v); };
-        diffBody.append(el("tr", { "data-callpath": D.callpaths[i].path, ...(cls.class ? { "data-flag": cls.class } : {}) },
+        diffBody.append(el("tr", { "data-callpath": D.callpaths[i].path },
           name, el("td", {}, ea[i] === null ? "(none)" : fmt(ea[i])), el("td", {}, eb[i] === null ? "(none)" : fmt(eb[i])),
-          el("td", excCls, pct(change(ea[i], eb[i]))), el("td", {}, fmt(ia[i])), el("td", {}, fmt(ib[i])),
-          el("td", incCls, pct(change(ia[i], ib[i]))),
+          el("td", {}, pct(change(ea[i], eb[i]))), el("td", {}, fmt(ia[i])), el("td", {}, fmt(ib[i])),
+          el("td", {}, pct(change(ia[i], ib[i]))),
           ...(MPI ? [el("td", {}, mpiTime(mpiOf("time", a, i))), el("td", {}, mpiTime(mpiOf("time", b, i))),
             el("td", {}, bytes(a)), el("td", {}, bytes(b))] : [])));
         visit(children[i], depth + 1);
       }
     };
     visit(roots, 0);
-    diffTitle.textContent = `${D.runs[b]} against ${D.runs[a]}: ${slower} callpath(s) slower, ` +
-      `${faster} faster beyond the threshold; total ${fmtTotal(D.totals[a] || 0)} to ${fmtTotal(D.totals[b] || 0)} per rank.`;
+    diffTitle.textContent = `${D.runs[b]} against ${D.runs[a]}: ` +
+      `total ${fmtTotal(D.totals[a] || 0)} to ${fmtTotal(D.totals[b] || 0)} per rank.`;
   }
 
   // -- the runs' metadata --------------------------------------------------------------------

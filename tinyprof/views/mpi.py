@@ -1,64 +1,29 @@
 """The text tables of ``tinyprof mpi``: MPI calls grouped as mpisee-through
 groups them, the communicators, and the transport view (``--by transport``).
-Needs neither pandas nor hatchet.
-
-Rows are summed over everything not grouped by; the time is summed in
-integer nanoseconds, so the table is exact to its last printed digit.
+Needs neither pandas nor hatchet. The sums are :mod:`tinyprof.analysis.mpi_tables`';
+this module prints them (the time summed in integer nanoseconds, so the table
+is exact to its last printed digit).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Literal, Optional, Sequence, Tuple
+from typing import Dict, Literal, Optional, Sequence
 
 from ..analysis import ConvertError
+from ..analysis.mpi_tables import DEFAULT_BY, KEYS, Row, Spec, group, totals, transport_rows, ucx_states
 from ..analysis.profile import PER_SECOND, Profile
 from ..format.mpi_section import encode_members
 from .text import UNITS as TIME_UNITS
 from .text import align, printable, shown
 
-Callpath = Tuple[str, ...]
+# group, transport_rows and ucx_states are analysis.mpi_tables', named here
+# for views/report.py and demo.py, which still read them through this module.
 __all__ = ["KEYS", "DEFAULT_BY", "SORTS", "Row", "group", "table", "transport_rows", "ucx_states",
            "transport", "communicators", "size_range"]
 
-KEYS = ("callpath", "comm", "op", "bucket", "rank", "transport")   # what rows can be grouped by
-DEFAULT_BY = ("callpath", "comm", "op", "bucket")
 _SORT_COLUMN: Dict[str, Literal[1, 2, 3]] = {"time": 3, "bytes": 2, "calls": 1}   # in a Row
 SORTS = tuple(_SORT_COLUMN)
-_FIELD = {"callpath": 0, "rank": 1, "comm": 2, "op": 3, "bucket": 4}   # in an op row
 _HEAD = {"callpath": "callpath", "comm": "comm", "op": "op", "bucket": "size", "rank": "rank"}
 BYTE_UNITS = ("", "K", "M", "G", "T", "P", "E")       # binary: 1K = 1024 bytes
-
-# One row of the table: its key (values of the --by fields) and calls, bytes, time in ns.
-Row = Tuple[tuple, int, int, int]
-
-
-def group(profile: Profile, by: Sequence[str] = DEFAULT_BY, callpaths: Sequence[str] = (),
-          comms: Sequence[str] = ()) -> List[Row]:
-    """The MPI calls of ``profile`` summed per distinct value of the ``by``
-    fields, in key order. ``callpaths`` keeps the calls made in those regions
-    and below them (each written ``a<b`` or ``a/b``); ``comms`` keeps the calls
-    on those communicators (so no completion call, which has none). A
-    callpath or communicator not in the profile is a :class:`ConvertError`."""
-    unknown = [k for k in by if k not in KEYS or k == "transport"]
-    if unknown:
-        raise ConvertError(f"cannot group by {unknown[0]!r}: use {', '.join(KEYS[:-1])}")
-    data = profile.mpi_data
-    for name in comms:
-        if name not in data.comms:
-            raise ConvertError(f"no communicator {name!r} in profile {profile.name!r} "
-                               f"(it has {', '.join(sorted(data.comms)) or 'none'})")
-    inside = _within(profile, callpaths)
-    keep = set(comms)
-    sums: Dict[tuple, List[int]] = {}
-    for row in data.ops:
-        if not inside(row[0]):
-            continue
-        if keep and row[2] not in keep:
-            continue
-        acc = sums.setdefault(tuple(row[_FIELD[k]] for k in by), [0, 0, 0])
-        acc[0] += row[5]
-        acc[1] += row[6]
-        acc[2] += row[7]
-    return [(key, c, b, t) for key, (c, b, t) in sorted(sums.items())]
 
 
 def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
@@ -70,8 +35,7 @@ def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
     the unit (s, ms, us, ns) of the profile's whole MPI time."""
     if sort not in SORTS:
         raise ConvertError(f"cannot sort by {sort!r}: use {', '.join(SORTS)}")
-    ops = profile.mpi_data.ops
-    calls, nbytes, total = sum(r[5] for r in ops), sum(r[6] for r in ops), sum(r[7] for r in ops)
+    calls, nbytes, total = totals(profile)
     seconds = 1 / PER_SECOND[profile.unit]
     unit, scale = next(((u, s) for u, s in TIME_UNITS if total * seconds >= s), TIME_UNITS[-1])
     head = (f"{shown(profile.name)}: {profile.nranks} ranks, {calls} MPI calls, {nbytes} bytes, "
@@ -91,57 +55,12 @@ def table(profile: Profile, rows: Sequence[Row], by: Sequence[str] = DEFAULT_BY,
     return "\n".join(out)
 
 
-def _within(profile: Profile, callpaths: Sequence[str]):
-    """Whether a callpath is in one of the regions ``callpaths`` (each
-    written ``a<b`` or ``a/b``) or below it; all are when none is given."""
-    spelled = {s for path in profile.callpaths for s in ("<".join(path), "/".join(path))}
-    for text in callpaths:
-        if text not in spelled:
-            raise ConvertError(f"no callpath {text!r} in profile {profile.name!r}")
-    wanted = set(callpaths)
-    known: Dict[Callpath, bool] = {}
-
-    def inside(path: Callpath) -> bool:
-        if not wanted:
-            return True
-        if path not in known:
-            known[path] = any("<".join(path[:n]) in wanted or "/".join(path[:n]) in wanted
-                              for n in range(1, len(path) + 1))
-        return known[path]
-    return inside
-
-
-def transport_rows(profile: Profile, callpaths: Sequence[str] = (),
-                   by_rank: bool = False) -> List[Tuple[tuple, int, int]]:
-    """The transport view summed per (callpath, [rank,] MPI op, UCP op,
-    protocol, transport): ``(key, calls, bytes)``, most bytes first (ties in
-    key order), in the regions ``callpaths`` and below (all if none)."""
-    inside = _within(profile, callpaths)
-    sums: Dict[tuple, List[int]] = {}
-    for path, rank, op, ucp, protocol, link, calls, nbytes in profile.mpi_data.transport:
-        if inside(path):
-            acc = sums.setdefault((path, *((rank,) if by_rank else ()), op, ucp, protocol, link), [0, 0])
-            acc[0] += calls
-            acc[1] += nbytes
-    return [(key, c, b) for key, (c, b) in sorted(sorted(sums.items()), key=lambda kv: -kv[1][1])]
-
-
-def ucx_states(profile: Profile) -> Dict[str, List[int]]:
-    """The ranks in each UCX state (``used``, ``unused``, ``unavailable``)."""
-    states: Dict[str, List[int]] = {}
-    for rank, state in sorted(profile.mpi_data.ucx.items()):
-        states.setdefault(state, []).append(rank)
-    return states
-
-
-def transport(profile: Profile, callpaths: Sequence[str] = (), by_rank: bool = False,
+def transport(profile: Profile, callpaths: Sequence[Spec] = (), by_rank: bool = False,
               limit: Optional[int] = None) -> str:
-    """The transport view as a text table: per callpath (and rank), MPI op,
-    UCP op, protocol and transport, the calls and bytes, most bytes first,
-    under a line saying on which ranks UCX carried the MPI traffic."""
-    if not profile.mpi_data.ucx:
-        raise ConvertError(f"profile {profile.name!r} holds no transport view "
-                           "(record with Profiler(ucx=True) or TINYPROF_UCX=1)")
+    """The transport view (:func:`~tinyprof.analysis.mpi_tables.transport_rows`)
+    as a text table: per callpath (and rank), MPI op, UCP op, protocol and
+    transport, the calls and bytes, most bytes first, under a line saying on
+    which ranks UCX carried the MPI traffic."""
     rows = transport_rows(profile, callpaths, by_rank)
     states = ucx_states(profile)
     said = {"used": "UCX carried the MPI traffic of rank(s)",

@@ -11,18 +11,11 @@
     return { title: { text: title }, tickmode: "linear", tick0: 0, dtick: step, tickformat: "d" };
   };
 
-  // -- per-callpath statistics: means over all ranks of the run (POP's basis: a rank that --
-  // did not run the callpath counts 0), as tinyprof show, pop and compare give them.
-  const runTotal = sum(D.runtime);
+  // -- per-callpath statistics, as tinyprof show gives them (analysis/values.summary): means
+  // over all ranks of the run, a rank that did not run the callpath counting 0 (POP's basis).
   const stats = D.callpaths.map((c, i) => {
-    const ran = []; for (let r = 0; r < P; r++) if (D.count[i][r] > 0) ran.push(r);
-    const inc = ran.map((r) => D.inc[i][r]), exc = ran.map((r) => D.exc[i][r]);
-    const mean = sum(inc) / P;
-    let slow = -1, max = -Infinity;
-    ran.forEach((r, j) => { if (inc[j] > max) { max = inc[j]; slow = r; } });
-    const s = { ran: ran.length, inc: mean, exc: sum(exc) / P,
-      share: runTotal ? sum(inc) / runTotal : 0, imbalance: mean ? max / mean : 0, slowest: slow,
-      max: ran.length ? max : 0, count: sum(D.count[i]) };
+    const s = { count: sum(D.count[i]) };
+    for (const key of ["ran", "inc", "exc", "share", "imbalance", "max", "slowest"]) s[key] = D.stats[key][i] ?? 0;
     if (D.mpi) s.mpi = sum(D.mpi.time[i]) / P;
     return s;
   });

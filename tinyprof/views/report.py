@@ -8,10 +8,11 @@ is maintained, inlines into one file, and draws what we need (heatmaps of
 200 x 1,024 cells, box and bar plots, lines with bands) with hover, zoom and
 export built in; its size (4.8 MB) is the price of one file with no network.
 
-The numbers are prepared here, at report time, so that the page only draws:
-per-(callpath, rank) aggregates, per-iteration statistics across ranks
-(binned to at most ``MAX_POINTS`` per callpath), the snapshots' time series,
-the MPI tables and the trace analyses when the profile has them.
+The numbers are computed in ``analysis/`` at report time and laid out here,
+so that the page only draws: per-(callpath, rank) aggregates, per-iteration
+statistics across ranks (binned to at most ``MAX_POINTS`` per callpath), the
+snapshots' time series, the MPI tables and the trace analyses when the
+profile has them.
 """
 from __future__ import annotations
 
@@ -21,12 +22,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..analysis import over_time
+from ..analysis import over_time, values
 from ..analysis import pop as pop_analysis
+from ..analysis.iterations import per_iteration
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
 from ..analysis.values import aggregate, mpi_per_node, run_times
 from ..format import layout
-from . import pop as pop_view
 from .summary import run_line
 from .text import tree_order
 
@@ -35,10 +36,6 @@ MAX_SNAPSHOTS = 200     # snapshots read for the time series (evenly sampled)
 TOP_SNAPSHOT_PATHS = 8  # callpaths drawn apart over time; the rest is "other"
 TOP_ROWS = 40           # rows of the MPI, critical-path and wait-state tables
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# The running [min, max, sum, n] per (execution, iteration) of _iterations:
-# each one's empty value and how two of them combine (NaN: no value).
-_STATS: Tuple[Tuple[float, np.ufunc], ...] = (
-    (np.inf, np.fmin), (-np.inf, np.fmax), (0.0, np.add), (0.0, np.add))
 
 
 # The JSON goes inside a <script> element: no "</script", "<!--" or "-->" may
@@ -102,6 +99,7 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
     index = np.array([row[p] for p in order], dtype=np.int64)
     position = {path: i for i, path in enumerate(order)}
     agg = aggregate(profile, "sum")
+    over = _over_time(source)
     data: Dict[str, Any] = {
         "name": profile.name, "nranks": profile.nranks, "files": len(profile.files),
         "created": profile.created, "version": profile.version,
@@ -111,11 +109,12 @@ def build(profile: Profile, source: Optional[str] = None) -> Dict[str, Any]:
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
         "inc": _rows(agg.time_inc[index]), "exc": _rows(agg.time_exc[index]),
         "count": agg.count[index].tolist(),
+        "stats": _stats(values.summary(profile, agg), index),
         "runtime": rounded(run_times(profile, agg)),
-        "iterations": _iterations(profile, row, position),
-        "snapshots": _snapshots(profile, source, position),
+        "iterations": _iterations(profile, position),
+        "snapshots": _snapshots(over, position),
         "mpi": _mpi(profile, index),
-        "pop": _pop(profile, source, position),
+        "pop": _pop(profile, over, position),
         "trace": _trace(profile),
     }
     return data
@@ -146,64 +145,21 @@ def _rows(matrix: np.ndarray) -> List[List[Optional[float]]]:
     return [rounded(r) for r in matrix]
 
 
-def _iterations(profile: Profile, row: Dict[tuple, int], position: Dict[tuple, int]) -> Dict[str, Any]:
-    """Per callpath with more than one occurrence per rank: the min, mean and
-    max across ranks of each (execution, iteration)'s time, in order, binned
-    to at most MAX_POINTS points (a bin keeps its smallest min, mean of
-    means and largest max)."""
-    acc: Dict[int, List[np.ndarray]] = {}        # callpath row -> [min, max, sum, n] (exec, iteration)
-    for f in profile.parsed:
-        v = f.values
-        first = np.cumsum(v.counts) - v.counts
-        execution = v.slots - f.exec_base[np.searchsorted(f.exec_base, v.slots, side="right") - 1]
-        for line, path in enumerate(f.paths):
-            a, b = int(v.line_slots[line]), int(v.line_slots[line + 1])
-            if a == b:
-                continue
-            counts, width = v.counts[a:b], int(v.counts[a:b].max())
-            taken = np.arange(width) < counts[:, None]
-            values = np.where(taken, v.times[np.where(taken, first[a:b, None] + np.arange(width), 0)]
-                              .astype(np.float64), np.nan)
-            ex = execution[a:b]
-            stats = [np.full((int(ex.max()) + 1, width), fill) for fill, _ in _STATS]
-            for e in np.unique(ex):
-                rows = values[ex == e]
-                given = ~np.isnan(rows)
-                for k, part in enumerate((rows, rows, np.where(given, rows, 0.0), given)):
-                    stats[k][e] = _STATS[k][1].reduce(part, axis=0)
-            i = row[path]
-            acc[i] = stats if i not in acc else _merge(acc[i], stats)
-    scale = {"ns": 1e-9}[profile.unit]
-    out: Dict[str, Any] = {}
-    for i, (lo, hi, total, n) in acc.items():
-        execs, its = np.nonzero(n)               # the (execution, iteration)s that ran, in order
-        if len(execs) < 2:
-            continue
-        lo, hi, mean = lo[execs, its], hi[execs, its], total[execs, its] / n[execs, its]
-        edges = np.unique(np.linspace(0, len(execs), min(len(execs), MAX_POINTS) + 1)
-                          .astype(np.int64))[:-1]
-        sizes = np.diff(np.append(edges, len(execs)))
-        out[str(position[profile.callpaths[i]])] = {
-            "occurrence": edges.tolist(),     # the x axis: the first occurrence of each bin
-            "execution": execs[edges].tolist(), "iteration": its[edges].tolist(),
-            "min": rounded(np.minimum.reduceat(lo, edges) * scale),
-            "mean": rounded(np.add.reduceat(mean, edges) / sizes * scale),
-            "max": rounded(np.maximum.reduceat(hi, edges) * scale),
-            "binned": bool((sizes > 1).any())}
-    return out
+def _stats(s: values.Summary, index: np.ndarray) -> Dict[str, Any]:
+    """The call tree's columns (``tinyprof show``'s numbers), in the page's order."""
+    return {"ran": s.ranks[index].tolist(), "inc": rounded(s.mean[index]),
+            "exc": rounded(s.exclusive_mean[index]), "share": rounded(s.share[index]),
+            "imbalance": rounded(s.imbalance[index]), "max": rounded(s.maximum[index]),
+            "slowest": s.slowest[index].tolist()}
 
 
-def _merge(old: List[np.ndarray], new: List[np.ndarray]) -> List[np.ndarray]:
-    """Two files' [min, max, sum, n] of one callpath, padded to the larger shape."""
-    shape = tuple(max(x, y) for x, y in zip(old[0].shape, new[0].shape))
-    out = []
-    for k, (fill, combine) in enumerate(_STATS):
-        merged = np.full(shape, fill)
-        for part in (old[k], new[k]):
-            view = merged[:part.shape[0], :part.shape[1]]
-            view[...] = combine(view, part)
-        out.append(merged)
-    return out
+def _iterations(profile: Profile, position: Dict[tuple, int]) -> Dict[str, Any]:
+    """The iteration plot's points per callpath (``analysis.iterations``)."""
+    return {str(position[profile.callpaths[i]]): {
+        "occurrence": st.occurrence.tolist(),       # the x axis: the first occurrence of each bin
+        "execution": st.execution.tolist(), "iteration": st.iteration.tolist(),
+        "min": rounded(st.min), "mean": rounded(st.mean), "max": rounded(st.max),
+        "binned": st.binned} for i, st in per_iteration(profile, MAX_POINTS).items()}
 
 
 def _kept(source: Optional[str]) -> List[int]:
@@ -215,32 +171,33 @@ def _kept(source: Optional[str]) -> List[int]:
     return numbers
 
 
-def _snapshots(profile: Profile, source: Optional[str], position: Dict[tuple, int]) -> Dict[str, Any]:
-    """The kept snapshots as a time series: per interval between snapshots,
-    the exclusive time summed over ranks of the top callpaths and the rest."""
+def _over_time(source: Optional[str]) -> Optional[over_time.Series]:
+    """The kept snapshots as time series, each read once; None with fewer than two."""
     numbers = _kept(source)
     if len(numbers) < 2:
-        return {"numbers": numbers, "series": []}
+        return None
     assert source is not None       # no snapshot numbers without a source
-    totals = np.zeros((len(numbers), len(position)))
-    created = []
-    for j, k in enumerate(numbers):
-        snap = read(source, snapshot=k)
-        exc = aggregate(snap, "sum").time_exc.sum(axis=1)
-        for path, value in zip(snap.callpaths, exc):
-            if path in position:
-                totals[j, position[path]] = value
-        created.append(snap.created)
-    steps = np.diff(np.vstack([np.zeros(len(position)), totals]), axis=0)
-    top = np.argsort(-totals[-1], kind="stable")[:TOP_SNAPSHOT_PATHS]
-    series = [{"callpath": int(i), "values": rounded(steps[:, i])} for i in top]
+    return over_time.series(source, numbers)
+
+
+def _snapshots(series: Optional[over_time.Series], position: Dict[tuple, int]) -> Dict[str, Any]:
+    """Per interval between kept snapshots, the exclusive time summed over
+    ranks of the top callpaths and the rest."""
+    if series is None:
+        return {"numbers": [], "series": []}
+    totals = np.zeros((len(series.numbers), len(position)))
+    for j, path in enumerate(series.callpaths):
+        if path in position:
+            totals[:, position[path]] = series.exclusive[:, j]
+    top = np.argsort(-totals.sum(axis=0), kind="stable")[:TOP_SNAPSHOT_PATHS]
+    lines = [{"callpath": int(i), "values": rounded(totals[:, i])} for i in top]
     rest = np.setdiff1d(np.arange(len(position)), top)
     if len(rest):
-        series.append({"callpath": -1, "values": rounded(steps[:, rest].sum(axis=1))})
-    return {"numbers": numbers, "created": created, "series": series}
+        lines.append({"callpath": -1, "values": rounded(totals[:, rest].sum(axis=1))})
+    return {"numbers": series.numbers, "created": series.created, "series": lines}
 
 
-def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
+def _pop(profile: Profile, series: Optional[over_time.Series], position: Dict[tuple, int]
          ) -> Optional[Dict[str, Any]]:
     """The POP efficiencies: per callpath (rows in tree order, worst parallel
     efficiency first among siblings), with the split of communication
@@ -255,35 +212,29 @@ def _pop(profile: Profile, source: Optional[str], position: Dict[tuple, int]
         values = POP_VALUES + SPLIT_VALUES
     except ValueError:          # no trace (or one that cannot be replayed): no split
         frame, values = pop_analysis.pop(profile), POP_VALUES
-    if pop_view.several_hosts(frame):
+    if pop_analysis.several_hosts(frame):
         values += HOST_VALUES
     at = {path: i for i, path in enumerate(frame["callpath"])}
     table = np.array([frame[v] for v in values], np.float64).T
-    rows = [[position[path], *rounded(table[at[path]])] for path in pop_view.worst_first(frame)]
-    numbers = _kept(source)
-    history: Optional[Dict[str, Any]] = None
-    problem = ""
-    if len(numbers) >= 2:
-        assert source is not None
-        try:
-            history = _pop_history(source, numbers, position)
-        except pop_analysis.PopError as e:      # a snapshot without MPI data: the table still stands
-            problem = str(e)
+    rows = [[position[path], *rounded(table[at[path]])] for path in pop_analysis.worst_first(frame)]
+    history = None
+    if series is not None and series.efficiency is not None:
+        history = _pop_history(series.numbers, series.created, series.efficiency, position)
+    # a snapshot without MPI data: the table still stands
+    problem = series.problem if series is not None else ""
     return {"columns": list(values), "rows": rows, "history": history, "problem": problem}
 
 
-def _pop_history(source: str, numbers: List[int], position: Dict[tuple, int]) -> Dict[str, Any]:
-    """The efficiencies per interval between the snapshots ``numbers`` of the
-    callpaths that ran longest (with the load balance within and across
-    nodes when the run recorded several hosts); PopError if a snapshot holds
-    no MPI data."""
-    steps = over_time.history(source, numbers=numbers)
+def _pop_history(numbers: List[int], created: List[str], steps: pop_analysis.Columns,
+                 position: Dict[tuple, int]) -> Dict[str, Any]:
+    """The efficiencies per interval (``steps``: ``pop_history``'s columns)
+    of the callpaths that ran longest (with the load balance within and
+    across nodes when the run recorded several hosts)."""
     total: Dict[tuple, float] = {}
     for path, runtime in zip(steps["callpath"], steps["runtime"]):
         if path in position:
             total[path] = total.get(path, 0.0) + runtime
     top = sorted(total, key=lambda p: -total[p])[:TOP_SNAPSHOT_PATHS]
-    created = dict(zip(steps["snapshot"].tolist(), steps["created"]))
     slot = {k: j for j, k in enumerate(numbers)}
     keys = POP_VALUES[4:] + (HOST_VALUES if HOST_VALUES[0] in steps else ())
     series = []
@@ -296,7 +247,7 @@ def _pop_history(source: str, numbers: List[int], position: Dict[tuple, int]) ->
             values_k[where] = steps[key][mine]
             line[key] = rounded(values_k)
         series.append({"callpath": position[path], **line})
-    return {"numbers": numbers, "created": [created.get(k, "") for k in numbers], "series": series}
+    return {"numbers": numbers, "created": created, "series": series}
 
 
 POP_VALUES = ("ranks", "runtime", "useful_mean", "useful_max", "load_balance",

@@ -122,6 +122,13 @@ int tinyprof_mpi_comm_members(int i, int32_t *out, size_t cap);
 /* Name of operation code `op` as in the profile ("Allreduce", "Isend"), or NULL. */
 const char *tinyprof_mpi_op_name(int op);
 
+/* The op code of the counted MPI call that thread `thread` (its pthread_self(),
+ * Python's thread id) is inside now, or -1: none, or not counted (recording
+ * off, the thread paused, a private communicator). Lock-free, from any
+ * thread: how the sampler tells a thread waiting in MPI (docs/unannotated.md).
+ * Added after interface 3 was out: look it up, an older library lacks it. */
+int tinyprof_mpi_in_call(uint64_t thread);
+
 /* ----- The transport view (docs/mpi.md#transports): which UCX protocol and
  * transport carried each callpath's MPI traffic. Added in interface 2;
  * interface 3 classifies in the library: tinyprof_ucx_rows gives each row

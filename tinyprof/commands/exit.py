@@ -1,14 +1,11 @@
 """How every tinyprof command ends: its status, and one line on stderr for bad input.
 
-Shared by ``cli`` and ``tune`` (``python -m tinyprof.tune``), so that neither imports the other.
+Shared by the commands and ``python -m tinyprof.tune``.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-
-from .converters import ConvertError
-from .format.encoding import FormatError
 
 # The extra that installs an optional package, where it is not hatchet's or CallFlow's.
 EXTRAS = {"protobuf": "pprof", "thicket": "thicket"}
@@ -17,6 +14,10 @@ EXTRAS = {"protobuf": "pprof", "thicket": "thicket"}
 def run(prog: str, args: argparse.Namespace) -> int:
     """Run ``args.run(args)``; bad input, an unwritable output or a missing
     extra end with one line naming the file and status 2 (1 for an extra)."""
+    # here, not at the top: the parsers are built without loading a layer
+    from ..analysis import ConvertError
+    from ..format.encoding import FormatError
+
     try:
         return args.run(args)
     except (FormatError, ConvertError) as e:
@@ -33,3 +34,12 @@ def run(prog: str, args: argparse.Namespace) -> int:
         print(f"{prog}: needs the Python package {e.name!r}: pip install 'tinyprof[{extra}]'",
               file=sys.stderr)
         return 1
+
+
+def echo(text: str) -> None:
+    """Print ``text``, which names paths the user gave: a path of non-UTF-8 bytes
+    holds lone surrogates, which a strict stdout cannot encode: those print as ``\\udcff``."""
+    try:
+        print(text, flush=True)
+    except UnicodeEncodeError:
+        print(text.encode("utf-8", "backslashreplace").decode("utf-8"), flush=True)
