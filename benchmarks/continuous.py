@@ -68,16 +68,15 @@ def run_demo(ranks: int, steps: int, frequency: float, env: Dict[str, str],
 
 def written(outdir: str) -> Dict[str, List[float]]:
     """Per complete snapshot: files, bytes, occurrences held; and the final profile's bytes."""
-    from tinyprof.format import chain as _chain
-    from tinyprof.format import layout
+    from tinyprof.format import output_dir, snapshot_chain
     out: Dict[str, List[float]] = {"files": [], "bytes": [], "values": [], "full": []}
     for k in tinyprof.snapshots(outdir):
-        paths = layout.profile_files(layout.snapshot_dir(outdir, k))
+        paths = output_dir.profile_files(output_dir.snapshot_dir(outdir, k))
         out["files"].append(len(paths))
         out["bytes"].append(sum(os.path.getsize(p) for p in paths))
-        out["values"].append(sum(len(_chain.parse(p).values.times) for p in paths))
+        out["values"].append(sum(len(snapshot_chain.parse(p).values.times) for p in paths))
         out["full"].append(b" over " not in open(paths[0], "rb").read(300).split(b"\n")[3])
-    out["final"] = [sum(os.path.getsize(p) for p in layout.profile_files(outdir))]
+    out["final"] = [sum(os.path.getsize(p) for p in output_dir.profile_files(outdir))]
     return out
 
 
@@ -206,7 +205,7 @@ def _record_demo_steps(steps: int) -> None:
 
 def snapshot_cost(args: argparse.Namespace, work: str) -> None:
     from tinyprof import annotate
-    from tinyprof.format import layout
+    from tinyprof.format import output_dir
     from tinyprof.runtime import session
     impl = annotate.impl
     print("### One rank's snapshot after the demo's events for N steps: the first (full), "
@@ -234,7 +233,7 @@ def snapshot_cost(args: argparse.Namespace, work: str) -> None:
                 cpu.append(snap.cpu - c0)
 
             def size(k):
-                return os.path.getsize(os.path.join(layout.snapshot_dir(outdir, k), "bench.0-of-1.tp"))
+                return os.path.getsize(os.path.join(output_dir.snapshot_dir(outdir, k), "bench.0-of-1.tp"))
             print(f"| {steps} | {3 * steps + steps // 10} | {size(1) / 1024:.0f} | "
                   f"{1e3 * first:.2f} | {1e3 * first_cpu:.2f} | {size(2) / 1024:.1f} | "
                   f"{1e3 * statistics.median(spent):.2f} | {1e3 * statistics.median(cpu):.2f} |")

@@ -86,7 +86,7 @@ def _rank_times(rng: np.random.Generator, paths: List[tuple], parent: np.ndarray
 
 def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
     """The profile of ``nranks`` ranks, one file per RANKS_PER_FILE ranks."""
-    from tinyprof.format import encoding, layout
+    from tinyprof.format import encoding, output_dir
     from tinyprof.runtime import assemble
 
     paths = _tree()
@@ -110,7 +110,7 @@ def write_tinyprof(outdir: str, nranks: int, seed: int = 1) -> None:
                                 created="2026-01-01T00:00:00Z")
         data = encoding.encode_file(header, names, parents, ids, [1] * len(paths), [b""] * len(paths),
                                    fields)
-        layout.write_atomic(os.path.join(outdir, layout.file_name("bench", index, nfiles)), data)
+        output_dir.write_atomic(os.path.join(outdir, output_dir.file_name("bench", index, nfiles)), data)
 
 
 # -- the other formats, from the profile read back ------------------------------

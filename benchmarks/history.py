@@ -1,5 +1,5 @@
 """The history page of many runs: ``tinyprof report RUNS_DIR -o page.html``'s
-work (``views.history.write``: read_many, the regressions between consecutive
+work (``views.history_page.write``: read_many, the regressions between consecutive
 runs, the page's data and the HTML), timed.
 
     .venv/bin/python benchmarks/history.py [--runs 1000] [--ranks 8] [--callpaths 200] [--repeats 3] [--mpi]
@@ -22,7 +22,7 @@ import time
 import many_runs
 
 from tinyprof.analysis import mpi_tables
-from tinyprof.views import history, report
+from tinyprof.views import history_page, report_page
 
 
 def main() -> None:
@@ -33,11 +33,11 @@ def main() -> None:
         where = os.path.join(scratch, "runs")
         many_runs.write_runs(where, args.runs, args.ranks, args.callpaths, args.mpi)
         out = os.path.join(scratch, "page.html")
-        report.plotly_js()                              # imports and caches warm
-        loaded = history.load([where])
-        parts = {"load (read_many, sort)": lambda: history.load([where]),
-                 "build (regressions, data)": lambda: history.build(*loaded),
-                 "whole: report RUNS -o page.html": lambda: history.write([where], out)}
+        report_page.plotly_js()                              # imports and caches warm
+        loaded = history_page.load([where])
+        parts = {"load (read_many, sort)": lambda: history_page.load([where]),
+                 "build (regressions, data)": lambda: history_page.build(*loaded),
+                 "whole: report RUNS -o page.html": lambda: history_page.write([where], out)}
         times = {name: many_runs.median_s(call, args.repeats) for name, call in parts.items()}
         if args.mpi:
             files = [f for p in loaded[0] for f in p.parsed]

@@ -65,7 +65,7 @@ def write(directory: str, names, parents, ids, fields, executions) -> int:
     """A one-file profile (loop 0, no metrics, one field list per rank); its size."""
     try:
         from tinyprof.format import encoding
-        from tinyprof.format.layout import write_atomic
+        from tinyprof.format.output_dir import write_atomic
     except ImportError:                 # a tree from before the layers (issue 36)
         from tinyprof import _format as encoding  # type: ignore[no-redef]
         from tinyprof._layout import write_atomic  # type: ignore[no-redef]

@@ -22,7 +22,7 @@ import numpy as np
 import tinyprof
 from tinyprof.format import meta_section, mpi_section
 from tinyprof.format.encoding import Header
-from tinyprof.format.layout import file_name, write_atomic
+from tinyprof.format.output_dir import file_name, write_atomic
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
 

@@ -36,7 +36,7 @@ import formats  # noqa: E402  (benchmarks/formats.py)
 from _browser import Browser  # noqa: E402  (tests/_browser.py)
 
 import tinyprof  # noqa: E402
-from tinyprof.views import report as _report  # noqa: E402
+from tinyprof.views import report_page  # noqa: E402
 
 READY = """new Promise((done) => { const poll = () => document.body &&
     document.body.dataset.ready === "1" ? done(performance.now()) : setTimeout(poll, 5); poll(); })"""
@@ -55,7 +55,7 @@ def write_times(source: str, out: str, repeats: int):
         t0 = time.perf_counter()
         tinyprof.read(source)
         t1 = time.perf_counter()
-        _report.write(source, out)
+        report_page.write(source, out)
         t2 = time.perf_counter()
         read.append(t1 - t0)
         write.append(t2 - t1)
@@ -63,7 +63,7 @@ def write_times(source: str, out: str, repeats: int):
 
 
 def payload_bytes(source: str) -> int:
-    html = _report.render(_report.build(tinyprof.read(source), source))
+    html = report_page.render(report_page.build(tinyprof.read(source), source))
     start = html.index('id="tinyprof-data">')
     return len(html[start:html.index("</script>", start)].encode())
 
@@ -89,7 +89,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, Browser(1500, 1000) as browser:
         blank = os.path.join(tmp, "plotly-only.html")
         with open(blank, "w", encoding="utf-8") as f:
-            f.write(f"<!DOCTYPE html><html><head><script>{_report.plotly_js()}</script></head>"
+            f.write(f"<!DOCTYPE html><html><head><script>{report_page.plotly_js()}</script></head>"
                     f"<body><script>document.body.dataset.ready = '1';</script></body></html>")
         base, _, _ = page_times(browser, blank, args.repeats, interact=False)
         print(f"200 callpaths x 100 iterations; median of {args.repeats}; times in s, page times in ms")

@@ -39,7 +39,7 @@ def worker(outdir: str, repeats: int) -> None:
 
     import tinyprof
     from tinyprof import _sweep
-    from tinyprof.format import layout
+    from tinyprof.format import output_dir
     from tinyprof.runtime.settings import group_of
 
     comm = MPI.COMM_WORLD
@@ -64,7 +64,7 @@ def worker(outdir: str, repeats: int) -> None:
     if rank == 0:
         snaps = []
         for k in tinyprof.snapshots(outdir):
-            paths = layout.profile_files(layout.snapshot_dir(outdir, k))
+            paths = output_dir.profile_files(output_dir.snapshot_dir(outdir, k))
             snaps.append({"files": len(paths), "bytes": sum(map(os.path.getsize, paths))})
         print(json.dumps({"A": naggs, "ranks": got, "snapshots": snaps}))
     prof.close()

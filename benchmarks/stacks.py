@@ -53,13 +53,13 @@ def sites_worker(blocks: int, calls: int) -> None:
     from mpi4py import MPI
 
     import tinyprof
-    from tinyprof.runtime import stacks
+    from tinyprof.runtime import sites
     out = {}
     for depth in (1, 3):
         prof = tinyprof.Profiler("bench", outdir=tempfile.mkdtemp(), mpi=True, sites=depth)
         capture = prof.session.capture
         lib, core = capture.lib, capture.source
-        site = stacks.site_source(capture.source, depth)
+        site = sites.site_source(capture.source, depth)
         x, y = np.ones(1), np.ones(1)
 
         def block(source: int) -> float:
@@ -112,7 +112,7 @@ def fixed_work(loops: int) -> int:
 
 
 def sample(args: argparse.Namespace) -> None:
-    from tinyprof.runtime import stacks
+    from tinyprof.runtime.sampler import PySamples, Sampler
     t0 = time.perf_counter()
     loops = 0
     while time.perf_counter() - t0 < 1.0:
@@ -122,10 +122,10 @@ def sample(args: argparse.Namespace) -> None:
     pairs = max(1, round(args.seconds / args.block))
     times: dict = {True: [], False: []}         # (wall, process CPU, main thread's CPU) per block
     taken, thread_cpu, by_main, main_ns = 0, 0.0, 0, 0
-    table = [stacks.PySamples] if args.python else []     # none given: also runs on older trees
+    table = [PySamples] if args.python else []     # none given: also runs on older trees
     for i in range(pairs):
         for on in ((False, True) if i % 2 else (True, False)):
-            sampler = stacks.Sampler(round(1e9 / args.hz), *table) if on else None
+            sampler = Sampler(round(1e9 / args.hz), *table) if on else None
             if sampler is not None:
                 sampler.start()
             w, c, m = time.perf_counter(), time.process_time(), time.thread_time()

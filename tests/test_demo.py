@@ -13,7 +13,7 @@ from test_mpi_large import needs_mpi
 
 import tinyprof
 from tinyprof.runtime import capture
-from tinyprof.views import report
+from tinyprof.views import report_page
 
 
 @needs_mpi
@@ -29,7 +29,7 @@ def test_the_demo_fills_every_section_of_its_report(tmp_path):
     assert "\nWait states (tinyprof wait-states" in done.stdout
     assert "\nMPI calls (tinyprof mpi" in done.stdout
     profile = tinyprof.read(str(out))
-    data = report.build(profile, str(out))          # what `tinyprof report OUTDIR` shows
+    data = report_page.build(profile, str(out))          # what `tinyprof report OUTDIR` shows
     assert sorted(p["path"] for p in data["callpaths"]) == [
         "main", "main<boundary", "main<halo", "main<init", "main<residual", "main<stencil"]
     assert data["mpi"] is not None and {row[1] for row in data["mpi"]["ops"]} >= {"Sendrecv"}
@@ -49,7 +49,7 @@ def test_the_demo_fills_every_section_of_its_report(tmp_path):
     # in Chromium: a plot in every section, no note saying how to get the data
     pytest.importorskip("plotly")
     page = tmp_path / "demo-report.html"
-    report.write(str(out), page)
+    report_page.write(str(out), page)
     with Browser(1500, 1400) as b:
         b.open(f"file://{page}")
         b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)

@@ -77,7 +77,7 @@ LAYERS = {
     "converters": {"analysis", "format"},
     "commands": {"annotate", "format", "runtime", "analysis", "views", "converters", "top"},
 }
-LEAVES = {"tinyprof._version"}
+LEAVES = {"tinyprof._version", "tinyprof._env", "tinyprof.errors"}
 
 
 def _layer(module: str) -> str:
@@ -120,6 +120,19 @@ def _violations() -> List[str]:
 
 def test_layers_import_only_the_layers_below():
     assert _violations() == []
+
+
+def test_the_errors_leaf_imports_nothing_and_every_layer_uses_it():
+    """Issue 47: the errors and message helpers live in one leaf, so that no
+    layer keeps a copy (annotate/args.py had its own ``excerpt``)."""
+    modules = _modules()
+    assert _imports("tinyprof.errors", modules["tinyprof.errors"], set(modules)) == set()
+    users = {_layer(m) for m, p in modules.items() if "tinyprof.errors" in _imports(m, p, set(modules))}
+    assert users == set(LAYERS) | {"top"}, users
+    import tinyprof.errors
+    from tinyprof import analysis, converters, format
+    assert tinyprof.FormatError is format.FormatError is tinyprof.errors.FormatError
+    assert converters.ConvertError is analysis.ConvertError is tinyprof.errors.ConvertError
 
 
 def test_the_top_holds_only_what_a_user_runs():
@@ -238,12 +251,12 @@ def test_the_parsers_constants_are_the_layers():
     from tinyprof import converters
     from tinyprof.analysis import compare, mpi_tables, values
     from tinyprof.commands import options
-    from tinyprof.views import mpi
+    from tinyprof.views import mpi_text
 
     assert (options.THRESHOLD, options.FLOOR) == (compare.THRESHOLD, compare.FLOOR)
     assert (options.KEYS, options.DEFAULT_BY) == (mpi_tables.KEYS, mpi_tables.DEFAULT_BY)
     assert options.STATISTICS == values.STATISTICS
-    assert options.SORTS == mpi.SORTS
+    assert options.SORTS == mpi_text.SORTS
     assert options.TARGETS == converters.TARGETS
 
 
@@ -265,7 +278,7 @@ def test_the_cycle_finder_finds_cycles():
 PARSED = {"parsed", "exec_base", "line_slots", "line_values", "section_lines"}
 VALUES_FIELDS = {"times", "counts", "slots", "loops", "consistent", "metrics"}
 PARSERS = {"tinyprof.format.reader", "tinyprof.format.parsed", "tinyprof.format.pyparser",
-           "tinyprof.format.chain"}
+           "tinyprof.format.snapshot_chain"}
 
 
 def _parser_reads() -> List[str]:

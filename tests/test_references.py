@@ -1,6 +1,6 @@
 """Docs that stay true: every path of the repository (``tests/…``,
 ``tinyprof/…``, ``native/…``, ``docs/…``, ``benchmarks/…``, ``tools/…``) and
-every module name (``tinyprof.x.y``, and the name after it) cited in the
+every dotted module name of the package (and the name after it) cited in the
 docs, the README, the Python files' comments and docstrings, the Makefile,
 ``.ci/run`` and the native sources exists. Include paths
 (``<tinyprof/detail/…>``) are read against native/include."""

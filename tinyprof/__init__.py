@@ -16,6 +16,7 @@ The file format is specified in docs/format.md.
 """
 from ._version import __version__
 from .annotate import Event, event
+from .errors import FormatError
 from .runtime.profiler import Profiler, flush
 
 __all__ = ["Event", "event", "Profiler", "flush", "read", "read_many", "snapshots", "Profile", "FormatError",
@@ -24,11 +25,11 @@ __all__ = ["Event", "event", "Profiler", "flush", "read", "read_many", "snapshot
 # Loaded when first used, so that importing tinyprof and annotating stay light
 # (benchmarks/annotation.py measures it): no numpy (reading does), no pandas or
 # hatchet or thicket (the converters do).
-_LAZY = {"FormatError": ".format", "read": ".analysis.profile", "read_many": ".analysis.profile",
+_LAZY = {"read": ".analysis.profile", "read_many": ".analysis.profile",
          "snapshots": ".analysis.profile",
          "Profile": ".analysis.profile", "to_hatchet": ".converters.hatchet",
          "to_thicket": ".converters.thicket", "to_dataframe": ".converters.dataframe",
-         "pop_history": ".analysis.over_time", "compare": ".analysis.compare",
+         "pop_history": ".analysis.snapshot_intervals", "compare": ".analysis.compare",
          "history": ".analysis.compare"}
 
 

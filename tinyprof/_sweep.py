@@ -12,7 +12,7 @@ import statistics
 import time
 from typing import Dict, List, Sequence
 
-from .format.layout import SUFFIX
+from .format.output_dir import SUFFIX
 
 # Kernels per group, and the number of variant events (ranks differ in which one they run).
 LEAVES, VARIANTS = 9, 4

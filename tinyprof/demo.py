@@ -135,19 +135,19 @@ def _launch(args: argparse.Namespace) -> int:
         print("tinyprof.demo: profiling is off (TINYPROF=0): the solver ran, "
               "no profile was written")
         return 0
-    from .views.summary import summary
+    from .views.show import summary
     profile = tinyprof.read(args.outdir)
     print(summary(profile, args.outdir))
     if profile.mpi_recorded:
-        from .views import mpi
+        from .views import mpi_text
         print(f"\nMPI calls (tinyprof mpi {args.outdir}; docs/mpi.md):")
-        print(mpi.table(profile, mpi.group(profile), limit=8))
+        print(mpi_text.table(profile, mpi_text.group(profile), limit=8))
     if args.trace:
-        from .views import trace as _tracetext
+        from .views import trace_text
         print(f"\nCritical path (tinyprof critical-path {args.outdir}; docs/trace.md):")
-        print(_tracetext.critical_path(profile, limit=8))
+        print(trace_text.critical_path(profile, limit=8))
         print(f"\nWait states (tinyprof wait-states {args.outdir}):")
-        print(_tracetext.wait_states(profile, limit=8))
+        print(trace_text.wait_states(profile, limit=8))
     return 0
 
 

@@ -25,8 +25,8 @@ from tinyprof import annotate
 from tinyprof.analysis.compare import _betainc, _t_two_sided
 from tinyprof.cli import main
 from tinyprof.format import encoding as _format
-from tinyprof.format import layout
-from tinyprof.runtime import assemble, stacks
+from tinyprof.format import output_dir
+from tinyprof.runtime import assemble, sites
 from tinyprof.runtime import collect as _collect
 
 pd = pytest.importorskip("pandas")
@@ -67,8 +67,8 @@ def write_run(outdir, clock, seed: int, slow: float = 1.0, nranks: int = NRANKS,
     os.makedirs(outdir, exist_ok=True)
     header = _format.Header(name=name, nranks=nranks, first_rank=0, rank_count=nranks,
                             file_index=0, file_count=1, metrics=[])
-    layout.write_atomic(os.path.join(outdir, layout.file_name(name, 0, 1)),
-                        assemble.build_file(header, ranks, executions))
+    output_dir.write_atomic(os.path.join(outdir, output_dir.file_name(name, 0, 1)),
+                            assemble.build_file(header, ranks, executions))
     return str(outdir)
 
 
@@ -283,7 +283,7 @@ def test_the_gate_on_real_mpi_runs(tmp_path):
         assert passed.returncode == 0 and "not gated: one run a side" in passed.stderr, passed.stdout
     frame = tinyprof.compare(base, same)
     assert (frame["base"] >= 0).all() and frame.attrs["outside_mpi"]
-    if stacks.sites_unavailable() is None:      # call sites: CPython 3.11-3.13 (docs/unannotated.md)
+    if sites.sites_unavailable() is None:      # call sites: CPython 3.11-3.13 (docs/unannotated.md)
         # The barrier's wait is charged to its call site, which has no time of its own:
         # it comes out of sync's time, never making a negative time outside MPI.
         site = frame[frame["callpath"].map(len) == 3]

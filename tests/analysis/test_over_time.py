@@ -1,4 +1,4 @@
-"""Time and efficiency over the kept snapshots of a run (``analysis/over_time.py``):
+"""Time and efficiency over the kept snapshots of a run (``analysis/snapshot_intervals.py``):
 each interval holds the time each region spent in it on every rank, a
 ``loop=2`` region (one growing value per execution) and an enclosing region
 still open at the snapshots alike, and the report's series agree.
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof.analysis import over_time
-from tinyprof.views import report
+from tinyprof.analysis import snapshot_intervals
+from tinyprof.views import report_page
 
 pytest.importorskip("mpi4py")
 
@@ -75,7 +75,7 @@ def test_every_interval_holds_a_loop2_region_and_its_open_parent(run):
 def test_the_snapshot_series_has_no_spike(run):
     """The report's exclusive time per interval: main's own time is small in
     every interval (it was the whole run in the interval where main closed)."""
-    got = over_time.series(run, [1, 2, 3, 4])
+    got = snapshot_intervals.series(run, [1, 2, 3, 4])
     exc = dict(zip(got.callpaths, got.exclusive.T))
     assert list(exc[STEP]) == [w * MS / 1e9 for w in WORK]
     total = got.exclusive.sum(axis=1)
@@ -83,15 +83,15 @@ def test_the_snapshot_series_has_no_spike(run):
     assert list(total) == pytest.approx(_truth(MAIN), rel=0.1)
     # one reading gives the POP history too, as pop_history gives it
     assert got.problem == "" and got.efficiency is not None
-    history = over_time.history(run)
+    history = snapshot_intervals.history(run)
     for name, column in got.efficiency.items():
         assert list(column) == list(history[name]), name
     # the report draws these numbers
-    data = report.build(tinyprof.read(run), run)
+    data = report_page.build(tinyprof.read(run), run)
     names = [c["path"] for c in data["callpaths"]]
     series = {names[s["callpath"]]: s["values"] for s in data["snapshots"]["series"]}
-    assert series["main<step"] == report.rounded(exc[STEP])
-    assert series["main"] == report.rounded(exc[MAIN])
+    assert series["main<step"] == report_page.rounded(exc[STEP])
+    assert series["main"] == report_page.rounded(exc[MAIN])
     history = {names[s["callpath"]]: s for s in data["pop"]["history"]["series"]}
     assert set(history) == {"main", "main<step"}
     assert all(v is not None for s in history.values() for v in s["parallel_efficiency"])
@@ -104,9 +104,9 @@ def test_the_report_reads_each_kept_snapshot_once(run, monkeypatch):
     def counted(path, snapshot=None, **kwargs):
         taken.append(snapshot)
         return read(path, snapshot=snapshot, **kwargs)
-    for module in (over_time, report):
+    for module in (snapshot_intervals, report_page):
         monkeypatch.setattr(module, "read", counted)
-    report.build(read(run), run)
+    report_page.build(read(run), run)
     assert sorted(taken) == [1, 2, 3, 4]
 
 
@@ -128,7 +128,7 @@ def test_an_open_region_knows_the_time_of_what_closed_inside_it(tmp_path, clock)
                     clock.tick(t)
             assert session.current().snapshotter.take(1)
     profile = tinyprof.read(tmp_path / "k", snapshot=1)
-    count, inc = over_time.known_time(profile)
+    count, inc = snapshot_intervals.known_time(profile)
     got = {p: (int(count[i, 0]), int(inc[i, 0])) for i, p in enumerate(profile.callpaths)}
     assert got == {MAIN: (1, 6 + 10), ("main", "solve"): (1, 5 + 10),
                    ("main", "solve", "step"): (1, 10)}

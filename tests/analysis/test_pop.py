@@ -25,10 +25,9 @@ from tinyprof.analysis import trace as _trace
 from tinyprof.analysis.pop import PopError
 from tinyprof.cli import main
 from tinyprof.format import encoding as _format
-from tinyprof.format import hostlist, layout, meta_section
+from tinyprof.format import hostlist, meta_section, output_dir
 from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
-from tinyprof.runtime import assemble
-from tinyprof.runtime import capture as _capture
+from tinyprof.runtime import assemble, capture
 from tinyprof.runtime import collect as _collect
 
 pd = pytest.importorskip("pandas")
@@ -167,15 +166,15 @@ def test_the_report_splits_the_balance_over_the_recorded_hosts(tmp_path, clock):
     pytest.importorskip("plotly")
     from _browser import Browser
 
-    from tinyprof.views import report
+    from tinyprof.views import report_page
     tinyprof.Profiler("pop", outdir=tmp_path / "p")
     ranks, executions = record_ranks(NRANKS, _compute_then_sync, clock)
     pages = {}
     for hosts in ("a*2,b*2", "a*4"):
         meta = meta_section.encode({"nranks": NRANKS, "rank_hosts": hosts})
         where = _write(tmp_path / hosts.replace("*", "x"), ranks, executions, BARRIER, meta=meta)
-        pages[hosts] = report.write(where, tmp_path / f"{hosts.replace('*', 'x')}.html")
-    assert report.build(tinyprof.read(tmp_path / "ax4"))["pop"]["columns"][-1] == "parallel_efficiency"
+        pages[hosts] = report_page.write(where, tmp_path / f"{hosts.replace('*', 'x')}.html")
+    assert report_page.build(tinyprof.read(tmp_path / "ax4"))["pop"]["columns"][-1] == "parallel_efficiency"
     with Browser(1500, 1000) as b:
         facts = {}
         for hosts, page in pages.items():
@@ -264,8 +263,8 @@ def test_a_region_on_one_rank_of_four_has_load_balance_a_quarter(one_rank, capsy
                                   "rank", "3", "0.25"]
     assert rows["sync"][1:5] == ["4/4", "0.000", "675.000", "900.000"]
     # the report's data: the same row, flagged (in red below 0.8, worst first)
-    from tinyprof.views import report
-    built = report.build(tinyprof.read(one_rank))
+    from tinyprof.views import report_page
+    built = report_page.build(tinyprof.read(one_rank))
     data = built["pop"]
     at = {name: k + 1 for k, name in enumerate(data["columns"])}
     names = [p["path"] for p in built["callpaths"]]
@@ -390,9 +389,9 @@ def _write_snapshot(outdir, k: int, ranks, executions, meta: bytes = b"", mpi: b
                             created=f"2026-11-26T10:00:0{k}Z")
     data = assemble.build_file(header, ranks, executions, sections=[
         ("mpi", _section(lines, range(NRANKS), _barrier_until(k)))] * mpi + [("meta", meta)] * bool(meta))
-    directory = layout.snapshot_dir(str(outdir), k)
+    directory = output_dir.snapshot_dir(str(outdir), k)
     os.makedirs(directory, exist_ok=True)
-    assert layout.write_file(directory, layout.set_file(directory, "g", 0, 1), data) is None
+    assert output_dir.write_file(directory, output_dir.set_file(directory, "g", 0, 1), data) is None
 
 
 def test_pop_history_shows_the_balance_degrade_step_by_step(tmp_path, clock):
@@ -447,16 +446,16 @@ def test_pop_history_splits_the_balance_on_the_recorded_hosts(tmp_path, clock):
     pytest.importorskip("plotly")
     from _browser import Browser
 
-    from tinyprof.views import report
+    from tinyprof.views import report_page
     final = tmp_path / "final"
     ranks, executions = record_ranks(NRANKS, lambda r, c: _growing(r, c, 2), clock)
     _write(final, ranks, executions, [], meta=meta)
-    data = report.build(tinyprof.read(final), str(out))
+    data = report_page.build(tinyprof.read(final), str(out))
     series = {data["callpaths"][s["callpath"]]["path"]: s for s in data["pop"]["history"]["series"]}
     assert series["main<step"]["load_balance_in"] == pytest.approx([1.0, 11 / 12], abs=1e-3)
     assert series["main<step"]["load_balance_out"] == pytest.approx([1.0, 9 / 11], abs=1e-3)
     page = tmp_path / "g.html"
-    page.write_text(report.render(data))
+    page.write_text(report_page.render(data))
     with Browser(1500, 1400) as b:
         b.open(f"file://{page}")
         b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)
@@ -484,8 +483,8 @@ def test_snapshots_without_mpi_data_one_clear_line_everywhere(tmp_path, clock, c
         assert main(["pop", str(out), *argv]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"tinyprof: {says}"), err
-    from tinyprof.views import report
-    built = report.build(tinyprof.read(out), str(out))
+    from tinyprof.views import report_page
+    built = report_page.build(tinyprof.read(out), str(out))
     data = built["pop"]
     assert data["history"] is None and data["problem"].startswith(says)
     rows = {built["callpaths"][row[0]]["path"]: row[1:] for row in data["rows"]}
@@ -508,7 +507,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 needs_mpi = pytest.mark.skipif(
     importlib.util.find_spec("mpi4py") is None or not os.access(MPIEXEC, os.X_OK)
-    or not os.path.exists(_capture.LIBRARY),
+    or not os.path.exists(capture.LIBRARY),
     reason="needs mpi4py, mpiexec beside this Python and libtinyprof_mpi.so (make install)")
 
 
@@ -551,8 +550,8 @@ def test_a_region_on_one_real_rank_is_flagged_everywhere(tmp_path, capsys):
     assert rows["source"][1] == "1/4"
     assert float(rows["source"][-1]) == pytest.approx(0.25, abs=_pop_checks.TOLERANCE)
     assert float(rows["source"][7].rstrip("x")) == pytest.approx(4.0, abs=0.3)    # imbalance
-    from tinyprof.views import report
-    data = report.build(profile, str(tmp_path / "o"))
+    from tinyprof.views import report_page
+    data = report_page.build(profile, str(tmp_path / "o"))
     names = [p["path"] for p in data["callpaths"]]
     at = {name: k + 1 for k, name in enumerate(data["pop"]["columns"])}
     shown = {names[r[0]]: r for r in data["pop"]["rows"]}["main<source"]
@@ -566,8 +565,8 @@ def test_growing_imbalance_over_real_snapshots(tmp_path):
     assert _pop_checks.growing(tmp_path / "g") == []
     # the history page of these snapshots: each interval's MPI time and bytes
     # per callpath are what its snapshot added to the one before
-    from tinyprof.views import history
-    data = history.build(*history.load([str(tmp_path / "g")], of_snapshots=True))
+    from tinyprof.views import history_page
+    data = history_page.build(*history_page.load([str(tmp_path / "g")], of_snapshots=True))
     paths = [tuple(c["path"].split("<")) for c in data["callpaths"]]
     numbers = tinyprof.snapshots(tmp_path / "g")
     assert data["runs"] == [f"snapshot {k}" for k in numbers] and len(numbers) == 4
@@ -589,9 +588,9 @@ def test_growing_imbalance_over_real_snapshots(tmp_path):
     pytest.importorskip("plotly")
     from _browser import Browser
 
-    from tinyprof.views import report
+    from tinyprof.views import report_page
     page = tmp_path / "g.html"
-    report.write(tmp_path / "g", page)
+    report_page.write(tmp_path / "g", page)
     with Browser(1500, 1400) as b:
         b.open(f"file://{page}")
         b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)
@@ -740,8 +739,8 @@ def test_the_traced_demo_splits_its_communication_efficiency(traced_demo, tmp_pa
             _check_product(row)
     main_ = _pop_row(frame, MAIN)
     assert 0 < main_.transfer_efficiency <= 1 + 1e-3, main_
-    from tinyprof.views import report
-    data = report.build(traced_demo)
+    from tinyprof.views import report_page
+    data = report_page.build(traced_demo)
     assert data["pop"]["columns"][-2:] == ["serialization_efficiency", "transfer_efficiency"]
     assert len(data["pop"]["rows"][0]) == 1 + 9
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import tinyprof
 from tinyprof.annotate import pyevent
-from tinyprof.format.encoding import FormatError
+from tinyprof.errors import FormatError
 from tinyprof.format.reader import parse_file
 from tinyprof.format.trace_section import NONE, encode, make_block, parse
 

@@ -24,7 +24,7 @@ from tinyprof import annotate
 from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError
 from tinyprof.format import encoding as _format
-from tinyprof.format import layout
+from tinyprof.format import output_dir
 from tinyprof.runtime import assemble
 from tinyprof.runtime import collect as _collect
 
@@ -97,7 +97,7 @@ def write_profile(outdir, name: str, metrics, ranks, executions, bounds,
                                 file_index=index, file_count=len(bounds), metrics=list(metrics))
         data = assemble.build_file(header, ranks[lo:hi], executions[lo:hi],
                                     sections=sections(index, lo, hi))
-        layout.write_atomic(os.path.join(outdir, layout.file_name(name, index, len(bounds))), data)
+        output_dir.write_atomic(os.path.join(outdir, output_dir.file_name(name, index, len(bounds))), data)
     return str(outdir)
 
 

@@ -23,7 +23,7 @@ from tinyprof.cli import convert_main, main
 from tinyprof.converters import ConvertError
 from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
 from tinyprof.runtime import collect as _collect
-from tinyprof.views import mpi
+from tinyprof.views import mpi_text
 
 pd = pytest.importorskip("pandas")
 ht = pytest.importorskip("hatchet")
@@ -191,7 +191,7 @@ def test_callflow_processes_a_profile_with_mpi_columns(profile_dir, tmp_path):
     for row in rows:
         path, rank = recorded[row["nid"]], row["rank"]
         assert (row["mpi.calls (inc)"], row["mpi.bytes"]) == (INCLUSIVE[path][rank][0],
-                                                              EXCLUSIVE[path][rank][1])
+                                                                        EXCLUSIVE[path][rank][1])
 
 
 def _script(name: str) -> str:
@@ -397,5 +397,5 @@ def test_cli_bad_profile_in_a_real_process(tmp_path, clock):
 
 
 def test_size_ranges():
-    assert [mpi.size_range(k) for k in (0, 1, 2, 10, 11, 12, 21, 64)] == [
+    assert [mpi_text.size_range(k) for k in (0, 1, 2, 10, 11, 12, 21, 64)] == [
         "0", "[1, 2)", "[2, 4)", "[512, 1K)", "[1K, 2K)", "[2K, 4K)", "[1M, 2M)", "[8E, 16E)"]

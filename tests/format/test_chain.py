@@ -1,4 +1,4 @@
-"""Delta snapshots read back through their chains (tinyprof/format/chain.py), and
+"""Delta snapshots read back through their chains (tinyprof/format/snapshot_chain.py), and
 every way a chain can be broken gives a clear FormatError.
 
 Files are made by the writer's own pieces (``assemble.rank_part`` and
@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof.format import chain as _chain
-from tinyprof.format import delta as _deltasection
-from tinyprof.format import layout
-from tinyprof.format.encoding import FormatError, Header, relabel
+from tinyprof.errors import FormatError
+from tinyprof.format import delta_section, output_dir, snapshot_chain
+from tinyprof.format.encoding import Header, relabel
 from tinyprof.runtime import assemble as _assemble
 from tinyprof.runtime.collect import LocalEvent
 
@@ -39,9 +38,9 @@ def _write(outdir, k, over, parts, nranks=2):
     header = Header(name="c", nranks=nranks, first_rank=0, rank_count=len(parts),
                     run=RUN, set_kind="snapshot", set_number=k, set_base=over)
     data = _assemble.assemble(header, parts, over is not None)
-    directory = layout.snapshot_dir(str(outdir), k)
-    path = layout.set_file(directory, "c", 0, 1)
-    assert layout.write_file(directory, path, data) is None
+    directory = output_dir.snapshot_dir(str(outdir), k)
+    path = output_dir.set_file(directory, "c", 0, 1)
+    assert output_dir.write_file(directory, path, data) is None
     return path
 
 
@@ -72,7 +71,7 @@ def _body(data):
 def test_a_chain_rebuilds_the_full_snapshot_byte_for_byte(tmp_path):
     full, path = _chain_of_three(tmp_path)
     assert b"\nset snapshot 3 over 2\n" in open(path, "rb").read()
-    assert _body(_chain.rebuild(path)) == _body(full)
+    assert _body(snapshot_chain.rebuild(path)) == _body(full)
     assert tinyprof.snapshots(tmp_path) == [1, 2, 3]
     p = tinyprof.read(tmp_path)
     assert p.snapshot == 3 and p.set == ("snapshot", 3)
@@ -83,15 +82,15 @@ def test_a_chain_rebuilds_the_full_snapshot_byte_for_byte(tmp_path):
 def test_a_delta_writes_only_what_changed(tmp_path):
     _chain_of_three(tmp_path)
     rows = tinyprof.format.reader.parse_file(
-        layout.set_file(layout.snapshot_dir(str(tmp_path), 3), "c", 0, 1)).sections["delta"]
+        output_dir.set_file(output_dir.snapshot_dir(str(tmp_path), 3), "c", 0, 1)).sections["delta"]
     # rank 0: its newest occurrence rewritten ("1+2" kept, then "+8");
     # rank 1: from 1 step to 4 (kept "": its one occurrence was the newest).
-    assert _deltasection.parse(rows, "x", 1, 2, 0, 2) == [(1, 0, 3, b"+8"), (1, 1, 0, b"1+2+3+4")]
+    assert delta_section.parse(rows, "x", 1, 2, 0, 2) == [(1, 0, 3, b"+8"), (1, 1, 0, b"1+2+3+4")]
 
 
 def test_a_missing_base_makes_the_snapshot_incomplete(tmp_path):
     _, path = _chain_of_three(tmp_path)
-    os.remove(layout.set_file(layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1))
+    os.remove(output_dir.set_file(output_dir.snapshot_dir(str(tmp_path), 2), "c", 0, 1))
     assert tinyprof.snapshots(tmp_path) == [1]
     assert tinyprof.read(tmp_path).snapshot == 1
     with pytest.raises(FormatError, match="delta over snapshot 2, whose file .* is missing"):
@@ -100,9 +99,9 @@ def test_a_missing_base_makes_the_snapshot_incomplete(tmp_path):
 
 def test_a_base_from_another_run_is_refused(tmp_path):
     _, path = _chain_of_three(tmp_path)
-    base = layout.set_file(layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1)
+    base = output_dir.set_file(output_dir.snapshot_dir(str(tmp_path), 2), "c", 0, 1)
     data = open(base, "rb").read().replace(RUN.encode(), b"00000000000000cd")
-    layout.write_atomic(base, relabel(data, "snapshot", 2, 1))      # checksum made right
+    output_dir.write_atomic(base, relabel(data, "snapshot", 2, 1))      # checksum made right
     with pytest.raises(FormatError, match="is not the file .* is a delta over"):
         tinyprof.read(tmp_path, snapshot=3)
 
@@ -113,7 +112,7 @@ def test_malformed_set_lines(tmp_path, line):
     _, path = _chain_of_three(tmp_path)
     data = open(path, "rb").read().replace(b"set snapshot 3 over 2", b"set " + line)
     end = data.rindex(b"\nend ") + 1
-    layout.write_atomic(path, data[:end] + b"end %08x\n" % zlib.crc32(data[:end]))
+    output_dir.write_atomic(path, data[:end] + b"end %08x\n" % zlib.crc32(data[:end]))
     with pytest.raises(FormatError, match="malformed 'set' line"):
         tinyprof.format.reader.parse_file(path)
 
@@ -138,21 +137,21 @@ def test_a_splice_longer_than_its_base_field_is_refused(tmp_path):
 ])
 def test_bad_delta_sections(payload, problem):
     with pytest.raises(FormatError, match=problem):
-        _deltasection.parse(payload, "f.tp", 20, 2, 0, 2)
+        delta_section.parse(payload, "f.tp", 20, 2, 0, 2)
 
 
 def test_reading_snapshots_in_turn_reuses_the_previous_rebuild(tmp_path):
     """read(snapshot=2), then 3: the second applies only 3's delta to the
     remembered fields of 2, and gives what a cold read gives."""
     full, path = _chain_of_three(tmp_path)
-    _chain._recent.clear()
+    snapshot_chain._recent.clear()
     tinyprof.read(tmp_path, snapshot=2)
-    assert list(_chain._recent) == ["c.0-of-1.tp"]
-    warm = _chain.rebuild(path)
-    _chain._recent.clear()
-    assert _body(warm) == _body(_chain.rebuild(path)) == _body(full)
+    assert list(snapshot_chain._recent) == ["c.0-of-1.tp"]
+    warm = snapshot_chain.rebuild(path)
+    snapshot_chain._recent.clear()
+    assert _body(warm) == _body(snapshot_chain.rebuild(path)) == _body(full)
     # A file replaced since (another run in the same directory) is not taken from memory.
-    base = layout.set_file(layout.snapshot_dir(str(tmp_path), 2), "c", 0, 1)
+    base = output_dir.set_file(output_dir.snapshot_dir(str(tmp_path), 2), "c", 0, 1)
     tinyprof.read(tmp_path, snapshot=2)
     os.remove(base)
     with pytest.raises(FormatError, match="missing"):

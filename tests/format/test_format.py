@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 import tinyprof
 from tinyprof import annotate
-from tinyprof.format import encoding, layout
+from tinyprof.format import encoding, output_dir
 from tinyprof.format import reader as _reader
 from tinyprof.format.encoding import Header, escape, format_value, unescape
-from tinyprof.format.layout import file_name
+from tinyprof.format.output_dir import file_name
 from tinyprof.runtime import assemble
 from tinyprof.runtime import collect as _collect
 from tinyprof.runtime.collect import LocalEvent
@@ -179,7 +179,7 @@ def write_profile(directory: str, name: str, metrics, ranks, splits) -> None:
         header = Header(name=name, nranks=len(ranks), first_rank=bounds[i], rank_count=len(block),
                         file_index=i, file_count=nfiles, metrics=list(metrics), created=CREATED)
         data = assemble.build_file(header, [ev for _, ev in block], [n for n, _ in block])
-        layout.write_atomic(os.path.join(directory, file_name(name, i, nfiles)), data)
+        output_dir.write_atomic(os.path.join(directory, file_name(name, i, nfiles)), data)
 
 
 def expected_series(nexec: int, event: Optional[LocalEvent], column=None) -> List[List]:
@@ -397,7 +397,7 @@ def _encode(names, parents, ids, fields, sections=(), **header) -> bytes:
 
 def _parse(tmp_path, data: bytes) -> _reader.ParsedFile:
     path = str(tmp_path / "p.0-of-1.tp")
-    layout.write_atomic(path, data)
+    output_dir.write_atomic(path, data)
     return _reader.parse_file(path)
 
 

@@ -22,8 +22,9 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
-from tinyprof.format.encoding import FormatError, Header
-from tinyprof.format.layout import file_name, write_atomic
+from tinyprof.errors import FormatError
+from tinyprof.format.encoding import Header
+from tinyprof.format.output_dir import file_name, write_atomic
 from tinyprof.format.reader import ParsedFile, parse_file
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent

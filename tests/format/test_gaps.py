@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import tinyprof
-from tinyprof.format.encoding import FormatError, encode_rank_field
-from tinyprof.format.layout import write_atomic
+from tinyprof.errors import FormatError
+from tinyprof.format.encoding import encode_rank_field
+from tinyprof.format.output_dir import write_atomic
 from tinyprof.format.reader import parse_file
 
 Event = tinyprof.Event

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import tinyprof
 from tinyprof.format import encoding
 from tinyprof.format.encoding import Header
-from tinyprof.format.layout import write_atomic
+from tinyprof.format.output_dir import write_atomic
 
 CREATED = "2000-01-01T00:00:00Z"
 

@@ -13,14 +13,14 @@ from tinyprof.analysis import ConvertError
 from tinyprof.converters import csv
 from tinyprof.format import encoding
 from tinyprof.format.encoding import Header
-from tinyprof.format.layout import write_atomic
+from tinyprof.format.output_dir import write_atomic
 
 HUGE = "\x1b]52;c;" + "n" * 10_000_000          # an OSC 52 clipboard write, then 10 MB
 LIMIT = 1000                                    # characters a message may take, generously
 
 
 def test_excerpt_caps_and_escapes():
-    from tinyprof.format.encoding import excerpt
+    from tinyprof.errors import excerpt
     assert excerpt("main") == "'main'"
     assert excerpt("a\x1b[2Jb\n") == "'a\\x1b[2Jb\\n'"
     shown = excerpt(HUGE)

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tinyprof
+from tinyprof.errors import FormatError
 from tinyprof.format import encoding, hostlist, meta_section
-from tinyprof.format.encoding import FormatError, Header
+from tinyprof.format.encoding import Header
 from tinyprof.format.reader import parse_data
 
 ENTRIES = {"nranks": 4, "eps": 1.5e-7, "big": -2**63, "case": "a|b\nc%\r\u2028\udcff", "empty": "",

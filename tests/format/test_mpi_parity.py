@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_mpisection import corrupted
 
+from tinyprof.errors import FormatError
 from tinyprof.format import mpi_section
-from tinyprof.format.encoding import FormatError
 from tinyprof.format.mpi_section import NONE, Communicator, bucket, encode
 from tinyprof.format.reader import _parse
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinyprof.format.encoding import FormatError
+from tinyprof.errors import FormatError
 from tinyprof.format.mpi_section import (
     NONE,
     Communicator,
@@ -165,7 +165,7 @@ def test_a_resummed_file_with_bytes_outside_their_bucket_is_refused(tmp_path):
     import tinyprof
     from tinyprof.format import encoding
     from tinyprof.format.encoding import Header
-    from tinyprof.format.layout import write_atomic
+    from tinyprof.format.output_dir import write_atomic
     h = Header(name="p", nranks=1, first_rank=0, rank_count=1, executions=[1], created="2000-01-01T00:00:00Z")
     payload = b"comms 1\nCOMM_WORLD|1||\nops 1\n0|0|0|Send|4|2|1000|7\npeers 0\n"     # 2 calls of 8-15 bytes
     data = encoding.encode_file(h, ["main"], [-1], [0], [0], [b""], [[b"5"]], [("mpi", payload)])

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import tinyprof
 from tinyprof import FormatError
 from tinyprof.format.encoding import Header
-from tinyprof.format.layout import file_name, write_atomic
+from tinyprof.format.output_dir import file_name, write_atomic
 from tinyprof.format.reader import parse_file
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent

@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fuzz import SEED, content, mutated, real_profiles, resum
 
+from tinyprof.errors import FormatError
 from tinyprof.format import reader
-from tinyprof.format.encoding import FormatError, Header
+from tinyprof.format.encoding import Header
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
 

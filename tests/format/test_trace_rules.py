@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyprof.format.encoding import FormatError
+from tinyprof.errors import FormatError
 from tinyprof.format.trace_section import encode, parse
 
 SAMPLE = b"""rank 0

@@ -19,10 +19,10 @@ from _workload import all_errors
 from mpi4py import MPI
 
 import tinyprof
-from tinyprof.runtime import capture as _capture
+from tinyprof.runtime import capture
 
 pytestmark = [pytest.mark.mpi,
-              pytest.mark.skipif(not os.path.exists(_capture.LIBRARY),
+              pytest.mark.skipif(not os.path.exists(capture.LIBRARY),
                                  reason="libtinyprof_mpi.so not built (no mpicc at install)")]
 
 Event = tinyprof.Event

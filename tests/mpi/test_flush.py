@@ -17,7 +17,7 @@ from mpi4py import MPI
 
 import tinyprof
 from tinyprof.format import hostlist
-from tinyprof.format.layout import file_name
+from tinyprof.format.output_dir import file_name
 from tinyprof.runtime import session, settings
 
 pytestmark = [pytest.mark.mpi, pytest.mark.filterwarnings("error")]

@@ -15,7 +15,7 @@ from _workload import all_errors
 from mpi4py import MPI
 
 import tinyprof
-from tinyprof.format import layout
+from tinyprof.format import output_dir
 
 pytestmark = [pytest.mark.mpi]
 STEP = ("main", "step")
@@ -56,9 +56,9 @@ def test_each_snapshot_holds_what_every_rank_had_recorded(world, mpi_tmp_path):
     if done != list(range(1, 7)):
         errors.append(f"complete snapshots {done}, expected 1..6")
     for k in done:
-        directory = layout.snapshot_dir(str(mpi_tmp_path), k)
+        directory = output_dir.snapshot_dir(str(mpi_tmp_path), k)
         names = sorted(os.listdir(directory))
-        if names != [layout.file_name("sn", i, files) for i in range(files)]:
+        if names != [output_dir.file_name("sn", i, files) for i in range(files)]:
             errors.append(f"snapshot {k}: files {names}")
         head = open(os.path.join(directory, names[0]), "rb").read(400).split(b"\n")[3]
         want = b"set snapshot %d" % k + (b"" if k in (1, 4) else b" over %d" % (k - 1))

@@ -198,7 +198,7 @@ tinyprof.flush()
 def test_the_transport_view_gives_mpichs_hint_only_under_mpich(tmp_path):
     """Open MPI loads UCX but carried none of this traffic through it: the
     view says so, without MPICH's shared-memory hint (issue 46)."""
-    from tinyprof.views import mpi
+    from tinyprof.views import mpi_text
 
     if not (OPENMPI / "bin" / "mpiexec").exists():
         if os.environ.get("CI"):
@@ -212,5 +212,5 @@ def test_the_transport_view_gives_mpichs_hint_only_under_mpich(tmp_path):
     ran = subprocess.run([str(OPENMPI / "bin" / "mpiexec"), "-n", "2", str(OPENMPI / "bin" / "python"), "-P",
                           str(app)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert ran.returncode == 0, ran.stderr
-    view = mpi.transport(tinyprof.read(tmp_path / "prof"))
+    view = mpi_text.transport(tinyprof.read(tmp_path / "prof"))
     assert "UCX carried none of the MPI traffic of rank(s) 0-1" in view and "MPICH" not in view, view

@@ -19,7 +19,7 @@ from test_mpi_capture import check_run
 from test_stacks import needs_sites
 
 import tinyprof
-from tinyprof.analysis import sites
+from tinyprof.analysis import symbolize
 
 HERE = Path(tinyprof.__file__).parent
 LIB, WHOLE = HERE / "libtinyprof_mpi.so", HERE / "libtinyprof_whole.so"
@@ -239,7 +239,7 @@ def test_names_that_are_not_call_sites_are_left_alone(app, tmp_path, monkeypatch
     start = [line.split()[0] for line in raw.splitlines() if line.endswith(" reduce_a")]
     if not (start and shutil.which("addr2line")):
         pytest.skip("needs nm and addr2line (binutils)")
-    monkeypatch.setattr(sites, "MAX_ADDRESSES", 50)     # the late object's site is past it
+    monkeypatch.setattr(symbolize, "MAX_ADDRESSES", 50)     # the late object's site is past it
     (tmp_path / "hostile.py").write_text(HOSTILE)
     subprocess.run([sys.executable, "hostile.py", str(app), start[0], "48"], check=True, cwd=tmp_path,
                    env=dict(os.environ, PYTHONPATH=str(HERE.parent)), timeout=120)

@@ -16,7 +16,7 @@ from conftest import BIN, FLAGS, IMPLEMENTATION, MPICXX, ROOT, env, run
 from test_vectors import RankScript, run_cxx
 
 import tinyprof
-from tinyprof.format import layout
+from tinyprof.format import output_dir
 from tinyprof.format.encoding import escape
 
 
@@ -46,6 +46,19 @@ def test_aggregators_from_the_environment(build, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["heat.0-of-2.tp", "heat.1-of-2.tp"]
     prof = tinyprof.read(str(out))
     assert prof.nranks == 3 and [prof.executions(r) for r in range(3)] == [2, 2, 2]
+
+
+def test_boolean_variables_read_as_in_python(build, tmp_path):
+    """Issue 47: the C++ side reads TINYPROF_* booleans by Python's rule
+    (tests/test_env.py): "Off" is off, " yes " on, and a value that is
+    neither warns once and is the default (capture on when the library is
+    loaded, in C++)."""
+    out = tmp_path / "out"
+    done = run([build("native/examples/heat.cpp"), 2, out], 2, TINYPROF_AUTO_METADATA="Off",
+               TINYPROF_TRACE=" yes ", TINYPROF_MPI="maybe")
+    prof = tinyprof.read(str(out))
+    assert "start" not in prof.metadata and prof.trace.nranks == 2
+    assert done.stderr.count("TINYPROF_MPI='maybe' is neither on (1, on, true, yes) nor off") == 2   # once per rank
 
 
 def test_convert_a_cxx_profile_to_csv(build, tmp_path):
@@ -176,12 +189,12 @@ def test_snapshots_hold_what_each_rank_had_recorded(build, tmp_path, nranks, lev
     files = min(2, nprocs) if level == "multiple" else nprocs
     assert result.stderr.count("below MPI_THREAD_MULTIPLE") == (level == "funneled")
     assert tinyprof.snapshots(str(out)) == [1, 2, 3, 4]
-    heads = {(out / "snapshots" / f"{k:06d}" / layout.file_name("snap", 0, files)).read_bytes().split(b"\n")[3]
+    heads = {(out / "snapshots" / f"{k:06d}" / output_dir.file_name("snap", 0, files)).read_bytes().split(b"\n")[3]
              for k in range(1, 5)}
     assert heads == {b"set snapshot 1", b"set snapshot 2 over 1", b"set snapshot 3 over 2", b"set snapshot 4 over 3"}
     for k in range(1, 5):
-        directory = layout.snapshot_dir(str(out), k)
-        assert sorted(os.listdir(directory)) == [layout.file_name("snap", i, files) for i in range(files)]
+        directory = output_dir.snapshot_dir(str(out), k)
+        assert sorted(os.listdir(directory)) == [output_dir.file_name("snap", i, files) for i in range(files)]
         prof = tinyprof.read(str(out), snapshot=k)
         for rank in range(nprocs):
             assert prof.series(STEP, rank, "it") == expected_steps(rank, k), (k, rank)

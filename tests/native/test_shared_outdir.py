@@ -9,7 +9,7 @@ from conftest import run
 from test_programs import STEP, expected_steps
 
 import tinyprof
-from tinyprof.format import layout
+from tinyprof.format import output_dir
 from tinyprof.format.encoding import Header
 from tinyprof.runtime import assemble as _assemble
 from tinyprof.runtime.collect import LocalEvent
@@ -22,16 +22,16 @@ def test_keep_last_prunes_only_its_own_run(build, tmp_path):
     (snapshots 1 to 4, a full one at 4 with chains of 2, then SIGKILL) must
     not take it for its newest and delete its own snapshots."""
     out = tmp_path / "out"
-    directory = layout.snapshot_dir(str(out), 5)
+    directory = output_dir.snapshot_dir(str(out), 5)
     part, _ = _assemble.rank_part([LocalEvent(("main",), 0, True, [], [], {}, {}, -1, "m")],
                                   0, 1, [("it", False)])
     header = Header(name="snap", nranks=1, first_rank=0, rank_count=1, metrics=[("it", False)],
                     run=EARLIER, set_kind="snapshot", set_number=5)
-    assert layout.write_file(directory, layout.set_file(directory, "snap", 0, 1),
-                             _assemble.assemble(header, [part])) is None
+    assert output_dir.write_file(directory, output_dir.set_file(directory, "snap", 0, 1),
+                                 _assemble.assemble(header, [part])) is None
     run([build("tests/native/snapshot.cpp"), out, "none", "last"], check=False, TINYPROF_CHAIN="2")
     assert sorted(os.listdir(out / "snapshots")) == ["000004", "000005"]
-    assert layout.head(layout.set_file(directory, "snap", 0, 1)).run == EARLIER
+    assert output_dir.head(output_dir.set_file(directory, "snap", 0, 1)).run == EARLIER
     p = tinyprof.read(str(out))
     assert p.run != EARLIER and p.snapshot == 4
     assert p.series(STEP, 0, "it") == expected_steps(0, 4)

@@ -16,9 +16,8 @@ import time
 import pytest
 
 import tinyprof
-from tinyprof.format import chain as _chain
-from tinyprof.format import layout
-from tinyprof.runtime import session as _session
+from tinyprof.format import output_dir, snapshot_chain
+from tinyprof.runtime import session
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
 APP = os.path.join(HERE, "_snapshot_app.py")
@@ -111,7 +110,7 @@ def test_sigkill_at_random_instants_leaves_a_readable_recent_state(tmp_path, mon
             return time.monotonic() - start[0] >= pause
         _signal_when_running(_command(3, out, 0.02, keep=keep), signal.SIGKILL, until=later)
         done = tinyprof.snapshots(out)
-        started = layout.snapshot_numbers(out)
+        started = output_dir.snapshot_numbers(out)
         where = f"seed {seed}, attempt {attempt}: complete {done}, started {started}"
         assert done and len([k for k in started if k > done[-1]]) <= 1, where
         latest = tinyprof.read(out)
@@ -128,11 +127,11 @@ def test_keep_last_leaves_the_newest_snapshots_chain(tmp_path, monkeypatch):
 
     def second_chain():         # a second chain with a delta: the first one is gone
         done = tinyprof.snapshots(out)
-        return bool(done) and layout.chain(out, done[-1])[0] > 1 and \
-            len(layout.chain(out, done[-1])) > 1
+        return bool(done) and output_dir.chain(out, done[-1])[0] > 1 and \
+            len(output_dir.chain(out, done[-1])) > 1
     _signal_when_running(_command(2, out, 0.1), signal.SIGKILL, until=second_chain)
     done = tinyprof.snapshots(out)
-    newest = layout.chain(out, done[-1])
+    newest = output_dir.chain(out, done[-1])
     # The newest's chain, and the one before only if the kill fell between
     # completing a full snapshot and removing the older chain; never the first.
     assert newest[0] > 1 and set(newest) <= set(done) and len(done) <= 2 * 3, done
@@ -235,7 +234,7 @@ def test_lower_thread_levels_fall_back_to_per_rank_snapshots(tmp_path, level, wa
     assert proc.returncode == 0, proc.stderr
     assert warning in proc.stderr and proc.stderr.count("tinyprof:") == 2     # once per rank
     done = tinyprof.snapshots(out)
-    assert done and len(os.listdir(layout.snapshot_dir(str(out), done[-1]))) == 2   # P files
+    assert done and len(os.listdir(output_dir.snapshot_dir(str(out), done[-1]))) == 2   # P files
     assert [len(tinyprof.read(out, snapshot=done[-1]).series(STEP, r)) for r in (0, 1)] == [1, 1]
 
 
@@ -284,7 +283,7 @@ def test_snapshots_at_thread_level_single_leave_sigalrm_to_the_application(tmp_p
 def snap(tmp_path):
     """This process's snapshotter, with no periodic snapshot due during the test."""
     tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s", keep="all")
-    return _session.current().snapshotter
+    return session.current().snapshotter
 
 
 def _record(n):
@@ -330,7 +329,7 @@ def test_keep_last_removes_older_complete_snapshots(tmp_path, chain, kept):
     tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s", chain=chain)
     for k in (1, 2, 3):
         _record(1)
-        assert _session.current().snapshotter.take(k)
+        assert session.current().snapshotter.take(k)
     assert sorted(os.listdir(tmp_path / "s" / "snapshots")) == kept
     assert len(tinyprof.read(tmp_path / "s").series(STEP, 0)) == 3
 
@@ -342,7 +341,7 @@ def test_full_snapshots_end_chains_that_double(tmp_path, chain, fulls):
     tinyprof.Profiler("s", frequency=3600, outdir=tmp_path / "s", chain=chain, keep="all")
     for k in range(1, 25):
         _record(1)
-        assert _session.current().snapshotter.take(k)
+        assert session.current().snapshotter.take(k)
     sets = [(tmp_path / "s" / "snapshots" / f"{k:06d}" / "s.0-of-1.tp").read_bytes().split(b"\n")[3]
             for k in range(1, 25)]
     assert sets == [b"set snapshot %d" % k if k in fulls else b"set snapshot %d over %d" % (k, k - 1)
@@ -356,7 +355,7 @@ def test_write_failures_warn_and_keep_the_data(tmp_path):
     prof = tinyprof.Profiler("s", frequency=3600, outdir=bad)
     _record(2)
     with pytest.warns(RuntimeWarning, match=f"cannot write snapshot file {bad}/snapshots/"):
-        assert not _session.current().snapshotter.take(1)
+        assert not session.current().snapshotter.take(1)
     with pytest.warns(RuntimeWarning, match=f"cannot write profile file {bad}/s.0-of-1.tp"):
         assert tinyprof.flush() == bad
     assert prof.session.flushed is None     # the exit flush will try again
@@ -380,7 +379,7 @@ def test_a_snapshot_while_another_thread_records(tmp_path):
     while len(tinyprof.snapshots(tmp_path / "s")) < 5 and time.monotonic() < deadline:
         _record(50)
         time.sleep(0.001)
-    _session.current().snapshotter.close()
+    session.current().snapshotter.close()
     done = tinyprof.snapshots(tmp_path / "s")
     assert len(done) >= 5
     profiles = [tinyprof.read(tmp_path / "s", snapshot=k) for k in done]
@@ -394,7 +393,7 @@ def test_incremental_snapshots_write_what_a_flush_writes(tmp_path, clock):
     still change): after any history, a snapshot's file is the flush's file."""
     tinyprof.Profiler("s", frequency=3600, selfkeys="tag:0,mem:1", outdir=tmp_path / "s",
                       keep="all")
-    snap = _session.current().snapshotter
+    snap = session.current().snapshotter
     for k in range(1, 6):
         with tinyprof.Event("main"):                    # a new execution each time
             for i in range(k):
@@ -419,7 +418,7 @@ def test_incremental_snapshots_write_what_a_flush_writes(tmp_path, clock):
     assert b"\nset snapshot 99 over 5\n" in last.read_bytes()       # a delta ...
     flushed = (tmp_path / "s" / "s.0-of-1.tp").read_bytes()
     assert len(last.read_bytes()) < len(flushed)
-    assert body(flushed) == body(_chain.rebuild(str(last)))         # ... rebuilt exactly
+    assert body(flushed) == body(snapshot_chain.rebuild(str(last)))         # ... rebuilt exactly
     p = tinyprof.read(tmp_path / "s", snapshot=3)
     assert p.series(STEP, 0) == [[3e-9], [3e-9] * 2, [3e-9] * 3]
     assert p.series(("main", "sum"), 0, "mem") == [[1.5], [3.0], [4.5]]

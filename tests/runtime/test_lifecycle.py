@@ -19,8 +19,7 @@ import textwrap
 import pytest
 
 import tinyprof
-from tinyprof.runtime import assemble
-from tinyprof.runtime import session as _session
+from tinyprof.runtime import assemble, session
 from tinyprof.runtime.settings import Settings
 from tinyprof.runtime.snapshots import Snapshotter
 
@@ -389,7 +388,7 @@ def test_a_rank_that_skipped_snapshots_completes_those_others_started(tmp_path):
     with tinyprof.Event("main"):
         pass
     settings = Settings.create("s", 3600, outdir=str(tmp_path / "s"), keep="all")
-    run = _session.current().run
+    run = session.current().run
     ranks = [Snapshotter(settings, "s", r, 2, 0.0, run, clock=lambda: 0.0) for r in (0, 1)]
     for k in (1, 2, 3):
         assert ranks[0].take(k)
@@ -412,7 +411,7 @@ def test_a_snapshot_never_starts_inside_another(tmp_path):
             nested.append(snap.take(2))
         return None, ()
 
-    snap = Snapshotter(settings, "s", 0, 1, 0.0, _session.current().run, clock=lambda: 0.0,
+    snap = Snapshotter(settings, "s", 0, 1, 0.0, session.current().run, clock=lambda: 0.0,
                        extras=extras)
     assert snap.take(1) and nested == [False]
     assert tinyprof.snapshots(tmp_path / "s") == [1]
@@ -422,7 +421,7 @@ def test_a_snapshot_never_starts_inside_another(tmp_path):
 def test_snapshot_numbers_follow_the_injected_clock(tmp_path):
     now = [100.0]
     settings = Settings.create("s", 2, outdir=str(tmp_path / "s"))
-    snap = Snapshotter(settings, "s", 0, 1, 100.0, _session.current().run,
+    snap = Snapshotter(settings, "s", 0, 1, 100.0, session.current().run,
                        clock=lambda: now[0])
     assert (snap.due(), snap.forced()) == (0, 1)
     now[0] = 107.5
@@ -430,9 +429,9 @@ def test_snapshot_numbers_follow_the_injected_clock(tmp_path):
 
 
 def test_the_header_names_run_and_set(tmp_path):
-    h = _session.current().label("flush", 7).header(4, 2, 2, 1, 2)
+    h = session.current().label("flush", 7).header(4, 2, 2, 1, 2)
     assert (h.set_kind, h.set_number, h.nranks, h.first_rank, h.rank_count) == ("flush", 7, 4, 2, 2)
-    assert h.run == _session.current().run
+    assert h.run == session.current().run
     label = assemble.SetLabel("n", (), "ab" * 8, "snapshot", 3)
     assert label.header(1, 0, 1, 0, 1).set_kind == "snapshot"
 

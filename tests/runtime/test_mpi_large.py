@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tinyprof.format.layout import file_name
+from tinyprof.format.output_dir import file_name
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")

@@ -17,8 +17,9 @@ import pytest
 
 import tinyprof
 from tinyprof import cli
-from tinyprof.format import layout
-from tinyprof.format.encoding import FormatError, Header
+from tinyprof.errors import FormatError
+from tinyprof.format import output_dir
+from tinyprof.format.encoding import Header
 from tinyprof.format.reader import parse_file
 from tinyprof.runtime import assemble as _assemble
 from tinyprof.runtime.collect import LocalEvent
@@ -86,7 +87,7 @@ def test_pruning_keeps_the_own_runs_snapshots_and_leaves_others(tmp_path):
     _killed_run(out, B, 2, 2, "last")               # 1 full, 2 over 1; prunes after each
     p, said = _read(out)
     assert (p.run, p.snapshot, _steps(p)) == (B, 2, 2) and said == []
-    assert layout.head(layout.set_file(layout.snapshot_dir(str(out), 3), "app", 0, 1)).run == A
+    assert output_dir.head(output_dir.set_file(output_dir.snapshot_dir(str(out), 3), "app", 0, 1)).run == A
 
 
 def test_a_run_that_left_nothing_is_named_in_a_warning(tmp_path):
@@ -105,9 +106,9 @@ def _foreign_set(out, k, nfiles):
         part, _ = _assemble.rank_part(events, r, 1, [])
         header = Header(name="app", nranks=nfiles, first_rank=r, rank_count=1, file_index=r,
                         file_count=nfiles, run=A, set_kind="snapshot", set_number=k)
-        directory = layout.snapshot_dir(str(out), k)
-        assert layout.write_file(directory, layout.set_file(directory, "app", r, nfiles),
-                                 _assemble.assemble(header, [part])) is None
+        directory = output_dir.snapshot_dir(str(out), k)
+        assert output_dir.write_file(directory, output_dir.set_file(directory, "app", r, nfiles),
+                                     _assemble.assemble(header, [part])) is None
 
 
 def test_snapshots_beside_an_earlier_runs_of_another_size(tmp_path):
@@ -126,7 +127,7 @@ def test_snapshots_beside_an_earlier_runs_of_another_size(tmp_path):
 def test_a_renamed_snapshot_directory_is_not_read(tmp_path):
     out = tmp_path / "out"
     _killed_run(out, A, 3, 3)               # 1 full, 2 over 1, 3 over 2
-    os.rename(layout.snapshot_dir(str(out), 2), layout.snapshot_dir(str(out), 9))
+    os.rename(output_dir.snapshot_dir(str(out), 2), output_dir.snapshot_dir(str(out), 9))
     p, _ = _read(out)
     assert (p.snapshot, _steps(p)) == (1, 1)        # 3 builds on the missing 2
     assert tinyprof.snapshots(out) == [1]
@@ -146,9 +147,9 @@ def _read_guarded(out):
 def test_a_fifo_in_a_snapshot_directory_blocks_nothing(tmp_path):
     out = tmp_path / "out"
     _killed_run(out, A, 2, 2)
-    directory = layout.snapshot_dir(str(out), 7)
+    directory = output_dir.snapshot_dir(str(out), 7)
     os.makedirs(directory)
-    fifo = layout.set_file(directory, "app", 0, 1)
+    fifo = output_dir.set_file(directory, "app", 0, 1)
     os.mkfifo(fifo)
     p = _read_guarded(out)
     assert p is not None and (p.snapshot, _steps(p)) == (2, 2)
@@ -159,10 +160,10 @@ def test_a_fifo_in_a_snapshot_directory_blocks_nothing(tmp_path):
 def test_a_sparse_file_is_never_read_whole(tmp_path):
     out = tmp_path / "out"
     _killed_run(out, A, 2, 2)
-    real = layout.set_file(layout.snapshot_dir(str(out), 1), "app", 0, 1)
-    directory = layout.snapshot_dir(str(out), 8)
+    real = output_dir.set_file(output_dir.snapshot_dir(str(out), 1), "app", 0, 1)
+    directory = output_dir.snapshot_dir(str(out), 8)
     os.makedirs(directory)
-    sparse = layout.set_file(directory, "app", 0, 1)
+    sparse = output_dir.set_file(directory, "app", 0, 1)
     with open(real, "rb") as f:
         head = f.read().replace(b"set snapshot 1\n", b"set snapshot 8\n")
     with open(sparse, "wb") as f:
@@ -179,8 +180,8 @@ def test_a_sparse_file_is_never_read_whole(tmp_path):
 def test_a_traced_run_that_flushed_keeps_its_trace(tmp_path, capsys):
     out = tmp_path / "out"
     _killed_run(out, A, 3, 0, "all", "3600", "trace", end="flush-wait")
-    snapshot = layout.set_file(layout.snapshot_dir(str(out), 1), "app", 0, 1)
-    flushed = layout.set_file(str(out), "app", 0, 1)
+    snapshot = output_dir.set_file(output_dir.snapshot_dir(str(out), 1), "app", 0, 1)
+    flushed = output_dir.set_file(str(out), "app", 0, 1)
     later = os.stat(snapshot).st_mtime_ns       # file systems' clocks tick coarsely: make it later
     os.utime(flushed, ns=(later - 10**9, later - 10**9))
     p, said = _read(out)
@@ -215,8 +216,8 @@ tinyprof.flush()
     report = tmp_path / "report.html"
     os.symlink(outside, f"{report}.tmp{os.getpid()}")
     pytest.importorskip("plotly")
-    from tinyprof.views import report as _report
-    _report.write(str(out), report)
+    from tinyprof.views import report_page
+    report_page.write(str(out), report)
     assert outside.read_bytes() == b"precious\n"
     assert tinyprof.read(out).run == A and tinyprof.read(out, snapshot=1).run == A
     assert report.read_bytes().startswith(b"<!")

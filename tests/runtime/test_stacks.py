@@ -17,11 +17,12 @@ from test_mpi_large import MPIEXEC, needs_mpi
 
 import tinyprof
 from tinyprof import annotate
-from tinyprof.runtime import capture, stacks
+from tinyprof.runtime import capture, sites, unannotated
+from tinyprof.runtime.sampler import PREFIX, PySamples, Sampler, samples_type, thread_names
 
 # Call sites read CPython 3.11-3.13's frames (docs/unannotated.md): elsewhere they are off, with a warning.
-needs_sites = pytest.mark.skipif(stacks.sites_unavailable() is not None,
-                                 reason=str(stacks.sites_unavailable()))
+needs_sites = pytest.mark.skipif(sites.sites_unavailable() is not None,
+                                 reason=str(sites.sites_unavailable()))
 
 
 HERE = os.path.basename(__file__)
@@ -129,10 +130,11 @@ IN_MPI = textwrap.dedent("""
     import sys, threading, time
     import numpy as np
     from mpi4py import MPI
-    from tinyprof.runtime import capture, stacks
+    from tinyprof.runtime import capture
+    from tinyprof.runtime.sampler import PySamples, Sampler, samples_type
 
     capture.Capture.start()
-    sampler = stacks.Sampler(10_000_000, stacks.PySamples if sys.argv[1] == "python" else stacks.samples_type())
+    sampler = Sampler(10_000_000, PySamples if sys.argv[1] == "python" else samples_type())
     comm = MPI.COMM_WORLD
     lock = threading.Lock()
     lock.acquire()
@@ -176,7 +178,7 @@ def test_only_a_thread_inside_an_mpi_call_ends_in_it(samples, tmp_path):
     method named ``Allreduce`` that is no MPI call ends in its frame."""
     (tmp_path / "app.py").write_text(IN_MPI)
     proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "app.py",
-                           "python" if samples is stacks.PySamples else "c"],
+                           "python" if samples is PySamples else "c"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = IN_MPI.splitlines()
@@ -229,9 +231,9 @@ def test_sites_in_annotated_code_hang_below_the_innermost_event(tmp_path):
 
 # What counts the samples: the C table (CPython 3.11-3.13) and its pure-Python
 # twin (other Pythons, or the extension not built) run the same tests.
-TABLES = [pytest.param(stacks.PySamples, id="python"),
-          pytest.param(stacks.samples_type(), id="c",
-                       marks=pytest.mark.skipif(stacks.samples_type() is stacks.PySamples,
+TABLES = [pytest.param(PySamples, id="python"),
+          pytest.param(samples_type(), id="c",
+                       marks=pytest.mark.skipif(samples_type() is PySamples,
                                                 reason="no C sampler on this Python"))]
 
 
@@ -280,9 +282,9 @@ def test_samples_name_threads_frames_and_their_events(samples):
     """Each thread's stack below its innermost open event, ``thread <name>``
     above a thread's frames but the main thread's; tinyprof's threads not
     sampled; one stack sampled twice is one callpath with both samples."""
-    sampler = stacks.Sampler(10_000_000, samples)
+    sampler = Sampler(10_000_000, samples)
     busy = Parked("busy", event="work")
-    mine = Parked(stacks.PREFIX + "mine")
+    mine = Parked(PREFIX + "mine")
     try:
         with tinyprof.Event("main"):
             main = annotate.impl.current().id
@@ -303,8 +305,8 @@ def test_samples_name_threads_frames_and_their_events(samples):
     here = _line(test_samples_name_threads_frames_and_their_events)
     own = [k for k in counts if k[1] == main and k[2][-1] == here]
     assert not own      # the main thread was inside tinyprof (Sampler.take): its own work, not charged
-    assert not any(name.startswith("thread " + stacks.PREFIX) for k in counts for name in k[2])
-    assert not any(" (stacks.py:" in name for k in counts for name in k[2])    # tinyprof's frames
+    assert not any(name.startswith("thread " + PREFIX) for k in counts for name in k[2])
+    assert not any(" (sampler.py:" in name for k in counts for name in k[2])    # tinyprof's frames
 
 
 def test_threads_with_no_open_event_go_below_the_default(samples):
@@ -312,7 +314,7 @@ def test_threads_with_no_open_event_go_below_the_default(samples):
     event, or below ``default`` when set (python -m tinyprof's region); when
     the main thread has no open event, below the root (a sample taken after
     the region closed is not the region's)."""
-    sampler = stacks.Sampler(10_000_000, samples)
+    sampler = Sampler(10_000_000, samples)
     idle = Parked("idle")
     try:
         with tinyprof.Event("outer"):
@@ -342,8 +344,8 @@ def test_sampled_children_never_outgrow_their_event(samples):
     opened), yet below the event, closed, they add up to no more than its
     time, and each keeps its share."""
     from tinyprof.runtime.collect import collect
-    added = stacks.Added(sample=100)
-    added.sampler = stacks.Sampler(10_000_000, samples)
+    added = unannotated.Unannotated(sample=100)
+    added.sampler = Sampler(10_000_000, samples)
     threads = [Parked("one"), Parked("two")]
     try:
         with tinyprof.Event("capped"):
@@ -366,9 +368,9 @@ def test_sampled_children_never_outgrow_their_event(samples):
 # later thread given its id would be named after it.
 UNNAMED = textwrap.dedent("""
     import _thread, sys, threading, time
-    from tinyprof.runtime import stacks
+    from tinyprof.runtime.sampler import PREFIX, PySamples, Sampler, samples_type
 
-    sampler = stacks.Sampler(10_000_000, stacks.PySamples if sys.argv[1] == "python" else stacks.samples_type())
+    sampler = Sampler(10_000_000, PySamples if sys.argv[1] == "python" else samples_type())
     steps = [threading.Lock() for _ in range(5)]
     ready = [threading.Event() for _ in range(5)]
     for lock in steps:
@@ -392,7 +394,7 @@ UNNAMED = textwrap.dedent("""
     # Threads that run as between their start and threading's registration
     # of them: one of the program's, one named as tinyprof's (never sampled)
     unregistered = [threading.Thread(target=window, args=(3,), name="window"),
-                    threading.Thread(target=window, args=(4,), name=stacks.PREFIX + "own")]
+                    threading.Thread(target=window, args=(4,), name=PREFIX + "own")]
     idents = [_thread.start_new_thread(late, ()), _thread.start_new_thread(anonymous, ()),
               *(_thread.start_new_thread(t.run, ()) for t in unregistered)]
     for i in (0, 2, 3, 4):
@@ -421,7 +423,7 @@ def test_a_thread_sampled_before_threading_names_it_is_named(samples, tmp_path):
     registered), and one registered before the next sample; a thread that
     ends unnamed keeps its id; one of tinyprof's is not sampled."""
     (tmp_path / "app.py").write_text(UNNAMED)
-    proc = subprocess.run([sys.executable, "app.py", "python" if samples is stacks.PySamples else "c"],
+    proc = subprocess.run([sys.executable, "app.py", "python" if samples is PySamples else "c"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     anonymous, *paths = proc.stdout.splitlines()
@@ -435,11 +437,11 @@ def test_a_thread_sampled_before_threading_names_it_is_named(samples, tmp_path):
 def test_a_thread_that_ended_before_the_read_keeps_its_name(samples):
     """A thread sampled, then ended (threading forgets it) before the
     samples are read: named as when it was sampled."""
-    sampler = stacks.Sampler(10_000_000, samples)
+    sampler = Sampler(10_000_000, samples)
     done = Parked("done")
     sampler.take()
     done.release()
-    assert done.thread.ident not in stacks.thread_names()
+    assert done.thread.ident not in thread_names()
     names = {k[2][0] for k in sampler.counts() if k[2][-1] == _line(Parked.parked)}
     assert names == {"thread done"}, names
 
@@ -447,7 +449,7 @@ def test_a_thread_that_ended_before_the_read_keeps_its_name(samples):
 def test_samples_keep_the_code_of_a_stack_alive(samples):
     """A sampled function's code freed before the samples are read is named
     all the same (a sample holds its code objects, whose addresses key it)."""
-    sampler = stacks.Sampler(10_000_000, samples)
+    sampler = Sampler(10_000_000, samples)
     scope: dict = {}
     exec(compile("def transient(wait):\n    wait()\n", "gone.py", "exec"), scope)
     lock, ready = threading.Lock(), threading.Event()
@@ -473,7 +475,7 @@ def test_samples_keep_the_code_of_a_stack_alive(samples):
 
 def test_the_sampler_thread_samples_until_stopped(samples):
     """``start`` samples in a thread of tinyprof's until ``stop``."""
-    sampler = stacks.Sampler(1_000_000, samples)
+    sampler = Sampler(1_000_000, samples)
     sampler.start()
     try:    # a hang guard, not a duration: 3000 polls
         for _ in range(3000):
@@ -484,14 +486,14 @@ def test_the_sampler_thread_samples_until_stopped(samples):
         sampler.stop()
         sampler.thread.join()
     assert sampler.taken >= 3
-    assert sampler.thread.name.startswith(stacks.PREFIX)
+    assert sampler.thread.name.startswith(PREFIX)
     assert any(k[2] and k[2][0] != "thread " + sampler.thread.name for k in sampler.counts())
 
 
 def test_a_full_table_returns_from_run_to_be_drained(samples):
     """``run`` returns True once the table holds ``limit`` stacks (the
     sampler then names and empties it), False when stopped."""
-    table = samples(annotate.impl.executions, stacks.thread_names, type(annotate.impl.root()),
+    table = samples(annotate.impl.executions, thread_names, type(annotate.impl.root()),
                     threading.main_thread().ident)
     assert table.run(1_000_000, 1) is True
     assert table.taken >= 1 and table.drain()
@@ -502,9 +504,9 @@ def test_a_full_table_returns_from_run_to_be_drained(samples):
 
 def test_both_tables_count_alike():
     """The C table and the Python one name the same stacks the same way."""
-    if stacks.samples_type() is stacks.PySamples:
+    if samples_type() is PySamples:
         pytest.skip("no C sampler on this Python")
-    pair = [stacks.Sampler(10_000_000, t) for t in (stacks.PySamples, stacks.samples_type())]
+    pair = [Sampler(10_000_000, t) for t in (PySamples, samples_type())]
     busy, idle = Parked("busy", event="work"), Parked("idle")
     try:
         with tinyprof.Event("main"):
@@ -526,13 +528,13 @@ def _spin_until(condition) -> int:
     return s
 
 
-@pytest.mark.skipif(stacks.samples_type() is stacks.PySamples, reason="no C sampler on this Python")
+@pytest.mark.skipif(samples_type() is PySamples, reason="no C sampler on this Python")
 def test_a_main_thread_running_python_takes_its_own_samples():
     """While the main thread runs Python, the sampler asks it for the sample
     (a pending call) instead of taking the GIL from it; a thread it has not
     named yet is named by the sampler's own next sample, never by its id
     (even when sampled before threading registered it)."""
-    sampler = stacks.Sampler(1_000_000)
+    sampler = Sampler(1_000_000)
     sampler.start()
     newcomer = None
     try:    # bounded by samples taken either way: no time asserted

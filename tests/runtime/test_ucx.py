@@ -13,11 +13,10 @@ from _browser import Browser
 
 import tinyprof
 from tinyprof.converters import ConvertError
-from tinyprof.format.encoding import FormatError
+from tinyprof.errors import FormatError
 from tinyprof.format.mpi_section import encode, parse
 from tinyprof.runtime import capture
-from tinyprof.views import mpi
-from tinyprof.views import report as _report
+from tinyprof.views import mpi_text, report_page
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -227,7 +226,7 @@ def test_section_round_trip_and_errors():
 
 
 def test_text_table(nolocal):
-    text = mpi.transport(nolocal, ["large"], by_rank=True)
+    text = mpi_text.transport(nolocal, ["large"], by_rank=True)
     lines = text.splitlines()
     assert lines[0] == "ucx: UCX carried the MPI traffic of rank(s) 0-2"
     assert lines[1].split() == ["callpath", "rank", "op", "ucp", "op", "protocol", "transport", "calls",
@@ -238,12 +237,12 @@ def test_text_table(nolocal):
                                 "800000.0"]
     assert len(lines) == 4
     with pytest.raises(ConvertError, match="no callpath"):
-        mpi.transport(nolocal, ["nowhere"])
+        mpi_text.transport(nolocal, ["nowhere"])
 
 
 def test_report_shows_it(nolocal, tmp_path):
     pytest.importorskip("plotly")
-    data = _report.build(nolocal)["mpi"]["transport"]
+    data = report_page.build(nolocal)["mpi"]["transport"]
     assert data["states"] == {"used": [0, 1, 2]}
     t = nolocal.transport
     want = t.groupby(["op", "ucp_op", "protocol", "transport"])[["calls", "bytes"]].sum()
@@ -255,7 +254,7 @@ def test_report_shows_it(nolocal, tmp_path):
     assert got == {k: list(v) for k, v in zip(want.index, want.values.tolist())}
     assert data["rows"][0][0] == "large" and data["rows"][0][-1] == 3 * LARGE   # most bytes first
     out = tmp_path / "r.html"
-    _report.write(nolocal, out)
+    report_page.write(nolocal, out)
     with Browser(1500, 1400) as b:
         b.open(f"file://{out}")
         b.wait_for("document.body && document.body.dataset.ready === '1'", timeout=120)

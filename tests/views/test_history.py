@@ -19,11 +19,11 @@ from _browser import Browser
 import tinyprof
 from tinyprof.analysis import compare
 from tinyprof.cli import main
-from tinyprof.format import layout, meta_section, mpi_section
+from tinyprof.format import meta_section, mpi_section, output_dir
 from tinyprof.format.encoding import Header
 from tinyprof.runtime import assemble
 from tinyprof.runtime.collect import LocalEvent
-from tinyprof.views import history
+from tinyprof.views import history_page
 
 pytest.importorskip("plotly")
 
@@ -59,8 +59,8 @@ def write_run(directory, start: str, slow: float = 1.0, names=("compute", "solve
                     file_count=1, metrics=[("flops", False)] if flops else [])
     meta = meta_section.encode({"start": start, "nranks": nranks, "git": commit, "case": "c<1>"})
     os.makedirs(directory, exist_ok=True)
-    layout.write_atomic(os.path.join(directory, layout.file_name(app, 0, 1)),
-                        assemble.build_file(header, ranks, [1] * nranks, [("meta", meta)] + ([] if mpi is None else [
+    output_dir.write_atomic(os.path.join(directory, output_dir.file_name(app, 0, 1)),
+                            assemble.build_file(header, ranks, [1] * nranks, [("meta", meta)] + ([] if mpi is None else [
                             ("mpi", mpi_section.encode([mpi_section.Communicator("COMM_WORLD", nranks, tuple(range(nranks)),
                                                                                  mpi_section.NONE)],
                                                        [(r, 2, 0, "Allreduce", mpi_section.bucket(size), calls,
@@ -84,7 +84,7 @@ def runs(tmp_path):
 
 
 def test_the_page_data_is_the_runs_in_start_order(runs):
-    data = history.build(*history.load([runs]))
+    data = history_page.build(*history_page.load([runs]))
     assert data["kind"] == "runs" and data["name"] == "app"
     assert data["runs"] == ORDER and data["nranks"] == [NRANKS] * 4
     paths = [c["path"] for c in data["callpaths"]]
@@ -111,7 +111,7 @@ def test_the_page_data_is_the_runs_in_start_order(runs):
 def test_runs_of_different_rank_counts_are_per_rank_and_say_so(tmp_path):
     write_run(tmp_path / "two", "2026-03-01T01:00:00Z", nranks=2)
     write_run(tmp_path / "four", "2026-03-01T02:00:00Z")
-    data = history.build(*history.load([str(tmp_path)]))
+    data = history_page.build(*history_page.load([str(tmp_path)]))
     assert data["runs"] == ["two", "four"] and data["nranks"] == [2, 4]
     assert data["notes"] == ["rank counts differ (2/4 ranks): values are per rank on average",
                              "2 runs: too few to see the run-to-run noise (it takes 4): nothing flagged"]
@@ -120,7 +120,7 @@ def test_runs_of_different_rank_counts_are_per_rank_and_say_so(tmp_path):
 
 def test_the_page_flags_tinyprof_history_table(runs):
     """The page renders the flagged table of ``tinyprof.history``, row for row."""
-    data = history.build(*history.load([runs]))
+    data = history_page.build(*history_page.load([runs]))
     table = tinyprof.history(runs)
     assert table.attrs["runs"] == data["runs"] == ORDER
     paths = [tuple(c["path"].split("<")) for c in data["callpaths"]]
@@ -132,18 +132,18 @@ def test_the_page_flags_tinyprof_history_table(runs):
 def test_a_directory_of_runs_is_its_runs(runs, tmp_path):
     """A directory of run directories, of the files of several profiles, and
     the runs named one by one give the same runs."""
-    assert layout.runs_in([runs]) == [os.path.join(runs, n) for n in "abcd"]
+    assert output_dir.runs_in([runs]) == [os.path.join(runs, n) for n in "abcd"]
     flat = tmp_path / "flat"
     flat.mkdir()
     for name in "abcd":          # each run's one file, renamed apart, in one directory
-        os.rename(os.path.join(runs, name, layout.file_name("app", 0, 1)),
-                  flat / layout.file_name(f"app-{name}", 0, 1))
-    assert layout.runs_in([str(flat)]) == [str(flat / layout.file_name(f"app-{n}", 0, 1)) for n in "abcd"]
-    profiles, labels, cumulative = history.load([str(flat)])
-    assert labels == [layout.file_name(f"app-{n}", 0, 1) for n in ORDER] and not cumulative
+        os.rename(os.path.join(runs, name, output_dir.file_name("app", 0, 1)),
+                  flat / output_dir.file_name(f"app-{name}", 0, 1))
+    assert output_dir.runs_in([str(flat)]) == [str(flat / output_dir.file_name(f"app-{n}", 0, 1)) for n in "abcd"]
+    profiles, labels, cumulative = history_page.load([str(flat)])
+    assert labels == [output_dir.file_name(f"app-{n}", 0, 1) for n in ORDER] and not cumulative
     one = tmp_path / "one"
     write_run(one, "2026-03-01T00:00:00Z")
-    assert layout.runs_in([str(one)]) == [str(one)]             # one run's directory
+    assert output_dir.runs_in([str(one)]) == [str(one)]             # one run's directory
 
 
 def test_a_directory_beside_the_runs_is_no_run(runs, tmp_path, capsys):
@@ -153,9 +153,9 @@ def test_a_directory_beside_the_runs_is_no_run(runs, tmp_path, capsys):
     (tmp_path / "runs" / "logs" / "job.out").write_text("ok\n")
     (tmp_path / "runs" / "scripts" / "old").mkdir(parents=True)
     kept = tmp_path / "runs" / "e"                     # only its snapshots: a run
-    (kept / layout.SNAPSHOTS).mkdir(parents=True)
-    assert layout.runs_in([runs]) == [os.path.join(runs, n) for n in "abcde"]
-    os.rmdir(kept / layout.SNAPSHOTS)
+    (kept / output_dir.SNAPSHOTS).mkdir(parents=True)
+    assert output_dir.runs_in([runs]) == [os.path.join(runs, n) for n in "abcde"]
+    os.rmdir(kept / output_dir.SNAPSHOTS)
     os.rmdir(kept)
     out = tmp_path / "h.html"
     assert main(["report", runs, "-o", str(out)]) == 0
@@ -165,7 +165,7 @@ def test_a_directory_beside_the_runs_is_no_run(runs, tmp_path, capsys):
     one = tmp_path / "one"                             # one run's directory, with its logs
     write_run(one, "2026-03-01T00:00:00Z")
     (one / "logs").mkdir()
-    assert layout.runs_in([str(one)]) == [str(one)]
+    assert output_dir.runs_in([str(one)]) == [str(one)]
     none = tmp_path / "none"
     (none / "logs").mkdir(parents=True)
     (none / "scripts").mkdir()
@@ -179,7 +179,7 @@ def test_snapshots_of_one_run_are_its_history(tmp_path, step_snapshots):
     """The snapshots, cumulative, are taken as intervals: what each added."""
     out = tmp_path / "s"
     step_snapshots(out, [3, 0, 5, 5])
-    data = history.build(*history.load([str(out)], of_snapshots=True))
+    data = history_page.build(*history_page.load([str(out)], of_snapshots=True))
     assert data["kind"] == "snapshots"
     assert data["runs"] == ["snapshot 1", "snapshot 2", "snapshot 3", "snapshot 4"]
     step = [c["path"] for c in data["callpaths"]].index("main<step")
@@ -193,7 +193,7 @@ def test_snapshots_of_one_run_are_its_history(tmp_path, step_snapshots):
     assert facts["console"] == [] and facts["sections"] == ["regressions", "history", "diff", "runs"]
     assert facts["checks"][0].endswith("No change flagged.")
     with pytest.raises(tinyprof.FormatError, match=r"0 complete snapshot\(s\): the history of a run needs at least 2"):
-        history.load([str(out / "snapshots" / "000001")], of_snapshots=True)
+        history_page.load([str(out / "snapshots" / "000001")], of_snapshots=True)
 
 
 # -- the command ---------------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_the_command_writes_one_page_of_many_runs(runs, tmp_path, capsys):
 
 def test_a_bad_run_among_many_is_named_in_one_line(runs, tmp_path, capsys):
     out = tmp_path / "h.html"
-    bad = os.path.join(runs, "c", layout.file_name("app", 0, 1))
+    bad = os.path.join(runs, "c", output_dir.file_name("app", 0, 1))
     with open(bad, "r+b") as f:
         f.seek(40)
         f.write(b"\xff garbage \xff")
@@ -317,7 +317,7 @@ def test_the_page_renders_and_diffs_two_runs_picked_on_it(tmp_path):
         write_run(where / f"r{k:02d}", f"2026-03-{1 + k // 24:02d}T{k % 24:02d}:00:00Z", 1.25 if k >= 30 else 1.0,
                   commit=f"{k // 10:040x}")
     out = tmp_path / "many.html"
-    history.write([str(where)], out)
+    history_page.write([str(where)], out)
     facts = _page(out, [PICK % (10, 40), FILTER % f"{3:040x}", PICK % (0, 1), CLICK_FLAG])
     assert facts["console"] == [] and facts["blocked"] == [] and facts["requests"] == [f"file://{out}"]
     assert facts["sections"] == ["regressions", "history", "diff", "runs"]
@@ -339,7 +339,7 @@ def test_hostile_names_are_text_on_the_page(tmp_path):
         write_run(where / f"r{k}", f"2026-03-01T0{k}:00:00Z", slow, names=(HOSTILE, "</script><b>x"),
                   app="<b>app</b>")
     out = tmp_path / "h.html"
-    history.write([str(where)], out)
+    history_page.write([str(where)], out)
     payload = re.search(r'id="tinyprof-data">(.*?)</script>', out.read_text(), re.S)[1]
     assert not set(payload) & set("<>&")
     assert "<title>tinyprof report: &lt;b>app&lt;/b></title>" in out.read_text()
@@ -451,21 +451,21 @@ def test_mpi_time_and_bytes_per_callpath_over_the_runs(tmp_path, clock):
         expected = [want[key][p] for p in paths]
         assert data["mpi"][key][0] == data["mpi"][key][2] == pytest.approx(expected, rel=1e-4)
         assert data["mpi"][key][1] is None
-    both_mpi = history.build(*history.load([where / "r0", where / "r2"]))      # times outside MPI
+    both_mpi = history_page.build(*history_page.load([where / "r0", where / "r2"]))      # times outside MPI
     assert both_mpi["outside_mpi"] and both_mpi["mpi"] == {"columns": [0, 1, 2, 3],
                                                 **{key: [data["mpi"][key][0]] * 2 for key in ("time", "bytes")}}
     without = tmp_path / "none"
     for k in range(2):
         write_run(without / f"r{k}", f"2026-03-01T0{k}:00:00Z")
-    assert history.build(*history.load([str(without)]))["mpi"] is None
+    assert history_page.build(*history_page.load([str(without)]))["mpi"] is None
     # Only the callpaths where a run made MPI calls are embedded; the page shows 0 for the others
     solve = tmp_path / "solve"
     calls = [(3, 8, 1000 * (r + 1)) for r in range(NRANKS)]
     for k in range(2):
         write_run(solve / f"r{k}", f"2026-03-01T0{k}:00:00Z", mpi=calls)
-    compact = history.build(*history.load([str(solve)]))
+    compact = history_page.build(*history_page.load([str(solve)]))
     assert compact["mpi"] == {"columns": [2], "time": [[2500e-9]] * 2, "bytes": [[24.0]] * 2}
-    picked = _page(history.write([str(solve)], tmp_path / "s.html"), [PICK % (0, 1)])
+    picked = _page(history_page.write([str(solve)], tmp_path / "s.html"), [PICK % (0, 1)])
     assert picked["console"] == []
     assert {r[0]: r[-2:] for r in picked["checks"][0]["rows"]} == {
         "main": ["0", "0"], "main<compute": ["0", "0"], "main<solve": ["24", "24"]}
@@ -540,7 +540,7 @@ def test_alternating_runs_flag_the_slowed_region_alone(tmp_path):
     assert sorted(table.loc[table["improved"], "label"]) == ["2-base", "4-base"]
     assert table.loc[table["regressed"], "change"].between(0.18, 0.32).all()
     assert (table["p_value"] < 0.05).all() and list(table["since"]) == list(table["run"] - 1)
-    out = history.write([str(where)], tmp_path / "ci.html")
+    out = history_page.write([str(where)], tmp_path / "ci.html")
     facts = _page(out, [FLAGS])
     assert facts["console"] == []
     [shown] = facts["checks"]

@@ -15,7 +15,7 @@ from test_convert import NRANKS, make_profile
 
 import tinyprof
 from tinyprof.cli import main
-from tinyprof.views import report as _report
+from tinyprof.views import report_page
 
 pytest.importorskip("plotly")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,7 +28,7 @@ def _seconds(profile, path, rank):
 
 def test_report_data_is_the_profile(tmp_path, clock):
     profile = tinyprof.read(make_profile(tmp_path / "prof", clock))
-    data = _report.build(profile)
+    data = report_page.build(profile)
     paths = []
     for i, c in enumerate(data["callpaths"]):          # tree order: each parent before its children
         assert c["parent"] < i
@@ -63,11 +63,11 @@ def test_report_data_is_the_profile(tmp_path, clock):
 
 
 def test_iterations_are_binned_to_a_bounded_size(tmp_path, clock, monkeypatch):
-    monkeypatch.setattr(_report, "MAX_POINTS", 3)
+    monkeypatch.setattr(report_page, "MAX_POINTS", 3)
     profile = tinyprof.read(make_profile(tmp_path / "prof", clock))
-    got = _report.build(profile)["iterations"]
+    got = report_page.build(profile)["iterations"]
     assert all(len(s["mean"]) <= 3 for s in got.values())
-    index = [i for i, c in enumerate(_report.build(profile)["callpaths"])
+    index = [i for i, c in enumerate(report_page.build(profile)["callpaths"])
              if c["path"] == "main<compute"][0]
     comm = got[str(index)]              # up to 6 iterations x 3 executions: in 3 bins
     values = [v for r in range(NRANKS) for s in profile.series(("main", "compute"), r) for v in s]
@@ -78,7 +78,7 @@ def test_iterations_are_binned_to_a_bounded_size(tmp_path, clock, monkeypatch):
 def test_snapshots_over_time(tmp_path, step_snapshots):
     out = tmp_path / "s"
     step_snapshots(out, [3, 0, 5])
-    data = _report.build(tinyprof.read(out, snapshot=3), str(out))
+    data = report_page.build(tinyprof.read(out, snapshot=3), str(out))
     snaps = data["snapshots"]
     assert snaps["numbers"] == [1, 2, 3]
     series = {data["callpaths"][s["callpath"]]["path"]: s["values"] for s in snaps["series"]}
@@ -131,7 +131,7 @@ FOLD = """(() => { const row = [...document.querySelectorAll('#tree-table tbody 
 
 def test_the_traced_demo_report_renders_every_section(traced_demo, tmp_path):
     out = tmp_path / "demo.html"
-    _report.write(traced_demo, out)
+    report_page.write(traced_demo, out)
     facts = _render(out, [CLICK_ROW % "main<halo", FOLD % "main",
                           "document.getElementById('critical-length').textContent"])
     assert facts["console"] == [] and facts["blocked"] == []
@@ -150,7 +150,7 @@ def test_the_traced_demo_report_renders_every_section(traced_demo, tmp_path):
 
 def test_a_profile_without_mpi_trace_or_snapshots_says_how_to_get_them(tmp_path, clock):
     out = tmp_path / "r.html"
-    _report.write(make_profile(tmp_path / "prof", clock), out)
+    report_page.write(make_profile(tmp_path / "prof", clock), out)
     facts = _render(out)
     assert facts["console"] == [] and facts["sections"] == SECTIONS
     assert facts["notes"] == ["snapshots", "efficiency", "mpi", "trace"]
@@ -165,7 +165,7 @@ def test_1024_ranks_by_200_callpaths(tmp_path):
         sys.path.remove(BENCHMARKS)
     formats.write_tinyprof(str(tmp_path / "big"), 1024)
     out = tmp_path / "big.html"
-    _report.write(str(tmp_path / "big"), out)
+    report_page.write(str(tmp_path / "big"), out)
     facts = _render(out, [CLICK_ROW % "main<phase3<kernel13"])
     assert facts["console"] == [] and len(facts["rows"]) == 200
     assert (facts["heatRows"], facts["heatCols"]) == (200, 1024)
@@ -177,18 +177,18 @@ def test_numbers_are_rounded_to_five_digits_as_printf_would():
     values = np.concatenate([rng.lognormal(0, 12, 100_000) * rng.choice([-1, 1], 100_000),
                              [0.0, np.nan, 1.5, 2.5, 123456789012.0, 0.30000000000000004]])
     want = [None if v != v else v for v in np.char.mod("%.5g", values).astype(np.float64).tolist()]
-    assert _report.rounded(values) == want
+    assert report_page.rounded(values) == want
 
 
 def test_report_mpi_tables_are_the_profiles(traced_demo):
     """The MPI section's rows: calls, bytes and time per (communicator, op,
     size) as pandas sums them from ``profile.mpi``, largest time first."""
-    data = _report.build(traced_demo)["mpi"]
+    data = report_page.build(traced_demo)["mpi"]
     frame = traced_demo.mpi
     want = frame.groupby(["comm", "op", "bucket"])[["calls", "bytes", "time"]].sum()
     got = {(comm, op, size): (calls, nbytes, time) for comm, op, size, calls, nbytes, time in data["ops"]}
     assert len(got) == len(data["ops"]) == len(want) > 0
-    from tinyprof.views.mpi import size_range
+    from tinyprof.views.mpi_text import size_range
     for (comm, op, bucket), r in want.iterrows():
         calls, nbytes, time = got[comm or "(completion)", op, size_range(int(bucket))]
         assert (calls, nbytes) == (int(r.calls), int(r.bytes))

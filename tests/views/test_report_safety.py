@@ -20,7 +20,7 @@ import tinyprof
 from tinyprof import annotate
 from tinyprof.runtime import collect as _collect
 from tinyprof.runtime import session
-from tinyprof.views import report as _report
+from tinyprof.views import report_page
 
 pytest.importorskip("plotly")
 
@@ -51,8 +51,8 @@ def hostile(tmp_path, clock):
 
 
 def test_the_embedded_json_holds_no_markup_and_gives_the_names_back(hostile, tmp_path):
-    data = _report.build(tinyprof.read(hostile), hostile)
-    page = _report.render(data)
+    data = report_page.build(tinyprof.read(hostile), hostile)
+    page = report_page.render(data)
     payload = _payload(page)
     assert not set(payload) & set("<>&\u2028\u2029")
     assert json.loads(payload) == data
@@ -92,7 +92,7 @@ HOSTILE_FACTS = """(() => {
 
 def test_hostile_names_show_as_text_in_a_browser(hostile, tmp_path):
     out = tmp_path / "h.html"
-    _report.write(hostile, out)
+    report_page.write(hostile, out)
     f = _facts(out, HOSTILE_FACTS)
     assert f["console"] == [] and f["blocked"] == [] and not f["pwned"]
     assert f["sections"] == ["tree", "detail", "heatmap", "snapshots", "efficiency", "mpi", "trace"]
@@ -156,9 +156,9 @@ PICTURE_FACTS = """(() => {
 
 
 def test_pictures_of_a_two_rank_run(pictures, tmp_path, monkeypatch):
-    monkeypatch.setattr(_report, "MAX_POINTS", 2)     # 5 occurrences in 2 bins: from 0 and from 2
+    monkeypatch.setattr(report_page, "MAX_POINTS", 2)     # 5 occurrences in 2 bins: from 0 and from 2
     out = tmp_path / "pic.html"
-    _report.write(pictures, out)
+    report_page.write(pictures, out)
     f = _facts(out, PICTURE_FACTS)
     assert f["console"] == []
     assert f["heatTicks"] == ["0", "1"] and f["distTicks"] == ["0", "1"]
@@ -179,7 +179,7 @@ def test_the_heatmap_scale_starts_at_0(tmp_path, clock):
     ranks, executions = record_ranks(2, _solve_rank, clock)
     where = write_profile(tmp_path / "solve", "solve", prof.metrics, ranks, executions, [(0, 2)])
     out = tmp_path / "solve.html"
-    _report.write(where, out)
+    report_page.write(where, out)
     f = _facts(out, "(() => { const h = document.getElementById('heat')._fullData[0]; "
                     "return { zmin: h.zmin, zmax: h.zmax }; })()")
     assert f["console"] == [] and f["zmin"] == 0 and f["zmax"] == pytest.approx(23.851, rel=1e-5)
@@ -202,11 +202,11 @@ DEMO_FACTS = """(() => {
 
 def test_pictures_of_the_traced_demo(traced_demo, tmp_path):
     out = tmp_path / "demo.html"
-    _report.write(traced_demo, out)
+    report_page.write(traced_demo, out)
     f = _facts(out, DEMO_FACTS)
     assert f["console"] == []
     buckets = sorted(set(int(b) for b in traced_demo.mpi["bucket"]))
-    from tinyprof.views.mpi import size_range
+    from tinyprof.views.mpi_text import size_range
     assert f["sizes"] == [size_range(b) for b in buckets] == f["legend"]
     assert len(set(f["colours"])) == len(f["colours"]) > 1
     assert f["mpiHeads"][4:] == [f["mpiHeads"][4], f["mpiHeads"][5]]

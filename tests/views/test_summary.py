@@ -63,7 +63,7 @@ def test_limit_0_means_all_rows_in_every_command(tmp_path, clock, capsys):
 
 
 def test_show_and_the_report_print_the_run_line(tmp_path, clock, capsys, monkeypatch):
-    from tinyprof.views import report
+    from tinyprof.views import report_page
     tinyprof.Profiler("h", outdir=tmp_path / "h", metadata={"command": "app \x1b[2J --n 4"})
     with tinyprof.Event("main"):
         clock.tick(10)
@@ -71,7 +71,7 @@ def test_show_and_the_report_print_the_run_line(tmp_path, clock, capsys, monkeyp
     line = capsys.readouterr().out.splitlines()[-2]          # above the "Next:" hint
     assert re.fullmatch(r"run: started \S+Z, 1 ranks on 1 node\(s\)(, git [0-9a-f]{12})?, "
                         r"command: app \\x1b\[2J --n 4", line)       # escaped
-    assert report.build(tinyprof.read(tmp_path / "h"))["run"] == line
+    assert report_page.build(tinyprof.read(tmp_path / "h"))["run"] == line
     monkeypatch.setenv("TINYPROF_AUTO_METADATA", "0")     # no metadata: no line
     tinyprof.Profiler("n", outdir=tmp_path / "n")
     with tinyprof.Event("main"):

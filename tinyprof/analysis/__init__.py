@@ -3,6 +3,6 @@ from it: per-rank aggregates, MPI tables, trace matching, wait states and the
 critical path. No printing (views/ and converters/ do that); it imports only
 format/."""
 
+from ..errors import ConvertError
 
-class ConvertError(ValueError):
-    """A profile that the chosen view or target cannot hold as it is."""
+__all__ = ["ConvertError"]      # documented here too (docs/convert.md)

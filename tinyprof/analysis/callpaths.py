@@ -17,8 +17,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union, cast
 
 import numpy as np
 
+from ..errors import excerpt
 from ..format.callpath import Callpath, Path
-from ..format.encoding import excerpt
 
 Spec = Union[str, Sequence[str]]      # what a user gives as a callpath
 SEPARATORS = "</"

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..format.encoding import excerpt
+from ..errors import excerpt
 from . import sums
 from .profile import PER_SECOND, Profile, read_many, read_runs
 from .sums import parent_rows

@@ -13,11 +13,10 @@ from typing import Any, Dict, List, Optional, Protocol, Sequence, Set, Tuple, Un
 
 import numpy as np
 
+from ..errors import ConvertError, excerpt
 from ..format import mpi_section
-from ..format.encoding import excerpt
 from ..format.mpi_section import NONE
 from ..format.parsed import ParsedFile
-from . import ConvertError
 from .callpaths import Spec, Tree
 
 Callpath = Tuple[str, ...]

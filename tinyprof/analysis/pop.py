@@ -15,11 +15,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..errors import excerpt
 from ..format import hostlist
-from ..format.encoding import excerpt
-from . import trace as _trace
 from .callpaths import Spec, Tree
 from .sums import PER_SECOND, inclusive, mpi_exclusive, parent_rows, segments, tree_order
+from .trace import ideal_inclusive
 
 Callpath = Tuple[str, ...]
 Hosts = Union[str, Mapping[int, str], Sequence[str]]
@@ -211,7 +211,7 @@ def pop(profile: Any, callpath: Optional[Spec] = None,
     count, inc, mpi = per_rank(profile)
     keep = below(profile.callpaths, None if callpath is None else profile.callpath(callpath))
     paths = [p for p, k in zip(profile.callpaths, keep) if k]
-    ideal = _trace.ideal_inclusive(profile.trace)[keep] if trace else None
+    ideal = ideal_inclusive(profile.trace)[keep] if trace else None
     if hosts is None:
         hosts = recorded_hosts(profile)
     return columns(paths, count[keep], inc[keep], mpi[keep], host_ids(hosts, profile.nranks), ideal)

@@ -10,10 +10,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..format import chain, layout
-from ..format.encoding import FormatError, Header, excerpt
+from ..errors import FormatError, excerpt
+from ..format import output_dir, snapshot_chain
+from ..format.encoding import Header
 from ..format.parsed import EventData, ParsedFile
-from . import mpi_tables, sites
+from . import mpi_tables, symbolize
 from .callpaths import Spec, Tree
 from .sums import PER_SECOND
 
@@ -49,7 +50,7 @@ class Profile:
         self._traced: Optional[List[str]] = None
         self.parsed: List[ParsedFile] = files     # the files as read, by first rank
         self._firsts = [f.header.first_rank for f in files]
-        sites.resolve(files, self.metadata)     # a preloaded binary's C call sites, to lines
+        symbolize.resolve(files, self.metadata)     # a preloaded binary's C call sites, to lines
         known: Dict[Callpath, Callpath] = {}
         for f in files:
             f.share_paths(known)
@@ -187,34 +188,34 @@ class Profile:
         docs/trace.md). Raises ValueError when the profile holds no trace.
         A snapshot of a traced run holds none (docs/trace.md): read from
         the output directory, its trace is that of the run's flushed set."""
-        from . import trace as _trace
+        from . import trace
         if self._traced and not any("trace" in f.sections for f in self.parsed):
             flushed = Profile(_parse_all(self._traced, None))
             if flushed.run == self.run and any("trace" in f.sections for f in flushed.parsed):
                 return flushed.trace
-        return _trace.from_files(self.parsed, self.callpaths, self.nranks, self.unit)
+        return trace.from_files(self.parsed, self.callpaths, self.nranks, self.unit)
 
     def critical_path(self) -> Any:
         """The critical path through the traced run, as a pandas DataFrame of
         segments in time order: ``rank``, ``callpath`` (a tuple), ``op`` (the MPI
         operation, ``""`` for computation), ``start`` (seconds since the first
         record) and ``duration`` (seconds). See docs/trace.md."""
-        from . import trace as _trace
-        return _trace.critical_path(self.trace)
+        from . import trace
+        return trace.critical_path(self.trace)
 
     def critical_path_summary(self) -> Any:
         """The critical path per (rank, callpath), largest first: ``time`` on
         the path and ``mpi``, its part in MPI calls (seconds), and ``share``
         of the path's length."""
-        from . import trace as _trace
-        return _trace.critical_path_summary(self.trace)
+        from . import trace
+        return trace.critical_path_summary(self.trace)
 
     def wait_states(self) -> Any:
         """Waiting time in MPI calls per (callpath, rank), in seconds, largest
         first: ``late_sender``, ``late_receiver``, ``wait_collective``,
         ``wait_barrier`` and ``total`` (Scalasca's patterns; docs/trace.md)."""
-        from . import trace as _trace
-        return _trace.wait_states(self.trace)
+        from . import trace
+        return trace.wait_states(self.trace)
 
     def pop(self, callpath: Optional[Spec] = None, hosts: Any = None,
             trace: bool = False) -> Any:
@@ -238,8 +239,8 @@ class Profile:
         ``PopError`` (a ValueError) otherwise."""
         import pandas as pd
 
-        from . import pop as _pop
-        return pd.DataFrame(_pop.pop(self, callpath, hosts, trace))
+        from . import pop
+        return pd.DataFrame(pop.pop(self, callpath, hosts, trace))
 
     def _check_metric(self, metric: str, consistent: bool) -> None:
         kinds = dict(self.metrics)
@@ -267,9 +268,9 @@ def read(path: Union[str, os.PathLike[str]], snapshot: Optional[int] = None,
     path = os.fspath(path)
     traced, number = None, snapshot
     if snapshot is not None:
-        paths = layout.snapshot_files(path, snapshot)
+        paths = output_dir.snapshot_files(path, snapshot)
     else:
-        paths, number, note, traced = layout.newest(path)
+        paths, number, note, traced = output_dir.newest(path)
         if note:
             warnings.warn(f"tinyprof: {path}: {note}", RuntimeWarning, stacklevel=2)
     files = _parse_all(paths, threads)
@@ -330,15 +331,15 @@ def _parse_all(paths: List[str], threads: Optional[int]) -> List[ParsedFile]:
     """The files parsed, in order; the first failing one's FormatError."""
     threads = _threads(len(paths), threads)
     if threads < 2:
-        return [chain.parse(p) for p in paths]
+        return [snapshot_chain.parse(p) for p in paths]
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="tinyprof-read") as pool:
-        return list(pool.map(chain.parse, paths))
+        return list(pool.map(snapshot_chain.parse, paths))
 
 
 def snapshots(path: Union[str, os.PathLike[str]]) -> List[int]:
     """Numbers of the complete snapshots in the output directory ``path``,
     oldest first (``Profiler(keep="all")`` keeps every one; ``"last"`` the newest)."""
-    return layout.complete_snapshots(os.fspath(path))
+    return output_dir.complete_snapshots(os.fspath(path))
 
 
 def _check_set(files: List[ParsedFile]) -> None:
@@ -378,7 +379,7 @@ def read_runs(runs: Sequence[Union[Profile, str, os.PathLike[str]]], errors: str
     are cumulative (the snapshots of one run).
 
     ``runs``: profiles, or paths, each a run or a directory of runs
-    (``layout.runs_in``), read by :func:`read_many` (``errors`` as there);
+    (``output_dir.runs_in``), read by :func:`read_many` (``errors`` as there);
     ``of_snapshots``: the kept snapshots of the one output directory given."""
     if of_snapshots:
         if len(runs) != 1 or isinstance(runs[0], Profile):
@@ -390,7 +391,7 @@ def read_runs(runs: Sequence[Union[Profile, str, os.PathLike[str]]], errors: str
                                             "a run needs at least 2, kept with Profiler(keep='all')")
         return [read(outdir, snapshot=k) for k in numbers], [f"snapshot {k}" for k in numbers], True
     given = [p for p in runs if isinstance(p, Profile)]
-    names = layout.runs_in([os.fspath(p) for p in runs if not isinstance(p, Profile)])
+    names = output_dir.runs_in([os.fspath(p) for p in runs if not isinstance(p, Profile)])
     if not names and not given:
         raise ValueError("no run given")
     loaded = iter(read_many(names, errors=errors))     # in order, without those skipped

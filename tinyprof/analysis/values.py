@@ -12,8 +12,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ..format.encoding import excerpt
-from . import ConvertError
+from ..errors import ConvertError, excerpt
 from .pop import pop
 from .profile import PER_SECOND, Profile, read
 from .sums import MPI_VALUES as MPI_VALUES  # the converters import it from here

@@ -8,9 +8,9 @@ never raises, and misuse of an Event object warns once and is ignored.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Optional, TypeVar
 
+from .._env import flag
 from . import metrics
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -18,14 +18,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def enabled() -> bool:
     """Whether profiling is on: ``TINYPROF=0`` (or off/false/no) switches it off."""
-    return os.environ.get("TINYPROF", "1").strip().lower() not in ("0", "off", "false", "no")
+    return flag("TINYPROF", True)
 
 
 ENABLED = enabled()
 
 
 def _load_impl():
-    if os.environ.get("TINYPROF_PURE", "") in ("", "0"):
+    if not flag("TINYPROF_PURE", False):
         try:
             from . import _core
             return _core

@@ -11,21 +11,10 @@ from __future__ import annotations
 import warnings
 from typing import Any, Dict, Optional, Set, Tuple
 
+from ..errors import excerpt
+
 #: The misuse kinds warned about so far in this process (tests clear it).
 warned: Set[str] = set()
-
-QUOTE_LIMIT = 80
-
-
-def quoted(text: str) -> str:
-    """``text`` for a message, as ``repr`` quotes it, cut to QUOTE_LIMIT
-    characters with its length said: a 10 MB event name makes no 10 MB
-    warning. (tinyprof.format.encoding.excerpt does the same for the readers;
-    this layer imports nothing of tinyprof's.)"""
-    if len(text) <= QUOTE_LIMIT:
-        return repr(text)
-    return f"{text[:QUOTE_LIMIT]!r}... ({len(text)} characters)"
-
 
 _MISUSE = {
     "enter": "entered again while it is open",
@@ -50,7 +39,7 @@ def event_args(name: Any, is_common: Any = True, loop: Any = 0,
         if loop == mode:
             break
     else:
-        raise ValueError(f"tinyprof.Event {quoted(name)}: loop must be 0, 1 or 2, not {loop!r}")
+        raise ValueError(f"tinyprof.Event {excerpt(name)}: loop must be 0, 1 or 2, not {loop!r}")
     return name, bool(is_common), mode, _metric_values(name, values)
 
 
@@ -62,7 +51,7 @@ def _metric_values(name: str, values: Optional[Dict[str, Any]]) -> Optional[Dict
         return {k: float(v) for k, v in values.items()}
     except (TypeError, ValueError):
         bad = {k: v for k, v in values.items() if not isinstance(v, (int, float))}
-        raise TypeError(f"tinyprof.Event {quoted(name)}: metric values must be numbers, "
+        raise TypeError(f"tinyprof.Event {excerpt(name)}: metric values must be numbers, "
                         f"got {bad!r}") from None
 
 
@@ -76,5 +65,5 @@ def warn_misuse(kind: str, name: str, stacklevel: int) -> None:
     if kind in warned:
         return
     warned.add(kind)
-    warnings.warn(f"tinyprof: event {quoted(name)} {_MISUSE[kind]}; ignored (warned once)",
+    warnings.warn(f"tinyprof: event {excerpt(name)} {_MISUSE[kind]}; ignored (warned once)",
                   RuntimeWarning, stacklevel=stacklevel + 1)

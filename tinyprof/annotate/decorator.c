@@ -54,7 +54,7 @@ static PyObject *
 wrapper_create(Event *e, PyObject *func)
 {
     if (!PyCallable_Check(func)) {
-        /* The name quoted as args.quoted does: a 10 MB name makes no 10 MB message. */
+        /* The name quoted as errors.excerpt does: a 10 MB name makes no 10 MB message. */
         Py_ssize_t n = PyUnicode_GET_LENGTH(e->name);
         PyObject *cut = PyUnicode_Substring(e->name, 0, n < 80 ? n : 80);
         if (cut == NULL)

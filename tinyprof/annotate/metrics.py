@@ -16,7 +16,7 @@ import warnings
 from types import FrameType
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from .args import quoted
+from ..errors import excerpt
 
 keys: Dict[str, bool] = {}          # declared metric key -> consistent?
 _warned: set = set()
@@ -33,7 +33,7 @@ def warn_undeclared(node: Any, key: str) -> None:
     """Warn once per key that ``key`` (given on ``node``'s event) is not declared."""
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(f"tinyprof: metric {quoted(key)} (event {quoted(node.name)}) is not declared "
+        warnings.warn(f"tinyprof: metric {excerpt(key)} (event {excerpt(node.name)}) is not declared "
                       "in Profiler(selfkeys=...); its values are not recorded",
                       RuntimeWarning, stacklevel=_user_stacklevel())
 

@@ -18,7 +18,8 @@ import time
 from array import array
 from typing import Any, Callable, Dict, Optional
 
-from .args import event_args, quoted, warn_misuse
+from ..errors import excerpt
+from .args import event_args, warn_misuse
 
 _clock: Callable[[], int] = time.perf_counter_ns
 
@@ -179,7 +180,7 @@ class Event:
     def __call__(self, func: Callable) -> Callable:
         name, is_common, loop, values = self.name, self.is_common, self.loop, self.values or {}
         if not callable(func):
-            raise TypeError(f"tinyprof.Event {quoted(name)}: can only decorate a callable, "
+            raise TypeError(f"tinyprof.Event {excerpt(name)}: can only decorate a callable, "
                             f"not {type(func).__name__}")
         return decorate(Event, name, is_common, loop, values, func)
 

@@ -31,7 +31,8 @@ def register(commands: options.Commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.profile import read
-    from ..converters import ConvertError, callflow
+    from ..converters import callflow
+    from ..errors import ConvertError
 
     if args.setup:
         echo(f"tinyprof: CallFlow's environment is ready: {callflow.environment()}")

@@ -43,8 +43,8 @@ def register(commands: options.Commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.compare import ONE_A_SIDE, compare
-    from ..format.encoding import FormatError
-    from ..views import compare as compare_text
+    from ..errors import FormatError
+    from ..views import compare_text as compare_text
 
     pair = len(args.runs) == 2 and not (args.base or args.new)
     if not (pair or (not args.runs and args.base and args.new)):

@@ -15,8 +15,7 @@ def run(prog: str, args: argparse.Namespace) -> int:
     """Run ``args.run(args)``; bad input, an unwritable output or a missing
     extra end with one line naming the file and status 2 (1 for an extra)."""
     # here, not at the top: the parsers are built without loading a layer
-    from ..analysis import ConvertError
-    from ..format.encoding import FormatError
+    from ..errors import ConvertError, FormatError
 
     try:
         return args.run(args)

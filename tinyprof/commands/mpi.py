@@ -37,8 +37,8 @@ def register(commands: options.Commands) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis import mpi_tables
     from ..analysis.profile import read
-    from ..format.encoding import excerpt
-    from ..views import mpi
+    from ..errors import excerpt
+    from ..views import mpi_text
 
     profile = read(args.profile)
     limit = args.limit or None          # 0: all, as in every command
@@ -49,12 +49,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"tinyprof: profile {excerpt(profile.name)} holds no MPI data ({why})", file=sys.stderr)
         return 1
     if "transport" in args.by:
-        print(mpi.transport(profile, args.callpath, "rank" in args.by, limit))
+        print(mpi_text.transport(profile, args.callpath, "rank" in args.by, limit))
         return 0
     rows = mpi_tables.group(profile, args.by, args.callpath, args.comm)
-    print(mpi.table(profile, rows, args.by, args.sort, limit))
+    print(mpi_text.table(profile, rows, args.by, args.sort, limit))
     if args.comms:
-        print(f"\n{mpi.communicators(profile)}")
+        print(f"\n{mpi_text.communicators(profile)}")
     if not rows:
         print("tinyprof: no MPI call matches", file=sys.stderr)
     return 0 if rows else 1

@@ -17,7 +17,7 @@ THRESHOLD, FLOOR = 0.05, 0.01                           # analysis.compare
 STATISTICS = ("sum", "mean", "min", "max")              # analysis.values
 KEYS = ("callpath", "comm", "op", "bucket", "rank", "transport")   # analysis.mpi_tables
 DEFAULT_BY = ("callpath", "comm", "op", "bucket")       # analysis.mpi_tables
-SORTS = ("time", "bytes", "calls")                     # views.mpi
+SORTS = ("time", "bytes", "calls")                     # views.mpi_text
 TARGETS = ("hatchet", "callflow", "csv", "perfetto", "pprof")      # converters
 
 

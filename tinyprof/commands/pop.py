@@ -35,11 +35,11 @@ def register(commands: options.Commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis import over_time, pop
+    from ..analysis import pop, snapshot_intervals
     from ..analysis.profile import read
+    from ..errors import FormatError
     from ..format import hostlist
-    from ..format.encoding import FormatError
-    from ..views import pop as pop_text
+    from ..views import pop_text as pop_text
 
     profile = read(args.profile)
     try:
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             raise pop.PopError("--over-time has no --trace: the split needs a whole trace, "
                                "which periodic snapshots do not hold (docs/trace.md)")
         if args.over_time:
-            frame = over_time.history(args.profile, callpath, hosts)
+            frame = snapshot_intervals.history(args.profile, callpath, hosts)
             if not len(frame["callpath"]):
                 raise pop.PopError(f"{args.profile}: no callpath closed between snapshots")
             echo(pop_text.history(profile.name, profile.nranks, frame, args.limit or None))

@@ -52,11 +52,11 @@ def register(commands: options.Commands) -> None:
 def run(args: argparse.Namespace) -> int:
     import warnings
 
-    from ..format import layout
-    from ..views import history, report
+    from ..format import output_dir
+    from ..views import history_page, report_page
 
     output = args.output or "report.html"
-    runs = layout.runs_in(args.profiles)
+    runs = output_dir.runs_in(args.profiles)
     many = args.snapshots or runs != [os.fspath(args.profiles[0])]
     given = [option for option, value in (("--skip-bad", args.skip_bad), ("--threshold", args.threshold),
                                           ("--floor", args.floor), ("--metric", args.metric),
@@ -71,12 +71,12 @@ def run(args: argparse.Namespace) -> int:
             if many:
                 rule = {name: pct / 100 for name, pct in (("threshold", args.threshold),
                                                           ("floor", args.floor)) if pct is not None}
-                history.write(args.profiles, output, "skip" if args.skip_bad else "raise",
+                history_page.write(args.profiles, output, "skip" if args.skip_bad else "raise",
                               args.snapshots, metric=args.metric or "time", inclusive=args.inclusive,
                               **rule)
             else:
-                report.write(args.profiles[0], output)
-    except report.ReportError as e:
+                report_page.write(args.profiles[0], output)
+    except report_page.ReportError as e:
         print(f"tinyprof: {e}", file=sys.stderr)
         return 1
     except ValueError as e:             # no run left, --snapshots with several paths, a bad --metric

@@ -16,7 +16,7 @@ def register(commands: options.Commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.profile import read
-    from ..views.summary import summary
+    from ..views.show import summary
 
     print(summary(read(args.profile), args.profile))
     return 0

@@ -32,15 +32,15 @@ def register(commands: options.Commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.profile import read
-    from ..views import trace
+    from ..views import trace_text
 
     profile = read(args.profile)
     limit = args.limit or None          # 0: all, as in every command
     try:
         if args.command == "critical-path":
-            text = trace.critical_path(profile, limit, args.segments)
+            text = trace_text.critical_path(profile, limit, args.segments)
         else:
-            text = trace.wait_states(profile, limit)
+            text = trace_text.wait_states(profile, limit)
     except ValueError as e:           # recorded without trace=True
         print(f"tinyprof: {e}", file=sys.stderr)
         return 1

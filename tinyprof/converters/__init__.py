@@ -13,7 +13,7 @@
   Grafana Pyroscope and speedscope.
 
 The MPI tables of ``tinyprof mpi`` are computed in :mod:`tinyprof.analysis.mpi_tables`
-and printed by :mod:`tinyprof.views.mpi`.
+and printed by :mod:`tinyprof.views.mpi_text`.
 
 pandas, hatchet, CallFlow and protobuf are imported inside the functions that need
 them, so that importing tinyprof never does.
@@ -24,7 +24,7 @@ import importlib
 import os
 from typing import TYPE_CHECKING
 
-from ..analysis import ConvertError
+from ..errors import ConvertError
 
 if TYPE_CHECKING:   # not at run time: cli and every command import ConvertError, light
     from ..analysis.profile import Profile

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
-from ..format.layout import write_atomic
+from ..format.output_dir import write_atomic
 
 Callpath = Tuple[str, ...]
 RANK, TIME, TIME_INC = "mpi.rank", "sum#time.duration", "inclusive#sum#time.duration"

@@ -25,7 +25,7 @@ from typing import Optional
 
 from ..analysis.profile import Profile
 from ..analysis.values import aggregate
-from . import ConvertError
+from ..errors import ConvertError
 from .hatchet import write_aggregates
 
 VERSION = "1.3.0"

@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis.profile import Profile
-from ..format.encoding import excerpt
-from ..format.layout import write_atomic
-from . import ConvertError
+from ..errors import ConvertError, excerpt
+from ..format.output_dir import write_atomic
 from .dataframe import to_dataframe
 
 if TYPE_CHECKING:                       # pandas is imported when to_dataframe runs

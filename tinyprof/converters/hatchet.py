@@ -22,8 +22,8 @@ import numpy as np
 
 from ..analysis.profile import Profile
 from ..analysis.values import MPI_VALUES, Aggregates, aggregate, as_profile, check_columns, mpi_per_node
-from ..format.encoding import excerpt
-from . import ConvertError, _jsonsplit
+from ..errors import ConvertError, excerpt
+from . import _jsonsplit
 
 if TYPE_CHECKING:                       # hatchet is imported when a function needs it
     import hatchet

@@ -26,10 +26,10 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from ..analysis import trace as _trace
 from ..analysis.profile import Profile
-from ..format.layout import write_atomic
-from . import ConvertError
+from ..analysis.trace import Trace, main_threads, pair_key
+from ..errors import ConvertError
+from ..format.output_dir import write_atomic
 
 
 def to_perfetto(profile: Profile) -> Dict[str, Any]:
@@ -65,20 +65,20 @@ def _us(ns: np.ndarray) -> List[float]:
 PID = 0         # the one process, the run: no track has its id, so none is its "main thread"
 
 
-def _tracks(trace: _trace.Trace) -> Dict[Tuple[int, int], int]:
+def _tracks(trace: Trace) -> Dict[Tuple[int, int], int]:
     """(rank, OS thread id) -> the track's ``tid``: 1, 2, ... by rank, each
     rank's MPI thread first, then its other threads by id."""
-    main = _trace.main_threads(trace)
-    keys = np.unique(np.concatenate([_trace.pair_key(c["rank"], c["thread"])
+    main = main_threads(trace)
+    keys = np.unique(np.concatenate([pair_key(c["rank"], c["thread"])
                                      for c in (trace.ev, trace.calls)]))
     pairs = sorted(((int(k >> 32), int(k & 0xFFFFFFFF)) for k in keys),
                    key=lambda p: (p[0], p[1] != main[p[0]], p[1]))
     return {pair: n for n, pair in enumerate(pairs, 1)}
 
 
-def _metadata(profile: Profile, trace: _trace.Trace,
+def _metadata(profile: Profile, trace: Trace,
               tracks: Dict[Tuple[int, int], int]) -> List[Dict[str, Any]]:
-    main = _trace.main_threads(trace)
+    main = main_threads(trace)
     out: List[Dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": PID,
          "args": {"name": f"{profile.name} ({profile.nranks} ranks)"}}]
@@ -90,7 +90,7 @@ def _metadata(profile: Profile, trace: _trace.Trace,
     return out
 
 
-def _slices(profile: Profile, trace: _trace.Trace,
+def _slices(profile: Profile, trace: Trace,
             tracks: Dict[Tuple[int, int], int]) -> List[Dict[str, Any]]:
     ev, c = trace.ev, trace.calls
     names = ["<".join(p) for p in trace.callpaths]
@@ -123,7 +123,7 @@ def _slices(profile: Profile, trace: _trace.Trace,
     return [r[4] for r in rows]
 
 
-def _occurrence_metrics(profile: Profile, trace: _trace.Trace) -> Dict[tuple, Dict[str, Any]]:
+def _occurrence_metrics(profile: Profile, trace: Trace) -> Dict[tuple, Dict[str, Any]]:
     """Per (rank, path): {metric: value per ev row} for the custom metrics,
     where the profile holds one value per traced occurrence (one thread, no
     occurrence dropped, no loop summing): they pair up in recording order."""
@@ -153,7 +153,7 @@ def _occurrence_metrics(profile: Profile, trace: _trace.Trace) -> Dict[tuple, Di
     return out
 
 
-def _flows(trace: _trace.Trace, tracks: Dict[Tuple[int, int], int]) -> List[Dict[str, Any]]:
+def _flows(trace: Trace, tracks: Dict[Tuple[int, int], int]) -> List[Dict[str, Any]]:
     """An arrow per matched message: from the start of its send to the end of
     the call that completed its receive, 1 ns inside each so that each end
     binds to the slice enclosing it (``bp: "e"``). Causality puts the

@@ -36,9 +36,8 @@ import numpy as np
 
 from ..analysis.profile import Profile
 from ..analysis.values import aggregate, mpi_per_node
-from ..format.encoding import excerpt
-from ..format.layout import write_atomic
-from . import ConvertError
+from ..errors import ConvertError, excerpt
+from ..format.output_dir import write_atomic
 
 PACKAGE = "perftools.profiles"
 # The fields written, per message: (field, number, type, repeated); a type that

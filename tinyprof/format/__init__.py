@@ -2,6 +2,7 @@
 directory's layout and the reader. Pure functions and files; it imports
 nothing else of tinyprof, so the writer (runtime/), the reader (analysis/)
 and the C++ header share one contract."""
-from .encoding import FORMAT_VERSION, FormatError, Header
+from ..errors import FormatError
+from .encoding import FORMAT_VERSION, Header
 
 __all__ = ["FORMAT_VERSION", "FormatError", "Header"]

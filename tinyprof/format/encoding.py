@@ -30,31 +30,6 @@ NO_RUN = "0" * 16              # the run id of writers that were given none
 RUN_RE = re.compile("[0-9a-f]{16}")
 
 
-def excerpt(text: Union[str, bytes], limit: int = 80) -> str:
-    """``text`` quoted for a message, as ``repr`` quotes it (control
-    characters escaped: nothing reaches a terminal raw), cut to ``limit``
-    characters with its length said: a 10 MB name makes no 10 MB message."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}... ({len(text)} {'bytes' if isinstance(text, bytes) else 'characters'})"
-
-
-class FormatError(ValueError):
-    """A profile file is truncated, corrupted, not a tinyprof profile, or too new."""
-
-    def __init__(self, path: str, line: Optional[int], problem: str) -> None:
-        self.path, self.line, self.problem = path, line, problem
-        shown = shown_path(str(path))
-        super().__init__(f"{shown}:{line}: {problem}" if line else f"{shown}: {problem}")
-
-
-def shown_path(path: str, limit: int = 512) -> str:
-    """``path`` for a message: as it is when plain, else as :func:`excerpt`
-    (a file name from a listed directory, or one made of a profile's name,
-    may hold control characters or be long)."""
-    return path if path.isprintable() and len(path) <= limit else excerpt(path, limit)
-
-
 # -- escaping and numbers -----------------------------------------------------
 
 _NAME_ESCAPES = {"%": "%25", "\n": "%0A", "\r": "%0D"}

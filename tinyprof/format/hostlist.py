@@ -15,7 +15,7 @@ import itertools
 import re
 from typing import List, Sequence
 
-from .encoding import excerpt
+from ..errors import excerpt
 
 _SPECIAL = re.compile("[%,*]")
 _ESCAPED = re.compile("%(25|2[Cc]|2[Aa])")

@@ -16,7 +16,8 @@ import math
 import re
 from typing import Dict, List, Mapping, Optional, Union
 
-from .encoding import FormatError, escape, excerpt, format_value, unescape
+from ..errors import FormatError, excerpt
+from .encoding import escape, format_value, unescape
 
 Value = Union[str, int, float]
 

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from .encoding import MAX_NATURAL, FormatError, natural
+from ..errors import FormatError
+from .encoding import MAX_NATURAL, natural
 
 try:
     from . import _parse

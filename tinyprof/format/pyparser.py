@@ -15,7 +15,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .encoding import FormatError, Header, escape, format_value, natural, unescape
+from ..errors import FormatError
+from .encoding import Header, escape, format_value, natural, unescape
 from .parsed import Values
 
 _NAN = float("nan")

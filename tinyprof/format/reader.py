@@ -20,10 +20,12 @@ from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import numpy as np
 
+from .._env import flag
+from ..errors import FormatError
 from . import meta_section
 from .callpath import Callpath, Path
-from .encoding import FORMAT_VERSION, MAX_NATURAL, RUN_RE, FormatError, Header, natural
-from .layout import open_regular
+from .encoding import FORMAT_VERSION, MAX_NATURAL, RUN_RE, Header, natural
+from .output_dir import open_regular
 from .parsed import EventData, ParsedFile, Values
 from .pyparser import ReferenceParser, unescape_canonical
 
@@ -79,7 +81,7 @@ def engine(parser: str) -> str:
     when the C parser is built and not switched off (``TINYPROF_PURE=1``),
     else it is ``"python"``; ``"c"`` without it is a RuntimeError."""
     if parser == "auto":
-        pure = _parse is None or os.environ.get("TINYPROF_PURE", "") not in ("", "0")
+        pure = _parse is None or flag("TINYPROF_PURE", False)
         return "python" if pure else "auto"
     if parser == "c" and _parse is None:
         raise RuntimeError("tinyprof.format._parse, the C parser, is not built")
@@ -88,7 +90,7 @@ def engine(parser: str) -> str:
 
 def read_regular(path: str) -> bytes:
     """The bytes of ``path``, which must be a regular file without holes
-    (``layout.open_regular``): a FIFO, a device or a sparse file is a
+    (``output_dir.open_regular``): a FIFO, a device or a sparse file is a
     FormatError, never a hang. Reads at most the size fstat gave."""
     try:
         fd = open_regular(path)

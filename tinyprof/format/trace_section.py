@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .encoding import FormatError
+from ..errors import FormatError
 
 NONE = -1                   # an empty field: no line, communicator or root
 SEND, RECV = 0, 1           # endpoint kinds

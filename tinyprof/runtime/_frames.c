@@ -1,6 +1,6 @@
 /* _frames.c: what tinyprof reads of Python's frames that Python cannot give it.
  *
- * MPI call sites (sites.c; runtime/stacks.py, docs/mpi.md#call-sites): `site_source`
+ * MPI call sites (sites.c; runtime/sampler.py, docs/mpi.md#call-sites): `site_source`
  * stands in for the C core's source function of libtinyprof_mpi. The library
  * calls it once per recorded MPI call, from the calling thread, after the
  * call and without the GIL (mpi4py releases it around MPI). It reads the

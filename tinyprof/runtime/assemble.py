@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Protocol, Sequence, Tuple, Union, cast
 
-from ..format import delta as _deltasection
-from ..format import mpi_section
+from ..format import delta_section, mpi_section
 from ..format.encoding import Fields, Header, encode_consistent, encode_file, encode_rank_field
 from ..format.mpi_section import NONE, Section
 from .collect import LocalEvent
@@ -150,7 +149,7 @@ def assemble(header: Header, parts: Sequence[RankPart], delta: bool = False,
     table: Dict[str, int] = {}
     ids = [table.setdefault(name, len(table)) for name in names]
     fields = [[b""] * len(parents) for _ in parts]
-    spliced: List[_deltasection.Splice] = []
+    spliced: List[delta_section.Splice] = []
     for r, (part, at) in enumerate(zip(parts, where)):
         for i, keep, text in part.splices:
             if delta:
@@ -162,7 +161,7 @@ def assemble(header: Header, parts: Sequence[RankPart], delta: bool = False,
     if mpi:
         extra.append(("mpi", mpi))
     if delta:
-        extra.append(("delta", _deltasection.encode(sorted(spliced))))
+        extra.append(("delta", delta_section.encode(sorted(spliced))))
     return encode_file(header, list(table), parents, ids, loops, consistent, fields,
                        [*extra, *sections])
 

@@ -5,7 +5,7 @@ Numpy is loaded at the first flush (collect), not when a session starts
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,3 +113,13 @@ def _clean_execs(raw: bytes, ntimes: int) -> Union[np.ndarray, bytes]:
         keep = np.concatenate([[True], pairs[1:, 0] > np.maximum.accumulate(pairs[:-1, 0])])
         pairs = pairs[keep]
     return pairs.reshape(-1)
+
+
+def node_lines(events: Sequence[LocalEvent]) -> Dict[int, int]:
+    """Node id -> position in ``events``, sites' ids included: the lines of
+    the ``mpi`` section and of the trace."""
+    out: Dict[int, int] = {}
+    for i, e in enumerate(events):
+        for ident in getattr(e.node, "ids", (e.node.id,)) if e.node is not None else ():
+            out[ident] = i
+    return out

@@ -31,7 +31,7 @@ except ImportError:     # another Python
 import numpy as np
 from mpi4py import MPI
 
-from ..format import layout
+from ..format import output_dir
 from ..format.encoding import encode_consistent, encode_rank_field
 from ..format.mpi_section import Section
 from . import assemble, trace_block
@@ -109,18 +109,18 @@ def flush(comm, settings: Settings, stem: str, label: SetLabel, events: List[Loc
         data = assemble.assemble_rows(header, order, [loops[p] for p in order], rows,
                                       with_consistent, mpi_parts, trace_parts, label.tail(index))
         del rows, mpi_parts, trace_parts
-        problem = layout.write_set_file(outdir, stem, index, naggs, data)
+        problem = output_dir.write_set_file(outdir, stem, index, naggs, data)
         if problem:
             warnings.warn(f"tinyprof: cannot write profile file {problem}; "
                           "the profile is incomplete", RuntimeWarning, stacklevel=3)
         state[0] = not problem
         if rank == 0 and state[0]:
-            state[1] = not layout.stale_sets(outdir, stem, naggs)
+            state[1] = not output_dir.stale_sets(outdir, stem, naggs)
     wait([comm.Iallreduce(MPI.IN_PLACE, state, op=MPI.MIN)])   # everyone knows: the set is complete
     if state[0] and not state[1]:
         if rank == 0:
-            for path in layout.stale_sets(outdir, stem, naggs):
-                layout.remove(path)
+            for path in output_dir.stale_sets(outdir, stem, naggs):
+                output_dir.remove(path)
         wait([comm.Ibarrier()])  # no rank returns, and reads, before the old set is gone
     t3 = time.perf_counter()
     return FlushStats(bool(state[0]), sync_path, t_encoded - t0, t1 - t_encoded, t2 - t1,

@@ -67,8 +67,8 @@ class Profiler:
         self.settings = settings
         from . import lifecycle
         with lifecycle.signals_blocked():   # threads that numpy's libraries start never take signals
-            from . import session as _session  # the flush machinery, numpy with it: not on import
-        self.session = _session.begin(settings, comm)
+            from . import session  # the flush machinery, numpy with it: not on import
+        self.session = session.begin(settings, comm)
 
     name = property(lambda self: self.settings.name, doc="The profile's name.")
     frequency = property(lambda self: self.settings.frequency, doc="Snapshot interval (s).")
@@ -137,5 +137,5 @@ def flush() -> Optional[str]:
     """
     from . import lifecycle
     with lifecycle.signals_blocked():
-        from . import session as _session
-    return _session.current().flush()
+        from . import session
+    return session.current().flush()

@@ -12,7 +12,7 @@
  * pointers in an open-addressing table, no Python object made (a new key
  * keeps references to its code objects, so that their addresses stay
  * theirs). `drain` hands the counts over and starts afresh; the names are
- * made from them then, in Python (stacks.Sampler), not per sample. Python
+ * made from them then, in Python (Sampler), not per sample. Python
  * code runs only before the table is touched (the thread names, and finding
  * the core's ContextVar), so a drain from another thread never sees it half
  * changed.

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, List, Opt
 
 from .. import annotate
 from ..annotate import metrics
-from ..format import layout, meta_section
+from ..format import meta_section, output_dir
 from ..format.encoding import NO_RUN, env_run_id
 from ..format.mpi_section import Section
-from . import assemble, lifecycle, stacks
-from .collect import LocalEvent, collect
+from . import assemble, lifecycle, unannotated
+from .collect import LocalEvent, collect, node_lines
 from .settings import Settings
 from .snapshots import SnapshotStats, Snapshotter
 from .world import launched_rank, live_mpi, wait, world_comm
@@ -72,9 +72,9 @@ class Session:
         self.flushed: Optional[tuple] = None   # fingerprint of what the last flush wrote
         self.last_flush: Optional[FlushStats] = None     # of the last MPI flush
         self.snapshotter: Optional[Snapshotter] = None
-        self.capture: Any = None        # _capture.Capture when MPI is recorded
+        self.capture: Any = None        # capture.Capture when MPI is recorded
         self.capture_missing: Optional[str] = None  # why not, when asked for (the meta's mpi_capture)
-        self.added: Optional[stacks.Added] = None   # call sites and samples, when asked
+        self.added: Optional[unannotated.Unannotated] = None   # call sites and samples, when asked
         self.syncs: List[Tuple[int, int, int]] = []    # trace clock: first and latest sync
         self.live = False
         self.start_time = 0.0           # rank 0's clock at start, as broadcast
@@ -101,8 +101,8 @@ class Session:
         if settings.mpi:
             self._start_capture(comm)
         if settings.sites or settings.sample:
-            self.added = stacks.Added(settings.sites if self.capture is not None else 0,
-                                      settings.sample)
+            self.added = unannotated.Unannotated(settings.sites if self.capture is not None else 0,
+                                                 settings.sample)
             if settings.sites and self.capture is not None:
                 problem = self.added.start_sites(self.capture.lib, self.capture.source or 0)
                 if problem:
@@ -131,7 +131,7 @@ class Session:
         self._sync_clock()
         self.run, self.start_time = run, start
         if self.rank == 0:      # a reader can tell that this run left nothing yet (format.md)
-            layout.mark_run(settings.outdir, self.stem, run)
+            output_dir.mark_run(settings.outdir, self.stem, run)
         snap = self.snapshotter = Snapshotter(settings, self.stem, self.rank, self.size, start,
                                               run, self.clock, self._snapshot_extras, self.paused,
                                               self.metadata, self._extended)
@@ -162,9 +162,9 @@ class Session:
             self.capture_missing = "MPI is not running (mpi4py)"
             self.warn("mpi", "mpi=True, but MPI is not running (mpi4py): no MPI data is recorded")
             return
-        from . import capture as _capture
+        from . import capture
         try:
-            self.capture = _capture.Capture.start()
+            self.capture = capture.Capture.start()
         except Exception as e:      # Unavailable, or an unexpected loader failure
             self.capture_missing = str(e)
             self.warn("mpi", f"MPI communication is not recorded: {e}")
@@ -319,7 +319,7 @@ class Session:
         when MPI is not recorded."""
         if self.capture is None:
             return None
-        return self.capture.section(self.rank, stacks.lines(events))
+        return self.capture.section(self.rank, node_lines(events))
 
     def _snapshot_extras(self, events: Sequence[LocalEvent]
                          ) -> Tuple[Optional[Section], List[Tuple[str, bytes]]]:
@@ -341,13 +341,13 @@ class Session:
         sections += label.tail(0)
         data = assemble.build_file(label.header(1, 0, 1, 0, 1), [events], [executions],
                                    sections, [mpi])
-        problem = layout.write_set_file(outdir, self.stem, 0, 1, data)
+        problem = output_dir.write_set_file(outdir, self.stem, 0, 1, data)
         if problem:
             self.warn(outdir, f"cannot write profile file {problem}; "
                       "the data stays in memory for the next flush")
             return False
-        for stale in layout.stale_sets(outdir, self.stem, 1):
-            layout.remove(stale)
+        for stale in output_dir.stale_sets(outdir, self.stem, 1):
+            output_dir.remove(stale)
         return True
 
     def warn(self, key: str, message: str) -> None:
@@ -439,14 +439,14 @@ class Session:
         lifecycle.start_thread(snap.safe_take, (k,), "tinyprof-sigterm-snapshot").join(timeout)
         outdir = self.settings.outdir
         while self.size > 1 and time.monotonic() < end and \
-                not layout.snapshot_is_complete(outdir, k):
+                not output_dir.snapshot_is_complete(outdir, k):
             time.sleep(0.01)
 
 
 def _trace_block(records: Records, events: Sequence[LocalEvent]) -> bytes:
     """The trace block of a one-rank file, whose lines are the positions in ``events``."""
     from . import trace_block
-    return trace_block.block(records, stacks.lines(events))
+    return trace_block.block(records, node_lines(events))
 
 
 _active: Optional[Session] = None

@@ -14,8 +14,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
+from .._env import flag
+from ..errors import excerpt
 from ..format import meta_section
-from ..format.encoding import excerpt
 
 Metrics = Tuple[Tuple[str, bool], ...]      # (key, consistent?) in declaration order
 
@@ -25,11 +26,6 @@ CHAIN = 32                  # deltas after the first full snapshot (then twice a
 MAX_SITE_DEPTH = 8          # frames of a call site (_frames.c's MAX_DEPTH)
 MAX_SAMPLE = 10_000         # samples per second
 SAMPLE_HZ = 100.0           # sample=True
-
-
-def env_flag(name: str) -> bool:
-    """Whether environment variable ``name`` is on (1, on, true, yes)."""
-    return os.environ.get(name, "").strip().lower() in ("1", "on", "true", "yes")
 
 
 def parse_selfkeys(selfkeys: str) -> List[Tuple[str, bool]]:
@@ -175,16 +171,16 @@ class Settings:
         if keep not in KEEP_POLICIES:
             raise ValueError(f"tinyprof.Profiler: keep must be 'last' or 'all', not {keep!r}")
         if mpi is None:
-            mpi = env_flag("TINYPROF_MPI")
+            mpi = flag("TINYPROF_MPI", False)
         elif not isinstance(mpi, bool):
             raise TypeError(f"tinyprof.Profiler: mpi must be True or False, not {mpi!r}")
         if ucx is None:
-            ucx = env_flag("TINYPROF_UCX")
+            ucx = flag("TINYPROF_UCX", False)
         elif not isinstance(ucx, bool):
             raise TypeError(f"tinyprof.Profiler: ucx must be True or False, not {ucx!r}")
         mpi = mpi or ucx            # the transport view is part of MPI capture
         if trace is None:
-            trace = env_flag("TINYPROF_TRACE")
+            trace = flag("TINYPROF_TRACE", False)
         elif not isinstance(trace, bool):
             raise TypeError(f"tinyprof.Profiler: trace must be True or False, not {trace!r}")
         if trace_limit is None:
@@ -220,7 +216,7 @@ class Settings:
                    aggregators=aggregators, keep=keep, mpi=mpi, ucx=ucx, trace=trace,
                    trace_limit=trace_limit, chain=chain,
                    metadata=tuple(sorted(entries.items())[:meta_section.MAX_ENTRIES]),
-                   auto_metadata=os.environ.get("TINYPROF_AUTO_METADATA", "").strip() != "0",
+                   auto_metadata=flag("TINYPROF_AUTO_METADATA", True),
                    sites=sites, sample=float(hz))
 
     def aggregator_count(self, nranks: int) -> int:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterator, List, Optional, Sequence, Tuple
 
 from .. import annotate
-from ..format import layout
+from ..format import output_dir
 from ..format.encoding import relabel
 from ..format.mpi_section import Section
 from .assemble import Base, RankPart, SetLabel, assemble, rank_part
@@ -215,8 +215,8 @@ class Snapshotter:
                         [*sections, *label.tail(self.rank)])
         del part
         outdir = self.settings.outdir
-        problem = layout.write_set_file(layout.snapshot_dir(outdir, k), self.stem, self.rank,
-                                        self.size, data)
+        problem = output_dir.write_set_file(output_dir.snapshot_dir(outdir, k), self.stem, self.rank,
+                                            self.size, data)
         if problem:
             self.warn(outdir, f"cannot write snapshot file {problem}; "
                       "the data stays in memory for the next attempt")
@@ -225,7 +225,7 @@ class Snapshotter:
         self.last = max(self.last, k)
         self._commit(k, base, header.set_base is None, "rank")
         if self.settings.keep == "last" and self.rank == 0:
-            layout.prune_snapshots(outdir, self.run)
+            output_dir.prune_snapshots(outdir, self.run)
         return True
 
     def _complete_skipped(self, k: int, data: bytes, base: Optional[int]) -> None:
@@ -236,11 +236,12 @@ class Snapshotter:
         if k <= self.last + 1:          # nothing skipped: no directory listing
             return
         outdir = self.settings.outdir
-        for j in layout.snapshot_numbers(outdir):
+        for j in output_dir.snapshot_numbers(outdir):
+            there = output_dir.snapshot_dir(outdir, j)
             if self.last < j < k and (base is None or base < j) and \
-                    layout.holds_run(layout.snapshot_dir(outdir, j), self.run):   # not an earlier run's
-                layout.write_set_file(layout.snapshot_dir(outdir, j), self.stem, self.rank,
-                                      self.size, relabel(data, "snapshot", j, base))
+                    output_dir.holds_run(there, self.run):   # not an earlier run's
+                output_dir.write_set_file(there, self.stem, self.rank, self.size,
+                                          relabel(data, "snapshot", j, base))
 
     def forced(self) -> int:
         """Number of an unscheduled per-rank snapshot (SIGTERM, aborting exit):
@@ -342,8 +343,8 @@ class Snapshotter:
                 header.set_base = None if full else self.over
                 data = assemble(header, parts, not full, label.tail(index))
                 del parts
-                problem = layout.write_set_file(layout.snapshot_dir(settings.outdir, k),
-                                                self.stem, index, naggs, data)
+                problem = output_dir.write_set_file(output_dir.snapshot_dir(settings.outdir, k),
+                                                    self.stem, index, naggs, data)
                 if problem:
                     ok = 0
                     self.warn(settings.outdir, f"cannot write snapshot file {problem}; "
@@ -361,7 +362,7 @@ class Snapshotter:
         if agreed[0]:
             self._commit(k, base, full, "aggregated")
             if settings.keep == "last" and self.rank == 0:
-                layout.prune_snapshots(settings.outdir, self.run)
+                output_dir.prune_snapshots(settings.outdir, self.run)
         if agreed[2]:
             self.deltas = self.chain_length()
         if agreed[3]:           # every helper stops after this one; the ranks' own files go on

@@ -1,4 +1,4 @@
-// What the pages of `tinyprof report` share (tinyprof/views/report.py): report.js
+// What the pages of `tinyprof report` share (tinyprof/views/report_page.py): report.js
 // (one run) and history.js (many runs) each come after this file, in one script element.
 "use strict";
 const TP = (() => {

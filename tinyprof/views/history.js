@@ -1,4 +1,4 @@
-// The history page of `tinyprof report R1 R2 ...` (tinyprof/views/history.py): many runs,
+// The history page of `tinyprof report R1 R2 ...` (tinyprof/views/history_page.py): many runs,
 // or the snapshots of one, from the data of #tinyprof-data. No network.
 "use strict";
 (function () {

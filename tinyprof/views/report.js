@@ -1,4 +1,4 @@
-// The page of `tinyprof report` for one run (tinyprof/views/report.py): draws the
+// The page of `tinyprof report` for one run (tinyprof/views/report_page.py): draws the
 // data of the element #tinyprof-data with plotly.js, inlined beside it. No network.
 "use strict";
 (function () {

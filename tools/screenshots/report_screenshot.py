@@ -16,13 +16,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 
 from _browser import Browser
 
-from tinyprof.views import report as _report
+from tinyprof.views import report_page
 
 
 def main() -> None:
     profile, prefix = sys.argv[1:3]
     with tempfile.TemporaryDirectory() as tmp:
-        page = _report.write(profile, os.path.join(tmp, "report.html"))
+        page = report_page.write(profile, os.path.join(tmp, "report.html"))
         for name, height in (("top", 1000), ("full", 3000)):
             with Browser(1400, height) as b:
                 b.open(f"file://{page}")

@@ -110,16 +110,14 @@ class MpiPause {
 // Turns recording on, charged to this header's current nodes, when the
 // library is loaded, unless TINYPROF_MPI=0. Returns whether it did.
 inline bool start_capture() {
-    const char* env = std::getenv("TINYPROF_MPI");
-    const std::string_view wanted = env ? trim(env) : std::string_view{};
     const MpiLib* lib = mpi_lib();
     if (lib == nullptr) {
-        if (wanted == "1")
+        if (env_flag("TINYPROF_MPI", false))        // asked for, not only by default
             warn("TINYPROF_MPI=1 but libtinyprof_mpi is not loaded (link -ltinyprof_mpi before -lmpi, "
                  "or LD_PRELOAD it): no MPI capture");
         return false;
     }
-    if (wanted == "0") return false;
+    if (!env_flag("TINYPROF_MPI", true)) return false;
     lib->set_source(&current_node_id);
     lib->enable(1);
     return true;
@@ -128,7 +126,7 @@ inline bool start_capture() {
 // TINYPROF_UCX=1 (or on, true, yes): the transport view's state, "unused"
 // (hooked: "used" once a UCP operation is counted) or "unavailable"; "" off.
 inline std::string start_ucx(bool capture) {
-    if (!env_flag("TINYPROF_UCX")) return "";
+    if (!env_flag("TINYPROF_UCX", false)) return "";
     const MpiLib* lib = capture ? mpi_lib() : nullptr;
     if (lib == nullptr) {
         warn("TINYPROF_UCX=1 but MPI capture is off (libtinyprof_mpi not loaded, or TINYPROF_MPI=0): "

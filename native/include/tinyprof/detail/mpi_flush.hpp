@@ -11,7 +11,7 @@
 #include "capture.hpp"
 #include "clocksync.hpp"
 #include "collect.hpp"
-#include "layout.hpp"
+#include "output_dir.hpp"
 #include "session.hpp"
 #include "settings.hpp"
 #include "trace_block.hpp"

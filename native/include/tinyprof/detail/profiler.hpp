@@ -160,8 +160,7 @@ Profiler::Profiler(std::string name, double frequency, std::string_view selfkeys
                      (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "") +
                      "; those items are left out");
     s.metadata = std::move(entries);
-    const char* auto_meta = std::getenv("TINYPROF_AUTO_METADATA");
-    s.auto_metadata = auto_meta == nullptr || detail::trim(auto_meta) != "0";
+    s.auto_metadata = detail::env_flag("TINYPROF_AUTO_METADATA", true);
     detail::tree();       // registers this thread (outside the lock, which that takes)
     detail::stop_snapshots();                     // an earlier Profiler's
     detail::Registry& reg = detail::registry();
@@ -177,7 +176,7 @@ Profiler::Profiler(std::string name, double frequency, std::string_view selfkeys
         detail::hook_finalize(reg);
         detail::settle_run(reg, reg.settings.comm);   // rank 0's run id, while MPI is live
         detail::mark_run(reg);
-        if (detail::env_flag("TINYPROF_TRACE")) {
+        if (detail::env_flag("TINYPROF_TRACE", false)) {
             const auto limit = detail::env_count<std::int64_t>("TINYPROF_TRACE_LIMIT");
             detail::start_trace(reg, limit > 0 ? limit : 2000000);
         }

@@ -1,4 +1,4 @@
-// Python twin: tinyprof/runtime/settings.py; identity: tests/native/test_vectors.py
+// Python twin: tinyprof/runtime/settings.py, tinyprof/_env.py (flag: env_flag); identity: tests/native/test_vectors.py
 //
 // The settings of a run: the Profiler's arguments, the environment variables
 // that change them, and the rules derived from them (the aggregator count and
@@ -13,7 +13,9 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -46,12 +48,21 @@ inline std::string_view trim(std::string_view s) {
     return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
-// An environment flag: 1, on, true or yes (any case).
-inline bool env_flag(const char* name) {
+// A boolean environment variable, read as Python's tinyprof/_env.py flag()
+// reads it (docs/api.md): on with 1, on, true or yes, off with 0, off, false
+// or no (any case and spacing), `fallback` when unset or empty; any other
+// value warns once and is `fallback`.
+inline bool env_flag(const char* name, bool fallback) {
     const char* text = std::getenv(name);
     std::string v(text ? trim(text) : std::string_view{});
     for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return v == "1" || v == "on" || v == "true" || v == "yes";
+    if (v == "1" || v == "on" || v == "true" || v == "yes") return true;
+    if (v == "0" || v == "off" || v == "false" || v == "no") return false;
+    static std::set<std::string> warned;
+    if (!v.empty() && warned.insert(name).second)
+        std::fprintf(stderr, "tinyprof: %s='%.40s' is neither on (1, on, true, yes) nor off (0, off, false, no); "
+                     "taken as %s\n", name, std::string(trim(text)).c_str(), fallback ? "on" : "off");
+    return fallback;
 }
 
 // Environment variable `name` as an integer >= 1, or 0 if unset.

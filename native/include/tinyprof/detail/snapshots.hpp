@@ -10,7 +10,7 @@
 #include "assemble.hpp"
 #include "capture.hpp"
 #include "collect.hpp"
-#include "layout.hpp"
+#include "output_dir.hpp"
 #include "session.hpp"
 #include "settings.hpp"
 

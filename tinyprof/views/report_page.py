@@ -22,13 +22,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..analysis import over_time, values
-from ..analysis import pop as pop_analysis
+from ..analysis import pop, snapshot_intervals, values
 from ..analysis.iterations import per_iteration
 from ..analysis.profile import PER_SECOND, Profile, read, snapshots
 from ..analysis.values import aggregate, mpi_per_node, run_times
-from ..format import layout
-from .summary import run_line
+from ..format import output_dir
+from .show import run_line
 from .text import tree_order
 
 MAX_POINTS = 400        # per callpath in the iteration plot
@@ -58,7 +57,7 @@ def write(profile_or_path: Union[Profile, str, os.PathLike[str]],
     else:
         source = os.fspath(profile_or_path)
         profile = read(source)
-    layout.write_atomic(os.fspath(output), render(build(profile, source)).encode("utf-8"))
+    output_dir.write_atomic(os.fspath(output), render(build(profile, source)).encode("utf-8"))
     return os.fspath(output)
 
 
@@ -77,7 +76,7 @@ def plotly_js() -> str:
 
 def render(data: Dict[str, Any], script: str = "report.js") -> str:
     """The HTML page of ``build``'s data (``script``: the page's script,
-    ``history.js`` for ``views.history``'s data); its title names ``data["name"]``."""
+    ``history.js`` for ``views.history_page``'s data); its title names ``data["name"]``."""
     def asset(name: str) -> str:
         with open(os.path.join(_HERE, name), encoding="utf-8") as f:
             return f.read()
@@ -171,16 +170,16 @@ def _kept(source: Optional[str]) -> List[int]:
     return numbers
 
 
-def _over_time(source: Optional[str]) -> Optional[over_time.Series]:
+def _over_time(source: Optional[str]) -> Optional[snapshot_intervals.Series]:
     """The kept snapshots as time series, each read once; None with fewer than two."""
     numbers = _kept(source)
     if len(numbers) < 2:
         return None
     assert source is not None       # no snapshot numbers without a source
-    return over_time.series(source, numbers)
+    return snapshot_intervals.series(source, numbers)
 
 
-def _snapshots(series: Optional[over_time.Series], position: Dict[tuple, int]) -> Dict[str, Any]:
+def _snapshots(series: Optional[snapshot_intervals.Series], position: Dict[tuple, int]) -> Dict[str, Any]:
     """Per interval between kept snapshots, the exclusive time summed over
     ranks of the top callpaths and the rest."""
     if series is None:
@@ -197,7 +196,7 @@ def _snapshots(series: Optional[over_time.Series], position: Dict[tuple, int]) -
     return {"numbers": series.numbers, "created": series.created, "series": lines}
 
 
-def _pop(profile: Profile, series: Optional[over_time.Series], position: Dict[tuple, int]
+def _pop(profile: Profile, series: Optional[snapshot_intervals.Series], position: Dict[tuple, int]
          ) -> Optional[Dict[str, Any]]:
     """The POP efficiencies: per callpath (rows in tree order, worst parallel
     efficiency first among siblings), with the split of communication
@@ -208,15 +207,15 @@ def _pop(profile: Profile, series: Optional[over_time.Series], position: Dict[tu
         return None
     values: Tuple[str, ...]
     try:
-        frame = pop_analysis.pop(profile, trace=True)
+        frame = pop.pop(profile, trace=True)
         values = POP_VALUES + SPLIT_VALUES
     except ValueError:          # no trace (or one that cannot be replayed): no split
-        frame, values = pop_analysis.pop(profile), POP_VALUES
-    if pop_analysis.several_hosts(frame):
+        frame, values = pop.pop(profile), POP_VALUES
+    if pop.several_hosts(frame):
         values += HOST_VALUES
     at = {path: i for i, path in enumerate(frame["callpath"])}
     table = np.array([frame[v] for v in values], np.float64).T
-    rows = [[position[path], *rounded(table[at[path]])] for path in pop_analysis.worst_first(frame)]
+    rows = [[position[path], *rounded(table[at[path]])] for path in pop.worst_first(frame)]
     history = None
     if series is not None and series.efficiency is not None:
         history = _pop_history(series.numbers, series.created, series.efficiency, position)
@@ -225,7 +224,7 @@ def _pop(profile: Profile, series: Optional[over_time.Series], position: Dict[tu
     return {"columns": list(values), "rows": rows, "history": history, "problem": problem}
 
 
-def _pop_history(numbers: List[int], created: List[str], steps: pop_analysis.Columns,
+def _pop_history(numbers: List[int], created: List[str], steps: pop.Columns,
                  position: Dict[tuple, int]) -> Dict[str, Any]:
     """The efficiencies per interval (``steps``: ``pop_history``'s columns)
     of the callpaths that ran longest (with the load balance within and
@@ -262,16 +261,16 @@ def _mpi(profile: Profile, index: np.ndarray) -> Optional[Dict[str, Any]]:
     recorded. None without capture."""
     if not profile.mpi_recorded:
         return None
-    from . import mpi
+    from . import mpi_text
 
-    groups = sorted(mpi.group(profile, ("comm", "op", "bucket")), key=lambda g: -g[3])
+    groups = sorted(mpi_text.group(profile, ("comm", "op", "bucket")), key=lambda g: -g[3])
     per_second = PER_SECOND[profile.unit]
     times = rounded(np.array([g[3] for g in groups], dtype=np.float64) / per_second)
-    rows = [[comm or "(completion)", op, mpi.size_range(bucket), calls, nbytes, time]
+    rows = [[comm or "(completion)", op, mpi_text.size_range(bucket), calls, nbytes, time]
             for ((comm, op, bucket), calls, nbytes, _), time in zip(groups, times)]
     per_node = mpi_per_node(profile)
     matrix = profile.comm_matrix()
-    sizes = [mpi.size_range(b) for b in sorted({bucket for (_, _, bucket), *_ in groups})]
+    sizes = [mpi_text.size_range(b) for b in sorted({bucket for (_, _, bucket), *_ in groups})]
     return {"ops": rows, "sizes": sizes, "total_time": sum(g[3] for g in groups) / per_second,
             "time": _rows(per_node["time"][index]), "bytes": per_node["bytes"][index].tolist(),
             "matrix": matrix.tolist() if matrix.any() else None, "transport": _transport(profile)}
@@ -283,28 +282,28 @@ def _transport(profile: Profile) -> Optional[Dict[str, Any]]:
     UCX state. None when not recorded."""
     if not profile.mpi_data.ucx:
         return None
-    from . import mpi
+    from . import mpi_text
 
     rows = [[_where(key[0]), *key[1:], calls, nbytes]
-            for key, calls, nbytes in mpi.transport_rows(profile)]
-    return {"rows": rows, "states": mpi.ucx_states(profile)}
+            for key, calls, nbytes in mpi_text.transport_rows(profile)]
+    return {"rows": rows, "states": mpi_text.ucx_states(profile)}
 
 
 def _trace(profile: Profile) -> Optional[Dict[str, Any]]:
     """The critical path per (rank, callpath) and the wait states; None untraced."""
     try:
-        trace = profile.trace
+        traced = profile.trace
     except ValueError:
         return None
-    from ..analysis import trace as analysis
+    from ..analysis import trace
 
-    path = analysis.critical_path(trace)
-    summary = analysis.critical_path_summary(trace, path)
-    waits = analysis.wait_states(trace)
-    kinds = list(analysis.WAIT_KINDS)
+    path = trace.critical_path(traced)
+    summary = trace.critical_path_summary(traced, path)
+    waits = trace.wait_states(traced)
+    kinds = list(trace.WAIT_KINDS)
     return {
-        "length": analysis.path_length(path),
-        "wall": float(trace.wall_time * analysis.SECONDS[trace.unit]),
+        "length": trace.path_length(path),
+        "wall": float(traced.wall_time * trace.SECONDS[traced.unit]),
         "ranks": int(path["rank"].nunique()),
         "critical": [[int(r.rank), _where(r.callpath), float(r.time), float(r.mpi), float(r.share)]
                      for r in summary.head(TOP_ROWS).itertuples()],

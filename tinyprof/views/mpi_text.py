@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Dict, Literal, Optional, Sequence
 
-from ..analysis import ConvertError
 from ..analysis.mpi_tables import DEFAULT_BY, KEYS, Row, Spec, group, totals, transport_rows, ucx_states
 from ..analysis.profile import PER_SECOND, Profile
+from ..errors import ConvertError
 from ..format.mpi_section import encode_members
 from .text import UNITS as TIME_UNITS
 from .text import align, printable, shown
 
 # group, transport_rows and ucx_states are analysis.mpi_tables', named here
-# for views/report.py and demo.py, which still read them through this module.
+# for views/report_page.py and demo.py, which still read them through this module.
 __all__ = ["KEYS", "DEFAULT_BY", "SORTS", "Row", "group", "table", "transport_rows", "ucx_states",
            "transport", "communicators", "size_range"]
 

@@ -16,7 +16,7 @@ import re
 import stat
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .encoding import FormatError, excerpt, shown_path
+from ..errors import FormatError, excerpt, shown_path
 
 SUFFIX = ".tp"
 SNAPSHOTS = "snapshots"       # subdirectory of an output directory holding the snapshots

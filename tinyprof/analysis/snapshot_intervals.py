@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..format.encoding import excerpt
+from ..errors import excerpt
 from . import pop
 from .callpaths import spelled
 from .profile import PER_SECOND, Profile, read, snapshots

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..analysis import values
 from ..analysis.profile import Profile
-from .pop import efficiency
+from .pop_text import efficiency
 from .text import UNITS, align, printable, shown, tree_label, tree_order
 
 

@@ -1,7 +1,7 @@
 """``tinyprof report R1 R2 ...``: many runs, or the kept snapshots of one run,
 as one self-contained HTML page (the history page; docs/guide.md, "History").
 
-The page is built as the one-run report is (``report.render``: plotly.js, the
+The page is built as the one-run report is (``report_page.render``: plotly.js, the
 style and the script inlined, the data as JSON in the page), with its own
 script, ``history.js``. The data is compact: the callpaths once (tree order),
 then one array per run of each callpath's exclusive time per rank on average
@@ -10,7 +10,7 @@ of its MPI time and bytes when the run recorded them; the page computes the
 other of exclusive and inclusive and the diff of any two runs from them.
 Everything judged is ``analysis.compare.series``'s: the flagged changes
 (``tinyprof.history``'s table, row for row) and the callpaths' order. Runs
-are found by ``format.layout.runs_in`` and read by ``analysis.profile.read_runs``.
+are found by ``format.output_dir.runs_in`` and read by ``analysis.profile.read_runs``.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import numpy as np
 
 from ..analysis import compare
 from ..analysis.profile import Profile, read_runs
-from ..format import layout
-from . import report
+from ..format import output_dir
+from . import report_page
 from .text import tree_order
 
 Path = Union[str, "os.PathLike[str]"]
@@ -31,13 +31,13 @@ load = read_runs        # what callers of the page's data give ``build`` (tests,
 
 def write(paths: Sequence[Path], output: Path, errors: str = "raise",
           of_snapshots: bool = False, **rule: Any) -> str:
-    """Write the history page of the runs at ``paths`` (see ``layout.runs_in``;
+    """Write the history page of the runs at ``paths`` (see ``output_dir.runs_in``;
     ``errors="skip"``: leave out those that cannot be read, with a warning), or
     with ``of_snapshots``, of the kept snapshots of the one run at ``paths[0]``;
     returns its path. ``rule``: :func:`build`'s ``metric``, ``inclusive``,
     ``threshold``, ``floor``, ``alpha``."""
     data = build(*read_runs(paths, errors, of_snapshots), **rule)
-    layout.write_atomic(os.fspath(output), report.render(data, "history.js").encode("utf-8"))
+    output_dir.write_atomic(os.fspath(output), report_page.render(data, "history.js").encode("utf-8"))
     return os.fspath(output)
 
 
@@ -69,12 +69,12 @@ def build(profiles: List[Profile], labels: List[str], cumulative: bool = False,
         "nranks": h.nranks,
         "callpaths": [{"name": p[-1], "path": "<".join(p),
                        "parent": position[p[:-1]] if len(p) > 1 else -1} for p in order],
-        "inc" if inclusive else "exc": [report.rounded(row) for row in h.values[:, index]],
+        "inc" if inclusive else "exc": [report_page.rounded(row) for row in h.values[:, index]],
         "mpi": _mpi(h.mpi, index),
-        "totals": report.rounded(h.totals),
+        "totals": report_page.rounded(h.totals),
         "worst": [position[h.callpaths[c]] for c in h.worst],
         "flags": [[int(k), position[path], int(since),
-                   *report.rounded(np.array([base, new, change if np.isfinite(change) else np.nan, p])),
+                   *report_page.rounded(np.array([base, new, change if np.isfinite(change) else np.nan, p])),
                    1 if regressed else -1]
                   for k, path, since, base, new, change, p, regressed in
                   zip(f["run"], f["callpath"], f["since"], f["base"], f["new"], f["change"], f["p_value"],
@@ -95,7 +95,7 @@ def _mpi(mpi: Optional[Dict[str, np.ndarray]], index: np.ndarray) -> Optional[Di
     series = {key: values[:, index] for key, values in mpi.items()}
     columns = np.flatnonzero(np.any([np.nan_to_num(v) != 0 for v in series.values()], axis=(0, 1)))
     return {"columns": columns.tolist(),
-            **{key: [None if np.isnan(row).all() else report.rounded(row[columns]) for row in values]
+            **{key: [None if np.isnan(row).all() else report_page.rounded(row[columns]) for row in values]
                for key, values in series.items()}}
 
 

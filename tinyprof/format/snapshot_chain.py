@@ -2,6 +2,9 @@
 the same file of J (itself rebuilt if a delta, down to a full snapshot)
 and K's ``delta`` section, into the bytes a full snapshot K would have had,
 which are then parsed as any file. docs/format.md, "Snapshots".
+
+:func:`parse` is how the reader (``analysis/profile.py``) reads every file of
+a profile: a full one as it is, a delta through its chain.
 """
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ import os
 from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
-from . import delta as _deltasection
-from .encoding import FormatError, encode_file
+from ..errors import FormatError
+from . import delta_section
+from .encoding import encode_file
 from .reader import ParsedFile, parse_data, parse_file, read_regular
 
 Callpath = Tuple[str, ...]
@@ -123,7 +127,7 @@ def _apply(delta: ParsedFile, before: Dict[Callpath, List[bytes]]) -> Dict[Callp
     h = delta.header
     if "delta" not in delta.sections:
         raise FormatError(delta.path, None, "a delta snapshot without a delta section")
-    splices = _deltasection.parse(delta.sections["delta"], delta.path,
+    splices = delta_section.parse(delta.sections["delta"], delta.path,
                                   delta.section_lines["delta"], len(delta.paths),
                                   h.first_rank, h.rank_count)
     consistent = _raw_fields(delta)

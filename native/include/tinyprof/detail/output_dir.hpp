@@ -1,4 +1,4 @@
-// Python twin: tinyprof/format/layout.py; identity: tests/native/test_programs.py (file names)
+// Python twin: tinyprof/format/output_dir.py; identity: tests/native/test_programs.py (file names)
 //
 // The output directory: the files of a flush, `<outdir>/<stem>.<i>-of-<n>.tp`,
 // and those of snapshot k in `<outdir>/snapshots/<k>/`, each written atomically.
@@ -115,7 +115,7 @@ inline bool write_atomic(const std::string& path, const std::string& data) {
 
 // A run starting: if `outdir` exists (an earlier run's files may be there),
 // `<outdir>/<stem>.run` names this run, so that a reader can tell when it
-// left no complete profile (format/layout.py mark_run). A new directory needs
+// left no complete profile (format/output_dir.py mark_run). A new directory needs
 // no marker; a failure is left to the first write to report.
 inline std::string run_marker(const std::string& outdir, std::string_view name) {
     std::string stem = file_name(name, 0, 1);

@@ -6,13 +6,14 @@ that its newest occurrence may still change (a loop-2 sum, a metric given
 late), so a field of K is the first ``keep`` bytes of the same callpath's
 and rank's field in J followed by new bytes. The section lists those
 splices; fields it does not list are as in J. Layout: docs/format.md,
-"The delta section". ``chain.py`` applies them.
+"The delta section". ``snapshot_chain.py`` applies them.
 """
 from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from .encoding import FormatError, natural
+from ..errors import FormatError
+from .encoding import natural
 
 # (event line, rank, bytes kept from the base's field, the bytes that follow)
 Splice = Tuple[int, int, int, bytes]
