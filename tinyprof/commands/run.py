@@ -37,11 +37,11 @@ def register(commands: options.Commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     lib = os.path.join(PACKAGE, "libtinyprof_mpi.so")
-    missing = [n for n in ("libtinyprof_mpi.so", "libtinyprof_whole.so")
-               if not os.path.exists(os.path.join(PACKAGE, n))]
+    missing = [p for p in (lib, os.path.join(PACKAGE, "libtinyprof_whole.so")) if not os.path.exists(p)]
     if missing:
-        print(f"tinyprof run: {', '.join(missing)} not built (pip install needs an MPI C and C++ compiler, "
-              "docs/mpi.md): nothing would be profiled", file=sys.stderr)
+        from ..runtime.capture import not_built
+        reasons = "\n".join(not_built(p) for p in missing)
+        print(f"tinyprof run: nothing would be profiled (docs/mpi.md):\n{reasons}", file=sys.stderr)
         return 1
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     mpiexec = args.mpiexec or (beside if os.access(beside, os.X_OK) else shutil.which("mpiexec") or "mpiexec")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
@@ -34,6 +35,22 @@ _MPI4PY = "mpi4py/MPI"              # the path part of mpi4py's extension module
 
 class Unavailable(Exception):
     """Capture cannot work here; the message says why and what to do."""
+
+
+def not_built(library: str) -> str:
+    """Why ``library`` (libtinyprof_mpi.so, libtinyprof_whole.so) is missing:
+    its build's error as setup.py recorded it beside it at install (the first
+    lines of the compiler's message; where to read it whole)."""
+    record = library + ".build-error"
+    try:
+        with open(record, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return (f"{os.path.basename(library)} not built, and no record of its build ({record}): "
+                "reinstall tinyprof with an MPI compiler (mpicc, mpicxx) on PATH or MPICC and MPICXX set")
+    errors = list(dict.fromkeys(line for line in lines[1:] if "error" in line))[:3] or lines[1:4]
+    more = f" (the compiler's whole message: {record})" if len(lines) > 1 + len(errors) else ""
+    return "\n  ".join(lines[:1] + errors) + more
 
 
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
@@ -69,6 +86,39 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
 _hooked: List[ctypes.CDLL] = []     # the library, once loaded and in mpi4py's path
 
 
+def family(library_version: str) -> str:
+    """The MPI family (whose ABI a library built against it needs) of an
+    ``MPI_Get_library_version`` text."""
+    if "Open MPI" in library_version:
+        return "Open MPI"
+    if any(name in library_version for name in ("MPICH", "Intel(R) MPI", "MVAPICH")):
+        return "MPICH"
+    return "unknown"
+
+
+def _load() -> ctypes.CDLL:
+    """The library, loaded, once it is known to be built for the MPI that
+    mpi4py loaded (read from its file: loading one built for another would
+    end the process); :class:`Unavailable` otherwise."""
+    if not os.path.exists(LIBRARY):
+        raise Unavailable(not_built(LIBRARY))
+    from mpi4py import MPI
+    loaded = " ".join(MPI.Get_library_version().split("\n")[0].split(",")[0].split())
+    try:
+        with open(LIBRARY, "rb") as f:
+            found = re.search(rb"tinyprof-mpi-family:([^\0]*)\0", f.read())
+    except OSError as e:
+        raise Unavailable(f"cannot read {LIBRARY}: {e}") from None
+    built = found[1].decode("ascii", "replace") if found else "unknown"
+    if "unknown" not in (built, family(loaded)) and built != family(loaded):
+        raise Unavailable(f"{LIBRARY} was built for {built}, but mpi4py loaded {loaded}: reinstall "
+                          "tinyprof with this MPI's compiler (MPICC), docs/mpi.md")
+    try:
+        return _bind(ctypes.CDLL(LIBRARY))
+    except (OSError, AttributeError) as e:
+        raise Unavailable(f"cannot load {LIBRARY}: {e}") from None
+
+
 def _hook() -> ctypes.CDLL:
     """The library, in the path of mpi4py's MPI calls: as it is if linked or
     LD_PRELOADed (its MPI_* are the ones everybody calls), else loaded and
@@ -79,13 +129,7 @@ def _hook() -> ctypes.CDLL:
     if hasattr(process, "tinyprof_mpi_abi"):
         lib = _check(_bind(process))
     else:
-        if not os.path.exists(LIBRARY):
-            raise Unavailable(f"{LIBRARY} was not built (no MPI compiler when tinyprof was "
-                              "installed): reinstall tinyprof with mpicc on PATH or MPICC set")
-        try:
-            lib = _check(_bind(ctypes.CDLL(LIBRARY)))
-        except (OSError, AttributeError) as e:
-            raise Unavailable(f"cannot load {LIBRARY}: {e}") from None
+        lib = _check(_load())
         if lib.tinyprof_mpi_patch(_MPI4PY.encode()) <= 0:
             raise Unavailable("cannot redirect mpi4py's MPI calls to the capture library")
     _hooked.append(lib)
@@ -105,8 +149,8 @@ def op_names() -> List[str]:
     if not _hooked and "mpi4py.MPI" not in sys.modules:
         return []
     try:
-        lib = _hooked[0] if _hooked else _bind(ctypes.CDLL(LIBRARY))
-    except (OSError, AttributeError):
+        lib = _hooked[0] if _hooked else _load()
+    except Unavailable:
         return []
     names: List[str] = []
     while True:

@@ -73,6 +73,7 @@ class Session:
         self.last_flush: Optional[FlushStats] = None     # of the last MPI flush
         self.snapshotter: Optional[Snapshotter] = None
         self.capture: Any = None        # capture.Capture when MPI is recorded
+        self.capture_missing: Optional[str] = None  # why not, when asked for (the meta's mpi_capture)
         self.added: Optional[unannotated.Unannotated] = None   # call sites and samples, when asked
         self.syncs: List[Tuple[int, int, int]] = []    # trace clock: first and latest sync
         self.live = False
@@ -158,12 +159,14 @@ class Session:
     def _start_capture(self, comm: Any) -> None:
         """Record MPI calls (``mpi=True``), or warn why not and go on without."""
         if comm is None:
+            self.capture_missing = "MPI is not running (mpi4py)"
             self.warn("mpi", "mpi=True, but MPI is not running (mpi4py): no MPI data is recorded")
             return
         from . import capture
         try:
             self.capture = capture.Capture.start()
         except Exception as e:      # Unavailable, or an unexpected loader failure
+            self.capture_missing = str(e)
             self.warn("mpi", f"MPI communication is not recorded: {e}")
             return
         if self.settings.ucx:
@@ -242,6 +245,8 @@ class Session:
                     entries = metadata.automatic(self.start_time, self.hosts, self.mpi_library)
                 except Exception as e:      # the profiler never takes the application down
                     self.warn("metadata", f"run metadata left out: {type(e).__name__}: {e}")
+            if self.capture_missing is not None:     # for `tinyprof mpi` to say why
+                entries["mpi_capture"] = self.capture_missing
             entries.update(self.settings.metadata)
             self._meta = meta_section.encode(entries)
         return self._meta

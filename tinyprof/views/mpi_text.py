@@ -68,7 +68,8 @@ def transport(profile: Profile, callpaths: Sequence[Spec] = (), by_rank: bool = 
             "unavailable": "this MPI does not use UCX on rank(s)"}
     where = "; ".join(f"{said[s]} {encode_members(r)}" for s, r in states.items())
     out = [f"{shown(profile.name)}: {where}"]
-    if "unused" in states:
+    # MPICH's own shared memory and its CVAR: not said under another MPI (unknown: said)
+    if "unused" in states and str(profile.metadata.get("mpi_library", "MPICH")).startswith("MPICH"):
         out.append("  (a rank made no MPI call through UCX, or MPICH moved its messages to ranks of "
                    "the same node through its own shared memory: MPIR_CVAR_NOLOCAL=1 routes them "
                    "through UCX)")

@@ -21,7 +21,14 @@
 // three-phase flush (docs/flush.md). Usage, semantics and limits: docs/native.md.
 #pragma once
 
+// Only MPI's C API is used here. Open MPI 4.1's mpi.h adds its C++ bindings
+// (unless OMPI_SKIP_MPICXX), which warn under -Wextra's -Wcast-function-type:
+// not in the files of a program that includes this header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wcast-function-type"
 #include <mpi.h>
+#pragma GCC diagnostic pop
 
 #include "detail/event_map.hpp"
 

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -51,15 +50,16 @@ inline std::string_view trim(std::string_view s) {
 // A boolean environment variable, read as Python's tinyprof/_env.py flag()
 // reads it (docs/api.md): on with 1, on, true or yes, off with 0, off, false
 // or no (any case and spacing), `fallback` when unset or empty; any other
-// value warns once and is `fallback`.
+// value warns and is `fallback`. It keeps no record of warnings (a function's
+// static would be one object for every rank under SimGrid SMPI): a Profiler
+// reads each variable once, at its start.
 inline bool env_flag(const char* name, bool fallback) {
     const char* text = std::getenv(name);
     std::string v(text ? trim(text) : std::string_view{});
     for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (v == "1" || v == "on" || v == "true" || v == "yes") return true;
     if (v == "0" || v == "off" || v == "false" || v == "no") return false;
-    static std::set<std::string> warned;
-    if (!v.empty() && warned.insert(name).second)
+    if (!v.empty())
         std::fprintf(stderr, "tinyprof: %s='%.40s' is neither on (1, on, true, yes) nor off (0, off, false, no); "
                      "taken as %s\n", name, std::string(trim(text)).c_str(), fallback ? "on" : "off");
     return fallback;
