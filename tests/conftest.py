@@ -56,6 +56,9 @@ def pytest_collection_modifyitems(config, items) -> None:
     tests = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         folder = os.path.relpath(str(item.path), tests).split(os.sep)[0]
+        if folder != "mpi" and "mpi" in item.keywords and item.get_closest_marker("mpi") is None:
+            raise pytest.UsageError(f"{item.nodeid}: a name or parameter id 'mpi' makes pytest-mpi skip "
+                                    f"the test without --with-mpi; name it otherwise")
         tiers = {TIER_OF_FOLDER.get(folder)} | {t for f, ts in TIER_OF_FIXTURE.items() if f in item.fixturenames
                                                  for t in ts}
         for tier in sorted(tiers - {None} - {m.name for m in item.iter_markers()}):

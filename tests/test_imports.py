@@ -222,8 +222,10 @@ def test_the_commands_check_finds_eager_imports(tmp_path, monkeypatch):
     assert _eager_commands() == ["tinyprof.commands.show:3 imports tinyprof.views.text"]
 
 
+# ids "tinyprof CMD": a bare "mpi" would be a keyword pytest-mpi skips (tests/conftest.py)
 @pytest.mark.parametrize("command", ["", "show", "report", "mpi", "pop", "compare", "callflow",
-                                     "critical-path", "wait-states", "run", "tune", "convert"])
+                                     "critical-path", "wait-states", "run", "tune", "convert"],
+                         ids=lambda command: f"tinyprof {command}".strip())
 def test_help_loads_no_numpy(command):
     """``tinyprof --help``, ``tinyprof CMD --help`` and ``tinyprof-convert --help``
     load neither numpy nor a layer beyond what ``import tinyprof`` loads."""

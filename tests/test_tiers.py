@@ -64,3 +64,13 @@ def test_a_test_that_launches_mpiexec_runs_in_a_serial_run():
                            str(TESTS / "test_disabled.py") + "::test_the_demo_runs_without_a_profile"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_no_serial_test_is_named_mpi():
+    """pytest-mpi skips, in a run without --with-mpi, every test whose keywords
+    hold ``mpi``, a parameter id too (``test_help_loads_no_numpy[mpi]`` was
+    skipped): tests/conftest.py stops the collection on such a name."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+                           str(TESTS / "test_imports.py")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[mpi]" not in done.stdout
