@@ -197,3 +197,52 @@ def test_the_transport_view_gives_mpichs_hint_only_under_mpich(tmp_path):
     assert ran.returncode == 0, ran.stderr
     view = mpi_text.transport(tinyprof.read(tmp_path / "prof"))
     assert "UCX carried none of the MPI traffic of rank(s) 0-1" in view and "MPICH" not in view, view
+
+
+DEBIAN = ROOT / ".venv-debian-openmpi"  # Debian's Open MPI 4.1 and mpi4py: `make test-other-mpis`
+ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# name -> (venv, mpicxx, mpiexec, environment to build and run with); the capture library is the one
+# installed into that venv, built against that MPI (make test-other-mpis), MPICH's this tree's (make install)
+HEADER_MPIS = {
+    "MPICH": (None, BIN / "mpicxx", Path(MPIEXEC), {}),
+    "Open MPI v5": (OPENMPI, OPENMPI / "bin" / "mpicxx", OPENMPI / "bin" / "mpiexec",
+                    dict(ROOT_OK, PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")),
+    "Intel(R) MPI": (IMPI, IMPI / "bin" / "mpicxx", IMPI / "bin" / "mpiexec",
+                     {"I_MPI_ROOT": str(IMPI), "LD_LIBRARY_PATH": str(IMPI / "lib")}),
+    "Open MPI v4.1": (DEBIAN, Path("/usr/bin/mpicxx.openmpi"), Path("/usr/bin/mpiexec.openmpi"),
+                      dict(ROOT_OK, OMPI_MCA_rmaps_base_oversubscribe="1")),
+}
+
+
+@pytest.mark.parametrize("mpi", list(HEADER_MPIS))
+def test_the_headers_program_counts_exactly_under_each_mpi(mpi, tmp_path):
+    """tests/native/header_counts.cpp (exact_counts.py's traffic, through the
+    header) built with each MPI's mpicxx and linked with the libtinyprof_mpi
+    built against that MPI: exact calls, bytes and matrix on 3 ranks (issue 46)."""
+    venv, mpicxx, mpiexec, extra = HEADER_MPIS[mpi]
+    for needed in (mpicxx, mpiexec, *([venv / "bin" / "python"] if venv else [])):
+        require(needed, f"{needed} ({mpi})", "make install, make test-other-mpis")
+    env = dict(os.environ, **extra)
+    env.pop("PYTHONPATH", None)
+    if venv is None:
+        libdir = ROOT / "tinyprof"
+    else:
+        libdir = Path(subprocess.run([str(venv / "bin" / "python"), "-P", "-c",
+                                      "import tinyprof; print(tinyprof.__path__[0])"],
+                                     capture_output=True, text=True, check=True, env=env).stdout.strip())
+    assert (libdir / "libtinyprof_mpi.so").exists(), libdir
+    exe = tmp_path / "counts"
+    subprocess.run([str(mpicxx), "-std=c++17", "-O2", "-pthread", "-I", str(ROOT / "native" / "include"),
+                    str(ROOT / "tests" / "native" / "header_counts.cpp"), str(ROOT / "native" / "src" / "tinyprof.cpp"),
+                    f"-L{libdir}", "-ltinyprof_mpi", f"-Wl,-rpath,{libdir}", "-o", str(exe)],
+                   check=True, env=env, timeout=300)
+    ran = subprocess.run([str(mpiexec), "-n", "3", str(exe), str(tmp_path / "out")], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    profile = tinyprof.read(tmp_path / "out")
+    assert str(profile.metadata["mpi_library"]).startswith(mpi), profile.metadata["mpi_library"]
+    rows = {(r.rank, r.op): (r.calls, r.bytes) for r in profile.mpi.itertuples()
+            if r.callpath == ("main",) and r.comm == "COMM_WORLD"}
+    assert rows == {(r, op): want for r in range(3) for op, want in
+                    (("Sendrecv", (5, 4000)), ("Allreduce", (3, 96)), ("Bcast", (2, 128)))}, (mpi, rows)
+    assert profile.comm_matrix(callpath=("main",)).tolist() == [[0, 4000, 0], [0, 0, 4000], [4000, 0, 0]], mpi
