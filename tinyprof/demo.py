@@ -1,6 +1,7 @@
 """The demo: a 2-D Jacobi heat solver over MPI (mpi4py + numpy), annotated.
 
     python -m tinyprof.demo --run [OUTDIR]       # mpiexec -n 8, then print the summary
+    python -m tinyprof.demo --run --mpiexec-args=--oversubscribe   # options for mpiexec
     mpiexec -n 8 python -m tinyprof.demo [OUTDIR] [--steps N]   # the application alone
 
 The plate is split into horizontal strips, one per rank; every step exchanges
@@ -34,6 +35,7 @@ import numpy as np
 import tinyprof
 
 from . import Event, annotate
+from .commands import options
 from .runtime import session
 
 HOT, COLD = 100.0, 0.0
@@ -91,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run", action="store_true",
                    help="launch the application under mpiexec, then read and summarise the profile")
     p.add_argument("-n", "--nranks", type=int, default=8, help="ranks for --run (default 8)")
+    options.add_mpiexec_args(p)
     p.add_argument("--steps", type=int, default=200, help="solver steps (default 200)")
     p.add_argument("--rows", type=int, default=64, help="rows of the first rank (default 64)")
     p.add_argument("--cols", type=int, default=256, help="columns (default 256)")
@@ -122,8 +125,9 @@ def _mpiexec() -> str:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    cmd = [_mpiexec(), "-n", str(args.nranks), sys.executable, "-m", "tinyprof.demo",
-           args.outdir, "--steps", str(args.steps), "--rows", str(args.rows),
+    cmd = [_mpiexec(), *options.mpiexec_args(args.mpiexec_args), "-n", str(args.nranks),
+           sys.executable, "-m", "tinyprof.demo", args.outdir,
+           "--steps", str(args.steps), "--rows", str(args.rows),
            "--cols", str(args.cols), "--frequency", str(args.frequency), "--keep", args.keep,
            "--snapshot-every", str(args.snapshot_every), "--trace" if args.trace else "--no-trace"]
     # MPI capture on unless the environment says otherwise: the demo shows it too

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import TYPE_CHECKING, List
+import os
+import shlex
+from typing import TYPE_CHECKING, List, Optional
 
 if TYPE_CHECKING:
     # what add_subparsers returns: each command module adds its parser to it
@@ -54,3 +56,26 @@ def add_statistic(parser: argparse.ArgumentParser, scope: str = "") -> None:
     parser.add_argument("--statistic", choices=STATISTICS, default="sum",
                         help="how the values of all executions and iterations of a callpath "
                              f"on a rank are aggregated{scope} (default: sum)")
+
+
+# Options for the MPI launcher (`tinyprof run`, `python -m tinyprof.demo --run`): --mpiexec-args,
+# else this variable, so that a site sets e.g. --oversubscribe once for every launch.
+MPIEXEC_ARGS = "TINYPROF_MPIEXEC_ARGS"
+MPIEXEC_ARGS_HELP = ("options for the MPI launcher, split as a shell would, e.g. "
+                     f"--mpiexec-args='--oversubscribe --bind-to none' (default: ${MPIEXEC_ARGS})")
+
+
+def add_mpiexec_args(parser: argparse.ArgumentParser) -> None:
+    # written with '=' when it starts with a dash: argparse takes a lone '--oversubscribe' as an option
+    parser.add_argument("--mpiexec-args", metavar="ARGS", help=MPIEXEC_ARGS_HELP)
+
+
+def mpiexec_args(given: Optional[str]) -> List[str]:
+    """The launcher's options: ``given`` (--mpiexec-args), else $TINYPROF_MPIEXEC_ARGS, split
+    as a shell would; an unbalanced quote ends the command with a message."""
+    text = os.environ.get(MPIEXEC_ARGS, "") if given is None else given
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        where = "--mpiexec-args" if given is not None else MPIEXEC_ARGS
+        raise SystemExit(f"tinyprof: {where}={text!r}: {e}") from None

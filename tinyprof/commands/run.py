@@ -18,8 +18,8 @@ def register(commands: options.Commands) -> None:
         "run", help="profile an unchanged MPI program (C, C++, Fortran) under mpiexec",
         description="Run PROGRAM on N ranks with tinyprof's MPI library preloaded: the whole "
                     "program is profiled under one region named after it, from MPI_Init to "
-                    "MPI_Finalize, with its MPI calls. Runs `mpiexec -n N env LD_PRELOAD=... "
-                    "PROGRAM ARGS` and exits with its status. See docs/native.md.")
+                    "MPI_Finalize, with its MPI calls. Runs `mpiexec [MPIEXEC_ARGS] -n N env "
+                    "LD_PRELOAD=... PROGRAM ARGS` and exits with its status. See docs/native.md.")
     parser.add_argument("-n", dest="nranks", type=options.parse_count, required=True, metavar="N",
                         help="number of ranks")
     parser.add_argument("-o", "--outdir", metavar="DIR", help="output directory (default: NAME.tinyprof)")
@@ -30,6 +30,7 @@ def register(commands: options.Commands) -> None:
                              "read back as function (file:line) with addr2line when the binary is there")
     parser.add_argument("--mpiexec", metavar="PATH",
                         help="the MPI launcher (default: mpiexec beside this Python, else on PATH)")
+    options.add_mpiexec_args(parser)
     parser.add_argument("program", metavar="PROGRAM", help="the program to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments")
     parser.set_defaults(run=run)
@@ -51,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         settings.append(f"TINYPROF_OUTDIR={os.path.abspath(args.outdir)}")
     if args.site_depth:
         settings.append(f"TINYPROF_SITES={args.site_depth}")
-    cmd = [mpiexec, "-n", str(args.nranks), "env", *settings, args.program, *args.args]
+    cmd = [mpiexec, *options.mpiexec_args(args.mpiexec_args), "-n", str(args.nranks), "env", *settings,
+           args.program, *args.args]
     try:
         return subprocess.call(cmd)
     except OSError as e:
