@@ -30,7 +30,7 @@ from setuptools.command.build_ext import build_ext
 
 MPI_LIB = "tinyprof.libtinyprof_mpi"
 WHOLE_LIB = "tinyprof.libtinyprof_whole"
-MPI_SOURCES = [os.path.join("native", "src", f) for f in ("tinyprof_mpi.c", "tinyprof_ucx.c")]
+MPI_SOURCES = [os.path.join("native", "src", f) for f in ("tinyprof_mpi.c", "got_patch.c", "tinyprof_ucx.c")]
 MPI_FLAGS = ["-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror"]
 # Hidden and bound to itself: an annotated program's own copy of the
 # implementation and this one never bind to each other.

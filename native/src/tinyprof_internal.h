@@ -1,6 +1,7 @@
-/* tinyprof_internal.h: what tinyprof_mpi.c shares with tinyprof_ucx.c, the
- * two halves of libtinyprof_mpi. Hidden: not part of the library's interface
- * (that is tinyprof/tinyprof_mpi.h). */
+/* tinyprof_internal.h: what the separately compiled parts of libtinyprof_mpi
+ * share: tinyprof_mpi.c (the MPI wrappers and their state), tinyprof_ucx.c
+ * (the transport view) and got_patch.c (GOT rewriting). Hidden: not part of
+ * the library's interface (that is tinyprof/tinyprof_mpi.h). */
 #ifndef TINYPROF_INTERNAL_H
 #define TINYPROF_INTERNAL_H
 
