@@ -22,6 +22,7 @@ import time
 import many_runs
 
 from tinyprof.analysis import mpi_tables
+from tinyprof.analysis.profile import read_runs
 from tinyprof.views import history_page, report_page
 
 
@@ -34,8 +35,8 @@ def main() -> None:
         many_runs.write_runs(where, args.runs, args.ranks, args.callpaths, args.mpi)
         out = os.path.join(scratch, "page.html")
         report_page.plotly_js()                              # imports and caches warm
-        loaded = history_page.load([where])
-        parts = {"load (read_many, sort)": lambda: history_page.load([where]),
+        loaded = read_runs([where])
+        parts = {"load (read_many, sort)": lambda: read_runs([where]),
                  "build (regressions, data)": lambda: history_page.build(*loaded),
                  "whole: report RUNS -o page.html": lambda: history_page.write([where], out)}
         times = {name: many_runs.median_s(call, args.repeats) for name, call in parts.items()}

@@ -25,6 +25,7 @@ import tinyprof
 from tinyprof.analysis import pop as _pop
 from tinyprof.analysis import trace as _trace
 from tinyprof.analysis.pop import PopError
+from tinyprof.analysis.profile import read_runs
 from tinyprof.cli import main
 from tinyprof.format import hostlist, meta_section
 from tinyprof.runtime import collect as _collect
@@ -524,7 +525,7 @@ def test_growing_imbalance_over_real_snapshots(tmp_path):
     # the history page of these snapshots: each interval's MPI time and bytes
     # per callpath are what its snapshot added to the one before
     from tinyprof.views import history_page
-    data = history_page.build(*history_page.load([str(tmp_path / "g")], of_snapshots=True))
+    data = history_page.build(*read_runs([str(tmp_path / "g")], of_snapshots=True))
     paths = [tuple(c["path"].split("<")) for c in data["callpaths"]]
     numbers = tinyprof.snapshots(tmp_path / "g")
     assert data["runs"] == [f"snapshot {k}" for k in numbers] and len(numbers) == 4

@@ -19,6 +19,7 @@ from helpers.mpi_profile import make_mpi_profile
 
 import tinyprof
 from tinyprof.analysis import compare
+from tinyprof.analysis.profile import read_runs
 from tinyprof.cli import main
 from tinyprof.format import meta_section, mpi_section, output_dir
 from tinyprof.format.encoding import Header
@@ -85,7 +86,7 @@ def runs(tmp_path):
 
 
 def test_the_page_data_is_the_runs_in_start_order(runs):
-    data = history_page.build(*history_page.load([runs]))
+    data = history_page.build(*read_runs([runs]))
     assert data["kind"] == "runs" and data["name"] == "app"
     assert data["runs"] == ORDER and data["nranks"] == [NRANKS] * 4
     paths = [c["path"] for c in data["callpaths"]]
@@ -112,7 +113,7 @@ def test_the_page_data_is_the_runs_in_start_order(runs):
 def test_runs_of_different_rank_counts_are_per_rank_and_say_so(tmp_path):
     write_dated_run(tmp_path / "two", "2026-03-01T01:00:00Z", nranks=2)
     write_dated_run(tmp_path / "four", "2026-03-01T02:00:00Z")
-    data = history_page.build(*history_page.load([str(tmp_path)]))
+    data = history_page.build(*read_runs([str(tmp_path)]))
     assert data["runs"] == ["two", "four"] and data["nranks"] == [2, 4]
     assert data["notes"] == ["rank counts differ (2/4 ranks): values are per rank on average",
                              "2 runs: too few to see the run-to-run noise (it takes 4): nothing flagged"]
@@ -121,7 +122,7 @@ def test_runs_of_different_rank_counts_are_per_rank_and_say_so(tmp_path):
 
 def test_the_page_flags_tinyprof_history_table(runs):
     """The page renders the flagged table of ``tinyprof.history``, row for row."""
-    data = history_page.build(*history_page.load([runs]))
+    data = history_page.build(*read_runs([runs]))
     table = tinyprof.history(runs)
     assert table.attrs["runs"] == data["runs"] == ORDER
     paths = [tuple(c["path"].split("<")) for c in data["callpaths"]]
@@ -140,7 +141,7 @@ def test_a_directory_of_runs_is_its_runs(runs, tmp_path):
         os.rename(os.path.join(runs, name, output_dir.file_name("app", 0, 1)),
                   flat / output_dir.file_name(f"app-{name}", 0, 1))
     assert output_dir.runs_in([str(flat)]) == [str(flat / output_dir.file_name(f"app-{n}", 0, 1)) for n in "abcd"]
-    profiles, labels, cumulative = history_page.load([str(flat)])
+    profiles, labels, cumulative = read_runs([str(flat)])
     assert labels == [output_dir.file_name(f"app-{n}", 0, 1) for n in ORDER] and not cumulative
     one = tmp_path / "one"
     write_dated_run(one, "2026-03-01T00:00:00Z")
@@ -181,7 +182,7 @@ def test_snapshots_of_one_run_are_its_history(tmp_path, step_snapshots):
     """The snapshots, cumulative, are taken as intervals: what each added."""
     out = tmp_path / "s"
     step_snapshots(out, [3, 0, 5, 5])
-    data = history_page.build(*history_page.load([str(out)], of_snapshots=True))
+    data = history_page.build(*read_runs([str(out)], of_snapshots=True))
     assert data["kind"] == "snapshots"
     assert data["runs"] == ["snapshot 1", "snapshot 2", "snapshot 3", "snapshot 4"]
     step = [c["path"] for c in data["callpaths"]].index("main<step")
@@ -195,7 +196,7 @@ def test_snapshots_of_one_run_are_its_history(tmp_path, step_snapshots):
     assert facts["console"] == [] and facts["sections"] == ["regressions", "history", "diff", "runs"]
     assert facts["checks"][0].endswith("No change flagged.")
     with pytest.raises(tinyprof.FormatError, match=r"0 complete snapshot\(s\): the history of a run needs at least 2"):
-        history_page.load([str(out / "snapshots" / "000001")], of_snapshots=True)
+        read_runs([str(out / "snapshots" / "000001")], of_snapshots=True)
 
 
 # -- the command ---------------------------------------------------------------------
@@ -454,19 +455,19 @@ def test_mpi_time_and_bytes_per_callpath_over_the_runs(tmp_path, clock):
         expected = [want[key][p] for p in paths]
         assert data["mpi"][key][0] == data["mpi"][key][2] == pytest.approx(expected, rel=1e-4)
         assert data["mpi"][key][1] is None
-    both_mpi = history_page.build(*history_page.load([where / "r0", where / "r2"]))      # times outside MPI
+    both_mpi = history_page.build(*read_runs([where / "r0", where / "r2"]))      # times outside MPI
     assert both_mpi["outside_mpi"] and both_mpi["mpi"] == {"columns": [0, 1, 2, 3],
                                                 **{key: [data["mpi"][key][0]] * 2 for key in ("time", "bytes")}}
     without = tmp_path / "none"
     for k in range(2):
         write_dated_run(without / f"r{k}", f"2026-03-01T0{k}:00:00Z")
-    assert history_page.build(*history_page.load([str(without)]))["mpi"] is None
+    assert history_page.build(*read_runs([str(without)]))["mpi"] is None
     # Only the callpaths where a run made MPI calls are embedded; the page shows 0 for the others
     solve = tmp_path / "solve"
     calls = [(3, 8, 1000 * (r + 1)) for r in range(NRANKS)]
     for k in range(2):
         write_dated_run(solve / f"r{k}", f"2026-03-01T0{k}:00:00Z", mpi=calls)
-    compact = history_page.build(*history_page.load([str(solve)]))
+    compact = history_page.build(*read_runs([str(solve)]))
     assert compact["mpi"] == {"columns": [2], "time": [[2500e-9]] * 2, "bytes": [[24.0]] * 2}
     picked = _page(history_page.write([str(solve)], tmp_path / "s.html"), [PICK % (0, 1)])
     assert picked["console"] == []

@@ -26,7 +26,6 @@ from . import report_page
 from .text import tree_order
 
 Path = Union[str, "os.PathLike[str]"]
-load = read_runs        # what callers of the page's data give ``build`` (tests, benchmarks/history.py)
 
 
 def write(paths: Sequence[Path], output: Path, errors: str = "raise",
